@@ -1,0 +1,169 @@
+"""Pure-Python table core: the fallback of offlink._ctable, with the same methods and answers.
+
+Both cores raise ValueError(code, message) with the spec's error code (formats/table.md).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from array import array
+from bisect import bisect_right
+
+from .formats.table import (
+    CRC_OFFSET,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    IMAGE_KIND_NAMES,
+    MAGIC,
+    SYMBOL_KIND_NAMES,
+    SYMBOL_SIZE,
+    SYMBOL_STRUCT,
+    TARGET_SIZE,
+    TARGET_STRUCT,
+    VERSION,
+)
+
+MESSAGES = {
+    "truncated": "table is truncated",
+    "bad-magic": "not an offload table (bad magic)",
+    "bad-version": "unsupported table version",
+    "bad-header": "corrupt table header",
+    "bad-checksum": "table checksum mismatch",
+    "bad-offset": "table offset out of bounds",
+    "bad-string": "corrupt name in table",
+    "bad-kind": "unknown kind in table",
+    "unsorted": "table rows not sorted by name",
+    "bad-index": "corrupt address index",
+    "bad-image-checksum": "image checksum mismatch",
+}
+
+
+def _fail(code: str, detail: str = "") -> ValueError:
+    return ValueError(code, MESSAGES[code] + (f" ({detail})" if detail else ""))
+
+
+def _in(off: int, size: int, lo: int, hi: int) -> bool:
+    return lo <= off and size <= hi - off if off <= hi else False
+
+
+class Core:
+    """A validated table over a bytes-like buffer (kept, not copied)."""
+
+    backend = "python"
+
+    def __init__(self, buf) -> None:
+        mv = memoryview(buf).cast("B")
+        self._buf = mv
+        size = len(mv)
+        if size < HEADER_SIZE:
+            raise _fail("truncated", f"{size} bytes")
+        (magic, version, header_size, flags, total, meta, crc, n_t, n_s, s_size, t_off, s_off,
+         i_off, str_off) = HEADER_STRUCT.unpack_from(mv, 0)
+        if magic != MAGIC:
+            raise _fail("bad-magic")
+        if version != VERSION:
+            raise _fail("bad-version", f"version {version}")
+        if header_size != HEADER_SIZE or flags != 0:
+            raise _fail("bad-header")
+        if total > size:
+            raise _fail("truncated", f"{size} of {total} bytes")
+        if meta < HEADER_SIZE or meta > total:
+            raise _fail("bad-header")
+        head = bytearray(mv[:HEADER_SIZE])
+        head[CRC_OFFSET : CRC_OFFSET + 4] = b"\0\0\0\0"
+        actual = zlib.crc32(mv[HEADER_SIZE:meta], zlib.crc32(head))
+        if actual != crc:
+            raise _fail("bad-checksum")
+        for off, length in ((t_off, n_t * TARGET_SIZE), (s_off, n_s * SYMBOL_SIZE),
+                            (i_off, n_s * 12), (str_off, s_size)):
+            if off % 8 or not _in(off, length, HEADER_SIZE, meta):
+                raise _fail("bad-offset")
+        if str_off + s_size != meta:
+            raise _fail("bad-offset")
+        self.total_size, self.meta_size = total, meta
+        self.n_targets, self.n_symbols = n_t, n_s
+        self._t_off, self._s_off, self._str_off, self._s_size = t_off, s_off, str_off, s_size
+        self._targets = []
+        for i in range(n_t):
+            noff, nlen, kind, _fl, icrc, ioff, isize = TARGET_STRUCT.unpack_from(
+                mv, t_off + i * TARGET_SIZE)
+            name = self._name(noff, nlen)
+            if kind not in IMAGE_KIND_NAMES:
+                raise _fail("bad-kind", f"image kind {kind}")
+            if not _in(ioff, isize, meta, total):
+                raise _fail("bad-offset", f"image of target {i}")
+            self._targets.append((name, kind, ioff, isize, icrc))
+        rows = list(SYMBOL_STRUCT.iter_unpack(mv[s_off : s_off + n_s * SYMBOL_SIZE]))
+        names = []
+        prev = None
+        for noff, nlen, _ho, _sz, kind, _fl in rows:
+            name = self._name(noff, nlen)
+            if kind not in SYMBOL_KIND_NAMES:
+                raise _fail("bad-kind", f"symbol kind {kind}")
+            if prev is not None and not prev < name:
+                raise _fail("unsorted")
+            prev = name
+            names.append(name)
+        self._names = names
+        self._rows = rows
+        keys = array("q", bytes(mv[i_off : i_off + 8 * n_s]))
+        idx = array("I", bytes(mv[i_off + 8 * n_s : i_off + 12 * n_s]))
+        if keys.itemsize != 8 or idx.itemsize != 4:  # pragma: no cover - exotic platforms
+            keys = array("q", struct.unpack(f"<{n_s}q", mv[i_off : i_off + 8 * n_s]))
+        # In-order walk: keys non-decreasing, each key its row's offset. Flattened for bisect.
+        sorted_keys, sorted_rows = [], []
+        stack, k = [], 1
+        while stack or k <= n_s:
+            while k <= n_s:
+                stack.append(k)
+                k *= 2
+            k = stack.pop()
+            key, row = keys[k - 1], idx[k - 1]
+            if row >= n_s or rows[row][2] != key or (sorted_keys and key < sorted_keys[-1]):
+                raise _fail("bad-index")
+            sorted_keys.append(key)
+            sorted_rows.append(row)
+            k = 2 * k + 1
+        self._keys = sorted_keys
+        self._key_rows = sorted_rows
+        self._by_name = {n: i for i, n in enumerate(names)}
+
+    def _name(self, off: int, length: int) -> bytes:
+        if not _in(off, length + 1, 0, self._s_size):
+            raise _fail("bad-string")
+        start = self._str_off + off
+        raw = bytes(self._buf[start : start + length + 1])
+        if raw[-1] != 0 or 0 in raw[:-1]:
+            raise _fail("bad-string")
+        return raw[:-1]
+
+    # -- the methods both cores share ---------------------------------------------------------
+
+    def symbol(self, row: int) -> tuple[bytes, int, int, int]:
+        _noff, _nlen, host_offset, size, kind, _fl = self._rows[row]
+        return self._names[row], host_offset, size, kind
+
+    def target(self, index: int) -> tuple[bytes, int, int, int, int]:
+        """(name, kind, image offset, image size, image crc32)."""
+        return self._targets[index]
+
+    def lookup(self, name: bytes) -> int:
+        return self._by_name.get(name, -1)
+
+    def find(self, offset: int) -> int:
+        pos = bisect_right(self._keys, offset) - 1
+        if pos < 0:
+            return -1
+        row = self._key_rows[pos]
+        _noff, _nlen, start, size, _kind, _fl = self._rows[row]
+        return row if offset - start < size else -1
+
+    def find_many(self, offsets) -> array:
+        """Rows for a buffer of int64 offsets (-1 for a miss), as array('q')."""
+        return array("q", (self.find(o) for o in memoryview(offsets).cast("B").cast("q")))
+
+    def check_image(self, index: int) -> None:
+        _name, _kind, off, size, crc = self._targets[index]
+        if zlib.crc32(self._buf[off : off + size]) != crc:
+            raise _fail("bad-image-checksum", f"target {index}")

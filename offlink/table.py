@@ -1,0 +1,150 @@
+"""`from offlink import Table`: read a module's offload table by name and by host address.
+
+Backed by the C core (offlink._ctable, the same table.c as the runtime library) when it is
+built, else by the pure-Python core; `OFFLINK_PURE_PYTHON=1` forces the latter. Both give the
+same answers (tests/test_differential.py).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+from .errors import FormatError, TableError
+from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
+
+
+def _load_core():
+    if os.environ.get("OFFLINK_PURE_PYTHON", "") not in ("", "0"):
+        from ._pytable import Core
+
+        return Core
+    try:
+        from ._ctable import Core  # type: ignore[import-not-found]
+    except ImportError:
+        from ._pytable import Core
+    return Core
+
+
+_Core = None
+
+
+def _core():
+    global _Core
+    if _Core is None:
+        _Core = _load_core()
+    return _Core
+
+
+def backend() -> str:
+    """Which core is loaded: 'c' or 'python'."""
+    return _core().backend
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    address: int  # as in the file's symbol table (st_value), or relative to `base`
+    size: int
+    kind: str
+    host_offset: int  # relative to the table
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str
+    image: bytes
+
+
+class Table:
+    """A validated offload table. `address` is the table's own address (sh_addr in a file)."""
+
+    def __init__(self, buf, address: int = 0, path: str | None = None):
+        try:
+            self._core = _core()(buf)
+        except ValueError as e:
+            code, message = e.args if len(e.args) == 2 else ("corrupt", str(e))
+            where = f"{path}: " if path else ""
+            raise TableError(code, f"{where}{SECTION}: {message}") from None
+        self._buf = buf
+        self.address = address
+        self.path = path
+
+    @classmethod
+    def from_bytes(cls, buf, address: int = 0) -> Table:
+        return cls(buf, address)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> Table:
+        from .elf import ElfFile
+
+        elf = ElfFile.open(path)
+        section = elf.section(SECTION)
+        if section is None:
+            raise FormatError(f"{os.fspath(path)}: no {SECTION} section (not linked with offlink)")
+        data = bytes(elf.content(section))
+        return cls(data, section.sh_addr, os.fspath(path))
+
+    @property
+    def backend(self) -> str:
+        return self._core.backend
+
+    @property
+    def total_size(self) -> int:
+        return self._core.total_size
+
+    def __len__(self) -> int:
+        return self._core.n_symbols
+
+    def _symbol(self, row: int) -> Symbol:
+        name, host_offset, size, kind = self._core.symbol(row)
+        return Symbol(name.decode(), self.address + host_offset, size, SYMBOL_KIND_NAMES[kind],
+                      host_offset)
+
+    @property
+    def symbols(self) -> list[Symbol]:
+        return [self._symbol(i) for i in range(self._core.n_symbols)]
+
+    @property
+    def targets(self) -> list[Target]:
+        out = []
+        for i in range(self._core.n_targets):
+            name, kind, off, size, _crc = self._core.target(i)
+            out.append(Target(name.decode(), IMAGE_KIND_NAMES[kind], bytes(self._buf[off : off + size])))
+        return out
+
+    def target(self, name: str) -> Target:
+        """One target's image, its checksum verified."""
+        for i in range(self._core.n_targets):
+            if self._core.target(i)[0] == name.encode():
+                try:
+                    self._core.check_image(i)
+                except ValueError as e:
+                    raise TableError(e.args[0], f"{SECTION}: target {name}: {e.args[-1]}") from None
+                return self.targets[i]
+        known = ", ".join(t.name for t in self.targets) or "none"
+        raise FormatError(f"no target '{name}' in the table (targets: {known})")
+
+    def lookup(self, name: str) -> Symbol | None:
+        row = self._core.lookup(name.encode())
+        return None if row < 0 else self._symbol(row)
+
+    def find(self, address: int) -> Symbol | None:
+        row = self._core.find(address - self.address)
+        return None if row < 0 else self._symbol(row)
+
+    def find_rows(self, addresses) -> "array":  # noqa: F821 - array from the cores
+        """Batch form: a buffer of uint64 addresses in, array('q') of row numbers (-1: miss)."""
+        from array import array
+
+        offsets = array("q", (a - self.address for a in memoryview(addresses).cast("B").cast("Q"))) \
+            if self.address else memoryview(addresses).cast("B").cast("q")
+        return self._core.find_many(offsets)
+
+    def lookup_many(self, names: Iterable[str]) -> list[Symbol | None]:
+        return [self.lookup(n) for n in names]
+
+    def symbol_at(self, row: int) -> Symbol:
+        return self._symbol(row)
