@@ -138,13 +138,30 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-def layout_size(names: Sequence[str], targets: Sequence[str], image_sizes: Sequence[int]) -> int:
-    """Exact size of a table with these row names, targets and image sizes (to reserve it)."""
+@dataclass(frozen=True)
+class Layout:
+    """Where the images go and how big the table is, fixed before the host link."""
+
+    image_offsets: tuple[int, ...]
+    total_size: int
+
+
+def reserve(names: Sequence[str], targets: Sequence[str], image_sizes: Sequence[int]) -> Layout:
+    """The layout of a table with at most these row names; a table with a subset of the rows
+    (host definitions the linker discarded) fits in it with its images in the same place."""
     unique = {s.encode() for s in [*names, *targets]}
     end = _meta_layout(len(targets), len(names), sum(len(s) + 1 for s in unique))["meta_size"]
+    offsets = []
     for size in image_sizes:
-        end = _align(end, IMAGE_ALIGN) + size
-    return _align(end, 8)
+        end = _align(end, IMAGE_ALIGN)
+        offsets.append(end)
+        end += size
+    return Layout(tuple(offsets), _align(end, 8))
+
+
+def layout_size(names: Sequence[str], targets: Sequence[str], image_sizes: Sequence[int]) -> int:
+    """Exact size of a table with these row names, targets and image sizes."""
+    return reserve(names, targets, image_sizes).total_size
 
 
 def _meta_layout(n_targets: int, n_symbols: int, strings_size: int) -> dict[str, int]:
@@ -161,8 +178,12 @@ def _meta_layout(n_targets: int, n_symbols: int, strings_size: int) -> dict[str,
     }
 
 
-def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec]) -> bytes:
-    """Write a complete table. Rows are sorted here; duplicate names are refused."""
+def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
+                layout: Layout | None = None) -> bytes:
+    """Write a complete table. Rows are sorted here; duplicate names are refused.
+
+    With a layout (from `reserve`), the images go where it put them and the table has its size.
+    """
     from ..errors import FormatError
 
     ordered = sorted(rows, key=lambda r: name_key(r.name.encode()))
@@ -184,13 +205,14 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec]) -> bytes:
     lay = _meta_layout(len(images), len(ordered), len(pool))
     meta_size = lay["meta_size"]
 
-    image_offsets = []
-    end = meta_size
-    for img in images:
-        end = _align(end, IMAGE_ALIGN)
-        image_offsets.append(end)
-        end += len(img.image)
-    total = _align(end, 8)
+    if layout is None:
+        layout = reserve([r.name for r in ordered], [i.target for i in images],
+                         [len(i.image) for i in images])
+    image_offsets = layout.image_offsets
+    total = layout.total_size
+    if (images and image_offsets[0] < meta_size) or len(image_offsets) != len(images) \
+            or total < meta_size:
+        raise FormatError("the table does not fit the space reserved for it")
 
     out = bytearray(total)
     pos = lay["targets_off"]

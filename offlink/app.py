@@ -1,0 +1,86 @@
+"""The typer commands of `offlink` other than cc and link (inspect, extract, config, --version).
+
+Imported only for these commands: typer and rich cost tens of milliseconds at start-up.
+No `from __future__ import annotations` here: typer reads the annotations at run time.
+"""
+
+from typing import Annotated, Optional
+
+import typer
+
+from .cli import _guard, version_text
+
+
+app = typer.Typer(name="offlink", add_completion=False, no_args_is_help=True,
+                  context_settings={"help_option_names": ["--help"]},
+                  help="Link offload code: per-CU target builds, per-target images and a "
+                       "name-keyed table in the host binary.")
+
+def version_cb(value: bool) -> None:
+    if value:
+        print(version_text())
+        raise typer.Exit()
+
+@app.callback()
+def _main(version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=version_cb, is_eager=True, help="Show the version and the "
+        "table core in use.")] = None) -> None:
+    """offlink: link offload code."""
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def cc() -> None:
+    """Compile one CU into a fat object (offlink cc --help)."""
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def link() -> None:
+    """Link with target code (offlink link --help)."""
+
+@app.command()
+def inspect(binary: Annotated[str, typer.Argument(help="linked binary, object or archive")],
+            json: Annotated[bool, typer.Option("--json", help="JSON output")] = False) -> None:
+    """Show a binary's offload table, or the target code of a fat object or archive."""
+    from .inspect import inspect_file, render_text
+
+    def go() -> int:
+        info = inspect_file(binary)
+        if json:
+            import json as jsonlib
+
+            print(jsonlib.dumps(info, indent=2))
+        else:
+            print(render_text(info))
+        return 0
+
+    raise typer.Exit(_guard(go))
+
+@app.command()
+def extract(binary: Annotated[str, typer.Argument(help="linked binary")],
+            target: Annotated[str, typer.Option("--target", help="target name or 'host'")],
+            output: Annotated[str, typer.Option("--output", help="file to write")]) -> None:
+    """Write one target's image out."""
+    from .inspect import extract_image
+
+    raise typer.Exit(_guard(lambda: extract_image(binary, target, output) and 0))
+
+@app.command()
+def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags")] = False,
+           libs: Annotated[bool, typer.Option("--libs", help="linker flags")] = False) -> None:
+    """Flags to build a program against the offlink runtime (offlink.h, libofflink)."""
+
+    def go() -> int:
+        from .runtime import build
+
+        words: list[str] = []
+        if cflags or not libs:
+            words += build.cflags()
+        if libs:
+            words += build.libs()
+        import shlex
+
+        print(" ".join(shlex.quote(w) for w in words))
+        return 0
+
+    raise typer.Exit(_guard(go))
+
+
+

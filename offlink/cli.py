@@ -1,0 +1,179 @@
+"""The `offlink` command.
+
+`cc` and `link` read their own options (long forms only, before the compiler word) and pass
+every later word through untouched: click would mangle clustered short options such as
+`-shared` or `-Wl,...` (FACTS.md). They also stay free of typer/rich imports, so a plain link
+through offlink costs little more than the link itself. The other commands use typer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+from . import __version__
+from .errors import OfflinkError, UsageError
+
+CC_HELP = """\
+Usage: offlink cc [OPTIONS] COMPILER ARGS...
+
+  Compile one CU into a fat object: the host object exactly as COMPILER makes it, plus one
+  gnu.target_lto_<target> section per target with this CU's target code. Every word from
+  COMPILER on is passed through untouched; a command that is not a compile to objects
+  (-E, -S, a link) is run as it is, a link through `offlink link`.
+
+Options:
+  --offload-target T   target to build for (repeatable; default: host, or $OFFLINK_TARGETS)
+  --offload-symbol S   offer only these symbols (repeatable; default: every external
+                       function and variable the CU defines for host and target)
+  --verbose            print each command
+  --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
+  --help               show this message
+"""
+
+LINK_HELP = """\
+Usage: offlink link [OPTIONS] LINKER ARGS...
+
+  Link host program and target code: compile each CU's target code (in parallel), link one
+  image per target, and embed them with the name-keyed table in section .openmp_target.
+  Every word from LINKER on is passed through untouched. Without target code in the inputs
+  it is the plain link, byte for byte.
+
+Options:
+  --offload-target T   link only these targets (repeatable; default: all in the inputs)
+  --jobs N             parallel target compiles (default: $OFFLINK_JOBS or the CPU count)
+  --save-temps         keep intermediate files and print where
+  --dry-run            print the commands instead of running them
+  --timings            print how long each stage took
+  --verbose            print each command
+  --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
+  --help               show this message
+"""
+
+
+def _own_options(argv: list[str], flags: set[str], valued: set[str], help_text: str):
+    """Options before the first word that is not one of ours; returns (options, rest)."""
+    opts: dict[str, list[str] | bool] = {}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        name, eq, value = word.partition("=")
+        if word == "--help":
+            print(help_text, end="")
+            raise SystemExit(0)
+        if name in valued:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"option {name} needs a value")
+                i += 1
+                value = argv[i]
+            opts.setdefault(name, []).append(value)  # type: ignore[union-attr]
+        elif word in flags:
+            opts[word] = True
+        elif word == "--":
+            i += 1
+            break
+        elif word.startswith("--") and not os.path.sep in word:
+            raise UsageError(f"unknown option {word} (see --help); options come before the "
+                             f"compiler or linker word")
+        else:
+            break
+        i += 1
+    return opts, argv[i:]
+
+
+def _set_common(opts) -> None:
+    from . import run
+
+    if opts.get("--verbose"):
+        run.set_verbose(True)
+    if opts.get("--traceback"):
+        os.environ["OFFLINK_TRACEBACK"] = "1"
+
+
+def cmd_cc(argv: list[str]) -> int:
+    opts, rest = _own_options(argv, {"--verbose", "--traceback"},
+                              {"--offload-target", "--offload-symbol"}, CC_HELP)
+    _set_common(opts)
+    from .compile import plan_compile, run_compile
+    from .targets import default_targets
+
+    targets = opts.get("--offload-target") or default_targets()
+    plan = plan_compile(rest, targets, tuple(opts.get("--offload-symbol") or ()))
+    if plan is not None:
+        return run_compile(plan)
+    from .gccargs import expand_response_files, words
+
+    ws = words(expand_response_files(rest[1:]))
+    if {"-c", "-E", "-S", "-M", "-MM", "-fsyntax-only", "--version", "-v", "-dumpversion",
+            "-dumpmachine", "--help"} & {w.option for w in ws} or not ws:
+        sys.stdout.flush()
+        try:
+            os.execvp(rest[0], rest)
+        except OSError as e:
+            raise OfflinkError(f"compiler '{rest[0]}': {e.strerror}") from None
+    from .link.pipeline import LinkOptions, link
+
+    return link(rest, LinkOptions(targets=list(opts.get("--offload-target") or [])))
+
+
+def cmd_link(argv: list[str]) -> int:
+    opts, rest = _own_options(
+        argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings"},
+        {"--offload-target", "--jobs"}, LINK_HELP)
+    _set_common(opts)
+    jobs_opt = opts.get("--jobs") or ["0"]
+    try:
+        jobs = int(jobs_opt[-1])  # type: ignore[index]
+    except ValueError:
+        raise UsageError(f"--jobs takes a number, not '{jobs_opt[-1]}'") from None
+    from .link.pipeline import LinkOptions, link
+
+    options = LinkOptions(targets=list(opts.get("--offload-target") or []), jobs=jobs,
+                          save_temps=bool(opts.get("--save-temps")),
+                          dry_run=bool(opts.get("--dry-run")),
+                          timings=bool(opts.get("--timings")))
+    return link(rest, options)
+
+
+def _report(e: BaseException) -> int:
+    from .errors import ToolError
+
+    if os.environ.get("OFFLINK_TRACEBACK", "") not in ("", "0"):
+        import traceback
+
+        traceback.print_exception(type(e), e, e.__traceback__)
+    if isinstance(e, ToolError) and e.output:
+        sys.stderr.write(e.output if e.output.endswith("\n") else e.output + "\n")
+    print(f"offlink: error: {e}", file=sys.stderr)
+    return getattr(e, "exit_code", 1) or 1
+
+
+def _guard(fn: Callable[[], int]) -> int:
+    try:
+        return fn()
+    except OfflinkError as e:
+        return _report(e)
+    except KeyboardInterrupt:
+        print("offlink: interrupted", file=sys.stderr)
+        return 130
+
+
+def version_text() -> str:
+    from .table import backend
+
+    return f"offlink {__version__} (table core: {backend()})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("cc", "link"):
+        fn = cmd_cc if args[0] == "cc" else cmd_link
+        raise SystemExit(_guard(lambda: fn(args[1:])))
+    if args == ["--version"]:
+        print(version_text())
+        raise SystemExit(0)
+    from .app import app
+
+    app(args=args, prog_name="offlink")

@@ -1,0 +1,211 @@
+"""`offlink cc`: compile one CU into a fat object (host object + gnu.target_lto_<target> sections).
+
+`plan_compile` is a pure function of the command line; `run_compile` does the work: it
+preprocesses each source for each target (with __OFFLINK_TARGET__ defined) while the host
+compile runs, then adds one payload section per target to the host object and moves it into
+place, so the output is either the complete fat object or untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from . import run as runner
+from .errors import ToolError, UsageError
+from .formats.payload import Payload, build_record
+from .gccargs import Word, expand_response_files, language_of, words
+from .targets import Target, resolve
+
+# Preprocessing-only options: used when preprocessing, dropped from the target compile.
+PREPROCESS_ONLY = {"-D", "-U", "-I", "-include", "-imacros", "-isystem", "-iquote", "-idirafter",
+                   "-iprefix", "-iwithprefix", "-iwithprefixbefore", "-nostdinc", "-nostdinc++",
+                   "-Xpreprocessor", "-undef", "-H", "-C", "-CC", "-P", "-trigraphs"}
+DEPENDENCY = {"-M", "-MM", "-MD", "-MMD", "-MF", "-MT", "-MQ", "-MP", "-MG"}
+# Options of the host compile that a target compile must not get.
+NOT_FOR_TARGET = {"-c", "-o", "-x", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE",
+                  "-fno-pie", "-ffat-lto-objects", "-save-temps", "-static", "-pie",
+                  "-shared", "-fsyntax-only"}
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str
+    language: str  # 'c' or 'c++'
+    output: str  # the object the host compile writes
+
+
+@dataclass(frozen=True)
+class CompilePlan:
+    compiler: str
+    argv: list[str]  # the host compile, exactly as given
+    sources: list[Source]
+    targets: list[Target]
+    preprocess_args: list[str]  # options for `-E` (without -o, -c, inputs, dependency flags)
+    target_options: list[str]  # options stored in the payload for the link-time compile
+    offered: tuple[str, ...]
+    output_given: bool  # -o was given (then there is exactly one source)
+
+
+def plan_compile(argv: list[str], targets: list[str], offered: tuple[str, ...] = ()) -> CompilePlan | None:
+    """Plan `COMPILER ARGS...`; None when it is not a compile to objects (pass it through)."""
+    if not argv:
+        raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
+    compiler, args = argv[0], argv[1:]
+    ws = words(expand_response_files(args))
+    opts = {w.option for w in ws}
+    if "-c" not in opts or opts & {"-E", "-S", "-M", "-MM", "-fsyntax-only"}:
+        return None
+    output = next((w.value for w in reversed(ws) if w.option == "-o"), None)
+    sources: list[Source] = []
+    x_lang: str | None = None
+    for w in ws:
+        if w.option == "-x":
+            x_lang = w.value
+        elif w.option == "" and w.value != "-":
+            lang = language_of(w.value, x_lang, compiler)
+            if lang:
+                obj = output or os.path.splitext(os.path.basename(w.value))[0] + ".o"
+                sources.append(Source(w.value, lang, obj))
+    if not sources:
+        return None
+    if len(sources) > 1 and output:
+        return None  # the compiler itself refuses -o with several sources; let it say so
+    pre, tgt = _split_options(ws)
+    return CompilePlan(compiler, list(argv), sources, [resolve(t) for t in targets], pre, tgt,
+                       tuple(offered), any(w.option == "-o" for w in words(args)))
+
+
+def _split_options(ws: list[Word]) -> tuple[list[str], list[str]]:
+    pre: list[str] = []
+    tgt: list[str] = []
+    for w in ws:
+        if w.option in ("", "--"):
+            continue
+        spelled = [w.option, w.value] if w.value else [w.option]
+        if w.option in DEPENDENCY or w.option in ("-c", "-o"):
+            continue
+        if w.option.startswith("-Wp,"):
+            pre += spelled
+            continue
+        if w.option != "-x":
+            pre += spelled
+        if w.option in PREPROCESS_ONLY or w.option in NOT_FOR_TARGET:
+            continue
+        if w.option.startswith(("-flto", "-fno-lto", "-Wl,")):
+            continue
+        tgt += spelled
+    return pre, tgt
+
+
+def host_argv(plan: CompilePlan, staged: str) -> list[str]:
+    """The host compile writing to `staged` instead of the -o file, depfile unchanged.
+
+    gcc names the depfile and its target after -o; both are spelled out so that moving the
+    object into place afterwards gives exactly what the plain compile gives.
+    """
+    out = plan.sources[0].output
+    ws = words(plan.argv[1:])
+    opts = {w.option for w in ws}
+    argv = [plan.compiler]
+    for w in ws:
+        spelled = plan.argv[1 + w.index : 1 + w.index + w.count]
+        argv += ["-o", staged] if w.option == "-o" else spelled
+    if opts & {"-MD", "-MMD"} and "-MF" not in opts:
+        argv += ["-MF", os.path.splitext(out)[0] + ".d"]
+    if opts & {"-MD", "-MMD", "-M", "-MM"} and not opts & {"-MT", "-MQ"}:
+        argv += ["-MT", out]
+    return argv
+
+
+def run_compile(plan: CompilePlan) -> int:
+    """Preprocess for every target beside the host compile, then write each fat object.
+
+    With one -o output the host compile writes a staged file beside it, so a failure
+    anywhere leaves the previous output as it was.
+    """
+    single = plan.output_given
+    with tempfile.TemporaryDirectory(prefix="offlink-cc-") as tmp:
+        staged = None
+        if single:
+            out_dir = os.path.dirname(os.path.abspath(plan.sources[0].output))
+            fd, staged = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
+            os.close(fd)
+        try:
+            jobs = _start_preprocessing(plan, tmp)
+            if single:
+                runner.run(host_argv(plan, staged), "host compile", capture=False)
+            _wait(jobs)
+            if not single:
+                runner.run(plan.argv, "host compile", capture=False)
+            for si, src in enumerate(plan.sources):
+                _add_payloads(plan, si, src, tmp, staged)
+        finally:
+            if staged and os.path.exists(staged):
+                os.unlink(staged)
+    return 0
+
+
+def _start_preprocessing(plan: CompilePlan, tmp: str) -> list:
+    jobs = []
+    for si, src in enumerate(plan.sources):
+        for target in plan.targets:
+            out = os.path.join(tmp, f"{si}-{target.name}.i")
+            argv = [plan.compiler, *plan.preprocess_args, "-x", src.language, *target.defines(),
+                    "-E", src.path, "-o", out]
+            if runner.VERBOSE:
+                print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
+            try:
+                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            except (FileNotFoundError, PermissionError):
+                raise ToolError(f"compiler '{plan.compiler}' not found") from None
+            jobs.append((src, target, argv, proc))
+    return jobs
+
+
+def _wait(jobs: list) -> None:
+    failed = None
+    for src, target, argv, proc in jobs:
+        _, err = proc.communicate()
+        if proc.returncode != 0 and failed is None:
+            failed = ToolError(f"preprocessing {src.path} for target {target.name} failed: "
+                               f"{runner.show(argv)}", proc.returncode, err.decode(errors="replace"))
+    if failed:
+        raise failed
+
+
+def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str | None) -> None:
+    """Add the payload sections to the host object and move the result to the output."""
+    args = []
+    for target in plan.targets:
+        with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
+            code = f.read()
+        payload = Payload(target.name, src.language, src.path, plan.compiler,
+                          tuple(plan.target_options), code, plan.offered)
+        blob = os.path.join(tmp, f"{si}-{target.name}.payload")
+        with open(blob, "wb") as f:
+            f.write(build_record(payload))
+        name = payload.section_name
+        args += ["--add-section", f"{name}={blob}",
+                 "--set-section-flags", f"{name}=exclude,readonly,contents"]
+    host_obj = host_obj or src.output
+    out_dir = os.path.dirname(os.path.abspath(src.output))
+    fd, fat = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
+    os.close(fd)
+    try:
+        runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
+        os.chmod(fat, 0o666 & ~_umask())
+        os.replace(fat, src.output)
+    except BaseException:
+        if os.path.exists(fat):
+            os.unlink(fat)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,117 @@
+"""The fat-object payload: section `gnu.target_lto_<target>`, format version 1 (formats/payload.md).
+
+One record holds what the target compiler needs for one CU at link time. A relocatable link
+(`ld -r`) concatenates same-named sections, so a section holds one or more records back to
+back; each record is 8-aligned and a multiple of 8 long, so no padding appears between them.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+from construct import (
+    Const,
+    ConstructError,
+    Enum,
+    GreedyBytes,
+    Int16ul,
+    Int32ul,
+    Int64ul,
+    PascalString,
+    Prefixed,
+    PrefixedArray,
+    Struct,
+)
+
+from ..errors import FormatError
+
+MAGIC = b"OFLKCU\0\1"
+VERSION = 1
+SECTION_PREFIX = "gnu.target_lto_"
+
+CODE_KINDS = {"c": 1, "c++": 2, "cuda": 3, "llvm-bc": 4, "object": 5}
+FLAG_ZLIB = 1
+
+RecordHeader = Struct(
+    "magic" / Const(MAGIC),
+    "version" / Int16ul,
+    "flags" / Int16ul,  # bit 0: code is zlib-compressed
+    "body_crc32" / Int32ul,
+    "body_size" / Int64ul,
+)
+
+Body = Struct(
+    "target" / PascalString(Int16ul, "utf8"),
+    "code_kind" / Enum(Int16ul, **CODE_KINDS),
+    "source" / PascalString(Int16ul, "utf8"),
+    "compiler" / PascalString(Int16ul, "utf8"),
+    "options" / PrefixedArray(Int16ul, PascalString(Int32ul, "utf8")),
+    "offered" / PrefixedArray(Int32ul, PascalString(Int16ul, "utf8")),
+    "code" / Prefixed(Int64ul, GreedyBytes),
+)
+
+HEADER_SIZE = RecordHeader.sizeof()
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One CU's target code for one target."""
+
+    target: str
+    code_kind: str
+    source: str  # the source file, for diagnostics
+    compiler: str  # the compiler driver that made the host object
+    options: tuple[str, ...]  # options the target compile must use
+    code: bytes  # e.g. preprocessed source
+    offered: tuple[str, ...] = field(default=())  # empty: every external definition
+
+    @property
+    def section_name(self) -> str:
+        return SECTION_PREFIX + self.target
+
+
+def build_record(p: Payload) -> bytes:
+    if p.code_kind not in CODE_KINDS:
+        raise FormatError(f"unknown code kind '{p.code_kind}'")
+    code = zlib.compress(p.code, 6)
+    body = Body.build(dict(target=p.target, code_kind=p.code_kind, source=p.source,
+                           compiler=p.compiler, options=list(p.options),
+                           offered=list(p.offered), code=code))
+    body += b"\0" * (-len(body) % 8)
+    head = RecordHeader.build(dict(version=VERSION, flags=FLAG_ZLIB, body_crc32=zlib.crc32(body),
+                                   body_size=len(body)))
+    return head + body
+
+
+def parse_records(data: bytes, where: str) -> list[Payload]:
+    """All records of one section; `where` names the file and section in errors."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        if data[pos : pos + 8] == b"\0" * min(8, len(data) - pos):  # alignment padding
+            pos += 8
+            continue
+        if len(data) - pos < HEADER_SIZE:
+            raise FormatError(f"{where}: truncated payload header")
+        magic, version, flags, crc, size = struct.unpack_from("<8sHHIQ", data, pos)
+        if magic != MAGIC:
+            raise FormatError(f"{where}: corrupt payload (bad magic at offset {pos})")
+        if version != VERSION:
+            raise FormatError(f"{where}: payload version {version} is not supported "
+                              f"(this offlink reads version {VERSION})")
+        body = data[pos + HEADER_SIZE : pos + HEADER_SIZE + size]
+        if len(body) != size:
+            raise FormatError(f"{where}: truncated payload ({len(body)} of {size} bytes)")
+        if zlib.crc32(body) != crc:
+            raise FormatError(f"{where}: corrupt payload (checksum mismatch)")
+        try:
+            b = Body.parse(body)
+            code = zlib.decompress(b.code) if flags & FLAG_ZLIB else b.code
+        except (ConstructError, zlib.error, UnicodeDecodeError) as e:
+            raise FormatError(f"{where}: corrupt payload ({type(e).__name__})") from None
+        out.append(Payload(b.target, str(b.code_kind), b.source, b.compiler,
+                           tuple(b.options), code, tuple(b.offered)))
+        pos += HEADER_SIZE + size
+    return out

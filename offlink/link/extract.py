@@ -1,0 +1,145 @@
+"""Stage 2, extract: the CUs with target code among the objects and archive members linked.
+
+Archive members count only when the host link would pull them in; that is worked out here as
+ld does it (members defining a symbol still undefined, repeated until nothing changes,
+--whole-archive and --start-group honoured), from the members' symbol tables.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+
+from ..elf import (
+    SHN_UNDEF,
+    STB_WEAK,
+    ElfFile,
+    archive_members,
+    is_archive,
+)
+from ..errors import FormatError
+from ..formats.payload import SECTION_PREFIX, Payload, parse_records
+from .plan import Input, LinkPlan, find_library
+
+OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
+
+
+@dataclass(frozen=True)
+class CU:
+    """One compilation unit's target code for one target, and where it came from."""
+
+    origin: str  # "a.o", "libx.a(m.o)", with "#N" when a file holds several records
+    payload: Payload
+
+    @property
+    def label(self) -> str:
+        return f"{self.payload.source} ({self.origin})"
+
+
+@dataclass
+class _Obj:
+    origin: str
+    elf: ElfFile
+    defined: set[str]
+    undefined: set[str]
+
+
+def _read(path: str) -> bytes | memoryview:
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return b""
+            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    except OSError as e:
+        raise FormatError(f"{path}: {e.strerror}") from None
+
+
+def _payloads(obj: ElfFile, origin: str) -> list[CU]:
+    out: list[CU] = []
+    for section in obj.sections:
+        if section.name.startswith(SECTION_PREFIX):
+            where = f"{origin}: section {section.name}"
+            records = parse_records(bytes(obj.content(section)), where)
+            for i, p in enumerate(records):
+                if SECTION_PREFIX + p.target != section.name:
+                    raise FormatError(f"{where}: payload is for target {p.target}")
+                label = origin if len(records) == 1 else f"{origin}#{i}"
+                out.append(CU(label, p))
+    return out
+
+
+def _symbols(elf: ElfFile) -> tuple[set[str], set[str]]:
+    defined, undefined = set(), set()
+    for s in elf.symbols():
+        if not s.is_global or not s.name:
+            continue
+        if s.st_shndx == SHN_UNDEF:
+            if s.st_bind != STB_WEAK:  # ld does not pull members for weak references
+                undefined.add(s.name)
+        else:
+            defined.add(s.name)
+    return defined, undefined
+
+
+def extract(plan: LinkPlan) -> list[CU]:
+    """All CUs with target code that the host link uses, in link order."""
+    cus: list[CU] = []
+    defined: set[str] = set()
+    undefined: set[str] = set()
+    pending: list[tuple[Input, str, list[_Obj]]] = []  # archives, for member selection
+
+    def add(obj: _Obj) -> None:
+        defined.update(obj.defined)
+        undefined.update(obj.undefined)
+        cus.extend(_payloads(obj.elf, obj.origin))
+
+    for inp in plan.inputs:
+        path = inp.path
+        if inp.kind == "library":
+            found = find_library(inp.path, plan, inp.static)
+            if found is None or not found.endswith(".a"):
+                continue  # system or shared libraries carry no fat code
+            path = found
+        data = _read(path)
+        if is_archive(bytes(data[:8])):
+            members = [_Obj(f"{path}({m.name})", e, *_symbols(e))
+                       for m in archive_members(data, path) if (e := _member_elf(m, path))]
+            if inp.whole_archive:
+                for obj in members:
+                    add(obj)
+            else:
+                pending.append((inp, path, members))
+                _select(pending, defined, undefined, add)
+            continue
+        if bytes(data[:4]) != b"\x7fELF":
+            if path.endswith(OBJECT_SUFFIXES):
+                raise FormatError(f"{path}: not an ELF object file")
+            continue  # a linker script, a shared library stub, ...
+        elf = ElfFile(data, path)
+        if elf.e_type != 1:  # ET_REL; shared libraries carry no target code
+            continue
+        add(_Obj(path, elf, *_symbols(elf)))
+    return cus
+
+
+def _member_elf(member, archive: str) -> ElfFile | None:
+    if member.data[:4] != b"\x7fELF":
+        return None
+    return ElfFile(member.data, f"{archive}({member.name})")
+
+
+def _select(pending, defined: set[str], undefined: set[str], add) -> None:
+    """Pull members of the newest archive (and of its whole group) that resolve a symbol."""
+    inp = pending[-1][0]
+    scope = [p for p in pending if inp.group and p[0].group == inp.group] or [pending[-1]]
+    changed = True
+    while changed:
+        changed = False
+        for _inp, _path, members in scope:
+            for obj in list(members):
+                if obj.defined & (undefined - defined):
+                    members.remove(obj)
+                    add(obj)
+                    changed = True

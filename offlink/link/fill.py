@@ -1,0 +1,87 @@
+"""Stage 7, fill: final host addresses from the linked binary, written into `.openmp_target`.
+
+Only the section's bytes are written (at its file offset); no other byte of the binary changes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..elf import STT_FUNC, STT_GNU_IFUNC, STT_OBJECT, ElfFile, Symbol
+from ..errors import LinkError
+from ..formats.table import SECTION, SYMBOL, ImageSpec, Layout, RowSpec, build_table
+from .device import Image
+
+
+@dataclass(frozen=True)
+class Filled:
+    table: bytes
+    rows: list[RowSpec]
+    dropped: list[str]  # offered names the host binary does not define (discarded, inlined)
+    section_addr: int
+    section_offset: int
+
+
+def host_symbols(elf: ElfFile) -> dict[str, Symbol]:
+    """Defined function and variable symbols by name: global ones first, else a unique local
+    one (host -flto turns a program's globals local); ambiguous locals are left out."""
+    chosen: dict[str, Symbol] = {}
+    locals_seen: dict[str, int] = {}
+    for s in elf.symbols():
+        if not s.defined or s.st_type not in (STT_FUNC, STT_OBJECT, STT_GNU_IFUNC):
+            continue
+        if s.is_global:
+            chosen[s.name] = s
+        else:
+            locals_seen[s.name] = locals_seen.get(s.name, 0) + 1
+    for s in elf.symbols():
+        if (not s.is_global and s.defined and s.name not in chosen
+                and locals_seen.get(s.name) == 1 and s.st_type in (STT_FUNC, STT_OBJECT)):
+            chosen[s.name] = s
+    return chosen
+
+
+def fill(path: str, images: list[Image], layout: Layout) -> Filled:
+    elf = ElfFile.open(path)
+    section = elf.section(SECTION)
+    if section is None:
+        raise LinkError(f"{path}: the linker dropped the {SECTION} section")
+    if section.sh_size != layout.total_size:
+        raise LinkError(f"{path}: {SECTION} is {section.sh_size} bytes, {layout.total_size} were "
+                        f"reserved")
+    syms = host_symbols(elf)
+    anchor = next((s for s in elf.symbols() if s.name == SYMBOL and s.defined), None)
+    if anchor is None or anchor.st_value != section.sh_addr:
+        raise LinkError(f"{path}: {SYMBOL} does not point at {SECTION}")
+    rows: list[RowSpec] = []
+    dropped: list[str] = []
+    names = sorted({n for img in images for n in img.offers})
+    for name in names:
+        host = syms.get(name)
+        if host is None:
+            dropped.append(name)
+            continue
+        offer = next(img.offers[name] for img in images if name in img.offers)
+        owner = next(img.owners[name] for img in images if name in img.offers)
+        host_kind = "variable" if host.st_type == STT_OBJECT else "function"
+        if host_kind != offer.kind:
+            raise LinkError(f"'{name}' is a {host_kind} on the host and a {offer.kind} in the "
+                            f"target code of {owner}")
+        size = 1
+        if host_kind == "variable":
+            for img in images:
+                o = img.offers.get(name)
+                if o and o.size != host.st_size:
+                    raise LinkError(f"variable '{name}' is {host.st_size} bytes on the host and "
+                                    f"{o.size} bytes for target {img.target.name} ({owner})")
+            size = host.st_size
+        rows.append(RowSpec(name, host.st_value - section.sh_addr, size, host_kind))
+    specs = [ImageSpec(img.target.name, img.target.image_kind, img.data) for img in images]
+    table = build_table(specs, rows, layout)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, table, section.sh_offset)
+    finally:
+        os.close(fd)
+    return Filled(table, rows, dropped, section.sh_addr, section.sh_offset)

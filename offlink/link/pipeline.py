@@ -1,0 +1,183 @@
+"""`offlink link`: the stages in order, from a command line to a verified output.
+
+plan -> extract -> compile -> device -> reserve -> host -> fill -> verify. The output is written
+under a temporary name beside the final one and moved into place only when verified, so a
+failure leaves the previous output as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from .. import run as runner
+from ..errors import LinkError, ToolError, UsageError
+from ..targets import Target, resolve
+from .plan import LinkPlan, host_link_argv, plan_link
+
+
+@dataclass
+class LinkOptions:
+    targets: list[str] = field(default_factory=list)  # empty: every target the inputs have
+    jobs: int = 0  # 0: OFFLINK_JOBS or the CPU count
+    save_temps: bool = False
+    dry_run: bool = False
+    timings: bool = False
+
+
+def default_jobs() -> int:
+    env = os.environ.get("OFFLINK_JOBS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _Timer:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.marks: list[tuple[str, float]] = []
+        self.last = time.perf_counter()
+
+    def stage(self, name: str) -> None:
+        now = time.perf_counter()
+        self.marks.append((name, now - self.last))
+        self.last = now
+
+    def report(self) -> None:
+        if self.enabled:
+            total = sum(t for _, t in self.marks)
+            parts = "  ".join(f"{n} {t * 1000:.1f}" for n, t in self.marks)
+            print(f"offlink: timing (ms): {parts}  total {total * 1000:.1f}", file=sys.stderr)
+
+
+def link(argv: list[str], options: LinkOptions) -> int:
+    timer = _Timer(options.timings)
+    plan = plan_link(argv)
+    timer.stage("plan")
+    if plan.mode == "relocatable":
+        # `ld -r` concatenates the payload sections, so the result is a fat object that a
+        # later offlink link reads CU by CU.
+        return _plain(plan, options)
+    from .extract import extract
+
+    cus = extract(plan)
+    timer.stage("extract")
+    if not cus:
+        return _plain(plan, options)
+    targets = _targets(cus, options)
+    if plan.static:
+        raise LinkError("-static: the host target's image is a shared object loaded with "
+                        "dlopen, which a static executable cannot do; link without -static")
+    jobs = options.jobs or default_jobs()
+    keep = options.save_temps
+    workdir = tempfile.mkdtemp(prefix="offlink-link-")
+    staged = None
+    try:
+        from .compile import compile_all, compile_argv
+        from .device import device_link, image_link_argv
+
+        if options.dry_run:
+            return _dry_run(plan, cus, targets, workdir, compile_argv, image_link_argv)
+        images = []
+        for target in targets:
+            mine = [cu for cu in cus if cu.payload.target == target.name]
+            tdir = os.path.join(workdir, target.name)
+            os.mkdir(tdir)
+            compiled = compile_all(mine, target, tdir, jobs)
+            timer.stage(f"compile[{target.name}]")
+            images.append(device_link(plan, target, compiled, tdir))
+            timer.stage(f"device[{target.name}]")
+        import platform
+
+        from ..formats.table import reserve
+        from .reserve import EM_BY_MACHINE, placeholder_object
+
+        names = sorted({n for img in images for n in img.offers})
+        layout = reserve(names, [i.target.name for i in images], [len(i.data) for i in images])
+        placeholder = os.path.join(workdir, "offlink-table.o")
+        with open(placeholder, "wb") as f:
+            f.write(placeholder_object(layout, [i.data for i in images], EM_BY_MACHINE[platform.machine()]))
+        timer.stage("reserve")
+        out_dir = os.path.dirname(os.path.abspath(plan.output)) or "."
+        fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(plan.output)}.", dir=out_dir)
+        os.close(fd)
+        host = host_link_argv(plan, staged, [placeholder])
+        try:
+            runner.run(host, "host link", capture=False)
+        except ToolError as e:
+            raise ToolError(f"host link failed (exit status {e.exit_code}): "
+                            f"{runner.show(host)}", e.exit_code) from None
+        timer.stage("host")
+        from .fill import fill
+        from .verify import verify
+
+        filled = fill(staged, images, layout)
+        timer.stage("fill")
+        verify(staged, filled, images)
+        if plan.strip:
+            runner.run(["strip", "--strip-all", staged], f"stripping {plan.output}")
+            verify(staged, filled, images, check_symbols=False)
+        timer.stage("verify")
+        if filled.dropped and runner.VERBOSE:
+            print(f"offlink: not in the host binary (discarded or inlined there): "
+                  f"{', '.join(filled.dropped)}", file=sys.stderr)
+        os.replace(staged, plan.output)
+        staged = None
+        timer.report()
+        return 0
+    finally:
+        if staged and os.path.exists(staged):
+            os.unlink(staged)
+        if keep:
+            print(f"offlink: temporary files kept in {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _targets(cus, options: LinkOptions) -> list[Target]:
+    present = []
+    for cu in cus:
+        if cu.payload.target not in present:
+            present.append(cu.payload.target)
+    if not options.targets:
+        return [resolve(t) for t in present]
+    wanted = [resolve(t) for t in options.targets]
+    for t in wanted:
+        if t.name not in present:
+            raise UsageError(f"no input has code for target {t.name} (the inputs have: "
+                             f"{', '.join(present)})")
+    return wanted
+
+
+def _plain(plan: LinkPlan, options: LinkOptions) -> int:
+    """No target code: the link exactly as given (byte-identical output)."""
+    if options.dry_run:
+        print(runner.show(plan.argv))
+        return 0
+    if runner.VERBOSE:
+        print(f"offlink: {runner.show(plan.argv)}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(plan.argv[0], plan.argv)
+    except OSError as e:
+        raise ToolError(f"linker '{plan.argv[0]}': {e.strerror}", 127) from None
+
+
+def _dry_run(plan, cus, targets, workdir, compile_argv, image_link_argv) -> int:
+    from .compile import CompiledCU
+
+    for target in targets:
+        mine = [cu for cu in cus if cu.payload.target == target.name]
+        fake = []
+        for i, cu in enumerate(mine):
+            base = os.path.join(workdir, target.name, f"{i:04d}")
+            print(runner.show(compile_argv(cu, target, base + ".i", base + ".o")))
+            fake.append(CompiledCU(cu, target, base + ".o", ()))
+        print(runner.show(image_link_argv(plan, fake, os.path.join(workdir, "image.so"))))
+    print(runner.show(host_link_argv(plan, plan.output, [os.path.join(workdir, "offlink-table.o")])))
+    return 0

@@ -1,0 +1,149 @@
+"""Stage 1, plan: what a link command line means, as a pure function argv -> LinkPlan."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from ..gccargs import expand_response_files, linker_options, words
+
+STRIP_ALL = {"-s", "--strip-all"}
+
+
+@dataclass(frozen=True)
+class Input:
+    """A file or -l library on the link line, in order, with the archive modes in force."""
+
+    kind: str  # "file" or "library" (-lNAME; path is NAME, or ":file" for -l:file)
+    path: str
+    whole_archive: bool = False
+    static: bool = False  # -Bstatic / -static in force (for -l search)
+    group: int = 0  # --start-group number, 0 outside any group
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    driver: str
+    argv: list[str]  # the command as given
+    output: str
+    mode: str  # "executable", "shared" or "relocatable"
+    static: bool
+    pie: bool | None  # -pie / -no-pie given, None: the driver's default
+    strip: bool  # -s or -Wl,--strip-all: done by offlink after the fill
+    lto: bool
+    inputs: list[Input]
+    lib_dirs: list[str]
+    base_args: list[str] = field(default_factory=list)  # args without -o and strip options
+
+
+def plan_link(argv: list[str]) -> LinkPlan:
+    """Read a driver link command (`gcc ARGS...`); response files are expanded."""
+    if not argv:
+        raise UsageError("link: missing linker command (offlink link [OPTIONS] LINKER ARGS...)")
+    driver = argv[0]
+    args = expand_response_files(argv[1:])
+    ws = words(args)
+    output = "a.out"
+    mode = "executable"
+    static = False
+    pie: bool | None = None
+    strip = False
+    lto = False
+    inputs: list[Input] = []
+    lib_dirs: list[str] = []
+    base: list[str] = []
+    whole = False
+    bstatic = False
+    group = 0
+    groups = 0
+    for w in ws:
+        spelled = args[w.index : w.index + w.count]
+        keep = True
+        opt = w.option
+        if opt == "":
+            inputs.append(Input("file", w.value, whole, bstatic or static, group))
+        elif opt == "-o":
+            output = w.value
+            keep = False
+        elif opt == "-l":
+            inputs.append(Input("library", w.value, whole, bstatic or static, group))
+        elif opt == "-L":
+            lib_dirs.append(w.value)
+        elif opt == "-shared":
+            mode = "shared"
+        elif opt in ("-r", "-relocatable"):
+            mode = "relocatable"
+        elif opt == "-static":
+            static = True
+        elif opt == "-static-pie":
+            static, pie = True, True
+        elif opt == "-pie":
+            pie = True
+        elif opt == "-no-pie":
+            pie = False
+        elif opt == "-s":
+            strip, keep = True, False
+        elif opt.startswith("-flto") and opt != "-flto=none":
+            lto = True
+        elif opt in ("-fno-lto", "-flto=none"):
+            lto = False
+        elif opt.startswith("-Wl,") or opt == "-Xlinker":
+            items = linker_options(w)
+            kept, st = _linker_items(items)
+            strip = strip or st
+            for item in items:
+                if item in ("--whole-archive", "-whole-archive"):
+                    whole = True
+                elif item in ("--no-whole-archive", "-no-whole-archive"):
+                    whole = False
+                elif item in ("-Bstatic", "-dn", "-non_shared", "-static"):
+                    bstatic = True
+                elif item in ("-Bdynamic", "-dy", "-call_shared"):
+                    bstatic = False
+                elif item in ("--start-group", "-("):
+                    groups += 1
+                    group = groups
+                elif item in ("--end-group", "-)"):
+                    group = 0
+                elif item in ("-r", "--relocatable", "-i"):
+                    mode = "relocatable"
+                elif item == "-shared" or item == "-Bshareable":
+                    mode = "shared"
+                elif item.startswith("-L") and len(item) > 2:
+                    lib_dirs.append(item[2:])
+                elif item.startswith("-l") and len(item) > 2:
+                    inputs.append(Input("library", item[2:], whole, bstatic or static, group))
+            if kept != items:
+                keep = False
+                if kept:
+                    spelled = ["-Wl," + ",".join(kept)] if opt.startswith("-Wl,") else \
+                        ["-Xlinker", kept[0]]
+                    base += spelled
+        if keep:
+            base += spelled
+    return LinkPlan(driver, list(argv), output, mode, static, pie, strip, lto, inputs, lib_dirs,
+                    base)
+
+
+def _linker_items(items: list[str]) -> tuple[list[str], bool]:
+    kept = [i for i in items if i not in STRIP_ALL]
+    return kept, len(kept) != len(items)
+
+
+def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list[str]:
+    """The real link, writing `output`, with offlink's placeholder object added."""
+    return [plan.driver, *plan.base_args, *extra_inputs, "-o", output]
+
+
+def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
+    """Where -lNAME resolves among the user's -L folders (system folders hold no fat code)."""
+    candidates = [name[1:]] if name.startswith(":") else \
+        ([f"lib{name}.a"] if static else [f"lib{name}.so", f"lib{name}.a"])
+    for d in plan.lib_dirs:
+        for c in candidates:
+            path = os.path.join(d, c)
+            if os.path.isfile(path):
+                return path
+    return None
+

@@ -1,0 +1,38 @@
+"""Stage 8, verify: re-read the output and check the table against the binary and the images."""
+
+from __future__ import annotations
+
+from ..elf import ElfFile
+from ..errors import LinkError, OfflinkError
+from ..formats.table import SECTION
+from .device import Image
+from .fill import Filled, host_symbols
+
+
+def verify(path: str, filled: Filled, images: list[Image], check_symbols: bool = True) -> None:
+    from ..table import Table
+
+    elf = ElfFile.open(path)
+    section = elf.section(SECTION)
+    if section is None or bytes(elf.content(section)) != filled.table:
+        raise LinkError(f"verification of {path}: {SECTION} does not hold the table written")
+    try:
+        table = Table(filled.table, section.sh_addr, path)
+        for img in images:
+            table.target(img.target.name)  # checks the image's CRC
+    except OfflinkError as e:
+        raise LinkError(f"verification of {path}: {e}") from None
+    if len(table) != len(filled.rows):
+        raise LinkError(f"verification of {path}: {len(table)} rows read, "
+                        f"{len(filled.rows)} written")
+    if not check_symbols:
+        return
+    syms = host_symbols(elf)
+    for sym in table.symbols:
+        host = syms.get(sym.name)
+        if host is None or host.st_value != sym.address:
+            raise LinkError(f"verification of {path}: '{sym.name}' is at "
+                            f"{sym.address:#x} in the table but not in the binary")
+        found = table.find(sym.address)
+        if found is None or found.address != sym.address:
+            raise LinkError(f"verification of {path}: address lookup of '{sym.name}' fails")

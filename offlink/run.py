@@ -1,0 +1,54 @@
+"""Running the tools offlink drives (compilers, linkers, objcopy): one place for subprocesses."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from typing import Sequence
+
+from .errors import ToolError
+
+VERBOSE = os.environ.get("OFFLINK_VERBOSE", "") not in ("", "0")
+
+
+def set_verbose(flag: bool) -> None:
+    global VERBOSE
+    VERBOSE = flag
+
+
+def show(argv: Sequence[str]) -> str:
+    return shlex.join(argv)
+
+
+def which(tool: str) -> str | None:
+    if os.sep in tool:
+        return tool if os.access(tool, os.X_OK) else None
+    return shutil.which(tool)
+
+
+def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None = None,
+        stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a tool; a missing tool or a failure becomes one ToolError naming `what`.
+
+    With capture, the tool's output is kept and attached to the error (the CLI prints it
+    before the one-line error), so a failing compile shows the compiler's own diagnostics.
+    """
+    if VERBOSE:
+        print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
+    try:
+        proc = subprocess.run(list(argv), input=stdin, cwd=cwd, env=env,
+                              stdout=subprocess.PIPE if capture else None,
+                              stderr=subprocess.STDOUT if capture else None)
+    except FileNotFoundError:
+        raise ToolError(f"{what}: '{argv[0]}' not found") from None
+    except PermissionError:
+        raise ToolError(f"{what}: '{argv[0]}' is not executable") from None
+    if proc.returncode != 0:
+        out = proc.stdout.decode(errors="replace") if capture and proc.stdout else ""
+        status = proc.returncode if proc.returncode > 0 else 128 - proc.returncode
+        raise ToolError(f"{what} failed (exit status {proc.returncode}): {show(argv)}",
+                        exit_code=status, output=out)
+    return proc
