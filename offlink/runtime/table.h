@@ -18,6 +18,42 @@ extern "C" {
 #define OFL_HEADER_SIZE 96
 #define OFL_TARGET_SIZE 40
 #define OFL_SYMBOL_SIZE 32
+#define OFL_INDEX_ENTRY_SIZE 12 /* one i64 key + one u32 row per symbol */
+#define OFL_REGION_ALIGN 8
+#define OFL_IMAGE_ALIGN 64
+
+/* Field offsets of the on-disk structs. table.c reads fields through these (memcpy loads, so
+ * any buffer alignment works); tests/test_ctable.py checks them against the construct
+ * declaration in offlink/formats/table.py. */
+#define OFL_HDR_MAGIC 0
+#define OFL_HDR_VERSION 8
+#define OFL_HDR_HEADER_SIZE 10
+#define OFL_HDR_FLAGS 12
+#define OFL_HDR_TOTAL_SIZE 16
+#define OFL_HDR_META_SIZE 24
+#define OFL_HDR_META_CRC32 32
+#define OFL_HDR_N_TARGETS 36
+#define OFL_HDR_N_SYMBOLS 40
+#define OFL_HDR_STRINGS_SIZE 44
+#define OFL_HDR_TARGETS_OFF 48
+#define OFL_HDR_SYMBOLS_OFF 56
+#define OFL_HDR_INDEX_OFF 64
+#define OFL_HDR_STRINGS_OFF 72
+
+#define OFL_TGT_NAME_OFF 0
+#define OFL_TGT_NAME_LEN 4
+#define OFL_TGT_KIND 8
+#define OFL_TGT_FLAGS 10
+#define OFL_TGT_IMAGE_CRC32 12
+#define OFL_TGT_IMAGE_OFF 16
+#define OFL_TGT_IMAGE_SIZE 24
+
+#define OFL_ROW_NAME_OFF 0
+#define OFL_ROW_NAME_LEN 4
+#define OFL_ROW_HOST_OFFSET 8
+#define OFL_ROW_SIZE 16
+#define OFL_ROW_KIND 24
+#define OFL_ROW_FLAGS 26
 
 /* Error codes, in the order of the spec's validation steps (formats/table.md). */
 enum ofl_status {
@@ -59,7 +95,7 @@ typedef struct ofl_table {
   uint32_t n_symbols;
   const unsigned char *targets;  /* n_targets x 40 bytes */
   const unsigned char *symbols;  /* n_symbols x 32 bytes */
-  const int64_t *keys;           /* address index keys, Eytzinger order (may be unaligned-safe copy-free: see table.c) */
+  const int64_t *keys;           /* address index keys, Eytzinger order; read with memcpy only */
   const unsigned char *index_rows; /* n_symbols x u32 */
   const char *strings;
   uint32_t strings_size;
@@ -92,6 +128,7 @@ const char *ofl_status_message(int status);
 /* The spec's code for a status ("bad-checksum", ...). */
 const char *ofl_status_code(int status);
 
+/* Row `row` / target `index`; out of range gives a zeroed entry with the name "". */
 void ofl_table_symbol(const ofl_table *t, uint32_t row, ofl_symbol *out);
 void ofl_table_target(const ofl_table *t, uint32_t index, ofl_target *out);
 
@@ -102,12 +139,25 @@ int64_t ofl_table_lookup(const ofl_table *t, const char *name, size_t len);
  * table), or -1. Eytzinger search of the address index. */
 int64_t ofl_table_find(const ofl_table *t, int64_t offset);
 
+/* Row of the last index pair whose key is <= `offset` (the nearest symbol at or below it,
+ * whether or not it contains `offset`), or -1 when every key is above `offset`. */
+int64_t ofl_table_floor(const ofl_table *t, int64_t offset);
+
+/* Batch ofl_table_find: rows_out[i] = ofl_table_find(t, (int64_t)(addresses[i] - table_address))
+ * with the subtraction wrapping modulo 2^64. `addresses` (count native uint64) and `rows_out`
+ * (count native int64) may have any alignment. Searches run interleaved, so memory latency
+ * overlaps across lookups. */
+void ofl_table_find_many(const ofl_table *t, const void *addresses, size_t count,
+                         uint64_t table_address, void *rows_out);
+
 /* Index of the target named `name`, or -1. */
 int64_t ofl_table_target_index(const ofl_table *t, const char *name, size_t len);
 
-/* Check a target's image CRC-32: OFL_OK or OFL_BAD_IMAGE_CHECKSUM. */
+/* Check a target's image CRC-32: OFL_OK or OFL_BAD_IMAGE_CHECKSUM (OFL_BAD_OFFSET for an
+ * index out of range). */
 int ofl_table_check_image(const ofl_table *t, uint32_t index);
 
+/* CRC-32 (ISO-HDLC, as zlib.crc32): ofl_crc32(0, p, n); chain by passing the previous value. */
 uint32_t ofl_crc32(uint32_t crc, const void *data, size_t len);
 
 #ifdef __cplusplus
