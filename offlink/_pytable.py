@@ -5,6 +5,7 @@ Both cores raise ValueError(code, message) with the spec's error code (formats/t
 
 from __future__ import annotations
 
+import operator
 import struct
 import zlib
 from array import array
@@ -92,7 +93,7 @@ class Core:
             if kind not in IMAGE_KIND_NAMES:
                 raise _fail("bad-kind", f"image kind {kind}")
             if not _in(ioff, isize, meta, total):
-                raise _fail("bad-offset", f"image of target {i}")
+                raise _fail("bad-offset")
             self._targets.append((name, kind, ioff, isize, icrc))
         rows = list(SYMBOL_STRUCT.iter_unpack(mv[s_off : s_off + n_s * SYMBOL_SIZE]))
         names = []
@@ -141,17 +142,21 @@ class Core:
     # -- the methods both cores share ---------------------------------------------------------
 
     def symbol(self, row: int) -> tuple[bytes, int, int, int]:
+        row = _index(row, self.n_symbols, "symbol row")
         _noff, _nlen, host_offset, size, kind, _fl = self._rows[row]
         return self._names[row], host_offset, size, kind
 
     def target(self, index: int) -> tuple[bytes, int, int, int, int]:
         """(name, kind, image offset, image size, image crc32)."""
-        return self._targets[index]
+        return self._targets[_index(index, self.n_targets, "target index")]
 
     def lookup(self, name: bytes) -> int:
+        if not isinstance(name, bytes):
+            raise TypeError(f"lookup() needs bytes, not {type(name).__name__}")
         return self._by_name.get(name, -1)
 
     def find(self, offset: int) -> int:
+        offset = operator.index(offset)
         pos = bisect_right(self._keys, offset) - 1
         if pos < 0:
             return -1
@@ -159,11 +164,54 @@ class Core:
         _noff, _nlen, start, size, _kind, _fl = self._rows[row]
         return row if offset - start < size else -1
 
-    def find_many(self, offsets) -> array:
-        """Rows for a buffer of int64 offsets (-1 for a miss), as array('q')."""
-        return array("q", (self.find(o) for o in memoryview(offsets).cast("B").cast("q")))
+    def find_many(self, offsets, base: int = 0) -> array:
+        """Rows (-1 for a miss) for a buffer of 64-bit addresses, as array('q'); each is taken
+        as (address - base) wrapped to int64."""
+        view = memoryview(offsets).cast("B").cast("q")
+        base = operator.index(base)
+        return array("q", (self.find((o - base + _2_63) % _2_64 - _2_63) for o in view))
 
     def check_image(self, index: int) -> None:
+        index = _index(index, self.n_targets, "target index")
         _name, _kind, off, size, crc = self._targets[index]
         if zlib.crc32(self._buf[off : off + size]) != crc:
             raise _fail("bad-image-checksum", f"target {index}")
+
+    # Table's fast path: find/lookup straight to a cached object, no Python frame in between.
+
+    def bind(self, base: int, make) -> None:
+        """find_symbol/lookup_symbol return make(name, base + host_offset, size, kind,
+        host_offset) for a row, made once and cached."""
+        self._base, self._make = operator.index(base), make
+        self._made: list = [None] * self.n_symbols
+
+    def _made_object(self, row: int):
+        obj = self._made[row]
+        if obj is None:
+            name, host_offset, size, kind = self.symbol(row)
+            obj = self._made[row] = self._make(name, self._base + host_offset, size, kind,
+                                               host_offset)
+        return obj
+
+    def find_symbol(self, address: int):
+        if not hasattr(self, "_make"):
+            raise RuntimeError("Core.bind() has not been called")
+        row = self.find(operator.index(address) - self._base)
+        return None if row < 0 else self._made_object(row)
+
+    def lookup_symbol(self, name):
+        if not hasattr(self, "_make"):
+            raise RuntimeError("Core.bind() has not been called")
+        row = self.lookup(name.encode() if isinstance(name, str) else name)
+        return None if row < 0 else self._made_object(row)
+
+
+_2_63, _2_64 = 1 << 63, 1 << 64
+
+
+def _index(value, limit: int, what: str) -> int:
+    """An index in [0, limit): TypeError for a non-integer, IndexError otherwise (as the C core)."""
+    value = operator.index(value)
+    if not 0 <= value < limit:
+        raise IndexError(f"{what} out of range")
+    return value

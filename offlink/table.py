@@ -51,6 +51,10 @@ class Symbol:
     host_offset: int  # relative to the table
 
 
+def _make_symbol(name: bytes, address: int, size: int, kind: int, host_offset: int) -> Symbol:
+    return Symbol(name.decode(), address, size, SYMBOL_KIND_NAMES[kind], host_offset)
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -71,6 +75,11 @@ class Table:
         self._buf = buf
         self.address = address
         self.path = path
+        # The per-call path goes straight into the core (no Python frame of ours), which then
+        # hands back one cached Symbol per row: see find() and lookup() below.
+        self._core.bind(address, _make_symbol)
+        self.find = self._core.find_symbol  # type: ignore[method-assign]
+        self.lookup = self._core.lookup_symbol  # type: ignore[method-assign]
 
     @classmethod
     def from_bytes(cls, buf, address: int = 0) -> Table:
@@ -127,21 +136,21 @@ class Table:
         known = ", ".join(t.name for t in self.targets) or "none"
         raise FormatError(f"no target '{name}' in the table (targets: {known})")
 
+    # lookup and find are replaced per instance by the core's bound methods (in __init__);
+    # these definitions document them and behave the same.
+
     def lookup(self, name: str) -> Symbol | None:
-        row = self._core.lookup(name.encode())
-        return None if row < 0 else self._symbol(row)
+        """The row named `name`, or None."""
+        return self._core.lookup_symbol(name)
 
     def find(self, address: int) -> Symbol | None:
-        row = self._core.find(address - self.address)
-        return None if row < 0 else self._symbol(row)
+        """The row whose [address, address + size) contains `address`, or None."""
+        return self._core.find_symbol(address)
 
     def find_rows(self, addresses) -> "array":  # noqa: F821 - array from the cores
-        """Batch form: a buffer of uint64 addresses in, array('q') of row numbers (-1: miss)."""
-        from array import array
-
-        offsets = array("q", (a - self.address for a in memoryview(addresses).cast("B").cast("Q"))) \
-            if self.address else memoryview(addresses).cast("B").cast("q")
-        return self._core.find_many(offsets)
+        """Batch form: a buffer of uint64 addresses in, array('q') of row numbers (-1: miss).
+        Addresses are taken modulo 2^64 relative to the table's address."""
+        return self._core.find_many(addresses, self.address)
 
     def lookup_many(self, names: Iterable[str]) -> list[Symbol | None]:
         return [self.lookup(n) for n in names]
