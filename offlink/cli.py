@@ -158,6 +158,12 @@ def _guard(fn: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("offlink: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug in offlink: still one line, traceback on request
+        if os.environ.get("OFFLINK_TRACEBACK", "") not in ("", "0"):
+            raise
+        print(f"offlink: error: internal error: {type(e).__name__}: {e} (run with --traceback "
+              f"and report it)", file=sys.stderr)
+        return 70
 
 
 def version_text() -> str:

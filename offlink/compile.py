@@ -55,7 +55,8 @@ def plan_compile(argv: list[str], targets: list[str], offered: tuple[str, ...] =
     if not argv:
         raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
     compiler, args = argv[0], argv[1:]
-    ws = words(expand_response_files(args))
+    args = expand_response_files(args)
+    ws = words(args)
     opts = {w.option for w in ws}
     if "-c" not in opts or opts & {"-E", "-S", "-M", "-MM", "-fsyntax-only"}:
         return None
@@ -74,18 +75,19 @@ def plan_compile(argv: list[str], targets: list[str], offered: tuple[str, ...] =
         return None
     if len(sources) > 1 and output:
         return None  # the compiler itself refuses -o with several sources; let it say so
-    pre, tgt = _split_options(ws)
+    pre, tgt = _split_options(args, ws)
     return CompilePlan(compiler, list(argv), sources, [resolve(t) for t in targets], pre, tgt,
-                       tuple(offered), any(w.option == "-o" for w in words(args)))
+                       tuple(offered), any(w.option == "-o" for w in words(argv[1:])))
 
 
-def _split_options(ws: list[Word]) -> tuple[list[str], list[str]]:
+def _split_options(args: list[str], ws: list[Word]) -> tuple[list[str], list[str]]:
+    """Options for preprocessing and for the target compile, spelled as the user wrote them."""
     pre: list[str] = []
     tgt: list[str] = []
     for w in ws:
         if w.option in ("", "--"):
             continue
-        spelled = [w.option, w.value] if w.value else [w.option]
+        spelled = args[w.index : w.index + w.count]
         if w.option in DEPENDENCY or w.option in ("-c", "-o"):
             continue
         if w.option.startswith("-Wp,"):

@@ -175,20 +175,21 @@ class Member:
 
     name: str
     offset: int  # of the member's data in the archive file
-    data: bytes
+    data: bytes | memoryview
 
 
-def is_archive(data: bytes) -> bool:
-    return data[:8] in (AR_MAGIC, THIN_AR_MAGIC)
+def is_archive(data: bytes | memoryview) -> bool:
+    return bytes(data[:8]) in (AR_MAGIC, THIN_AR_MAGIC)
 
 
-def archive_members(data: bytes, path: str) -> Iterator[Member]:
+def archive_members(data: bytes | memoryview, path: str) -> Iterator[Member]:
     """Members of a regular or thin archive (thin members are read from disk)."""
-    thin = data[:8] == THIN_AR_MAGIC
+    data = memoryview(data)
+    thin = bytes(data[:8]) == THIN_AR_MAGIC
     pos = 8
     longnames = b""
     while pos + 60 <= len(data):
-        header = data[pos : pos + 60]
+        header = bytes(data[pos : pos + 60])
         if header[58:60] != b"`\n":
             raise FormatError(f"{path}: corrupt archive member header at offset {pos}")
         raw_name = header[:16].decode("ascii", "replace").rstrip()
@@ -200,7 +201,7 @@ def archive_members(data: bytes, path: str) -> Iterator[Member]:
         if raw_name in ("/", "/SYM64/"):
             pass
         elif raw_name == "//":
-            longnames = data[start : start + size]
+            longnames = bytes(data[start : start + size])
         else:
             if raw_name.startswith("/") and raw_name[1:].isdigit():
                 off = int(raw_name[1:])

@@ -20,7 +20,7 @@ def inspect_file(path: str) -> dict:
     if is_archive(data):
         cus = []
         for m in archive_members(data, path):
-            if m.data[:4] == b"\x7fELF":
+            if bytes(m.data[:4]) == b"\x7fELF":
                 cus += _cus(ElfFile(m.data, f"{path}({m.name})"), f"{path}({m.name})")
         return {"file": path, "kind": "archive", "cus": cus}
     elf = ElfFile(data, path)

@@ -77,7 +77,7 @@ SymbolRow = Struct(
 
 
 def AddressIndex(n: int) -> Struct:  # noqa: N802 - a construct factory, named like one
-    return Struct("keys" / Array(n, Int64sl), "rows" / Array(n, Int32ul))
+    return Struct("key" / Array(n, Int64sl), "row" / Array(n, Int32ul))
 
 
 HEADER_SIZE = Header.sizeof()

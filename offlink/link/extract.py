@@ -125,7 +125,7 @@ def extract(plan: LinkPlan) -> list[CU]:
 
 
 def _member_elf(member, archive: str) -> ElfFile | None:
-    if member.data[:4] != b"\x7fELF":
+    if bytes(member.data[:4]) != b"\x7fELF":
         return None
     return ElfFile(member.data, f"{archive}({member.name})")
 

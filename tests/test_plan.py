@@ -1,0 +1,132 @@
+"""plan_link and plan_compile are pure: literal command lines in, plans out."""
+
+from __future__ import annotations
+
+import pytest
+
+from offlink.compile import plan_compile
+from offlink.errors import UsageError
+from offlink.gccargs import words
+from offlink.link.plan import Input, host_link_argv, plan_link
+
+
+def test_plain_executable():
+    p = plan_link(["gcc", "a.o", "b.o", "-o", "prog"])
+    assert (p.driver, p.output, p.mode, p.static, p.strip) == ("gcc", "prog", "executable",
+                                                             False, False)
+    assert p.inputs == [Input("file", "a.o"), Input("file", "b.o")]
+    assert host_link_argv(p, "tmp", ["ph.o"]) == ["gcc", "a.o", "b.o", "ph.o", "-o", "tmp"]
+
+
+def test_output_forms_and_default():
+    assert plan_link(["gcc", "a.o", "-oprog"]).output == "prog"
+    assert plan_link(["gcc", "a.o"]).output == "a.out"
+    assert plan_link(["gcc", "-o", "x", "a.o", "-o", "y"]).output == "y"
+
+
+def test_modes():
+    assert plan_link(["gcc", "-shared", "a.o", "-o", "l.so"]).mode == "shared"
+    assert plan_link(["gcc", "-r", "a.o", "-o", "r.o"]).mode == "relocatable"
+    assert plan_link(["gcc", "-Wl,-r", "a.o"]).mode == "relocatable"
+    p = plan_link(["gcc", "-static", "a.o"])
+    assert p.static and p.mode == "executable"
+    assert plan_link(["gcc", "-static-pie", "a.o"]).pie is True
+    assert plan_link(["gcc", "-no-pie", "a.o"]).pie is False
+
+
+def test_shared_is_not_split_as_short_options():
+    # -shared, -pthread, -lv must not be read as clustered short options (FACTS.md).
+    p = plan_link(["gcc", "-shared", "-pthread", "a.o", "-lv", "-o", "l.so"])
+    assert p.mode == "shared"
+    assert Input("library", "v") in p.inputs
+    assert "-pthread" in p.base_args
+
+
+def test_strip_is_taken_out_and_done_after_the_fill():
+    for argv in (["gcc", "-s", "a.o"], ["gcc", "-Wl,-s", "a.o"], ["gcc", "-Wl,--strip-all", "a.o"],
+                 ["gcc", "-Xlinker", "-s", "a.o"]):
+        p = plan_link(argv)
+        assert p.strip, argv
+        assert p.base_args == ["a.o"], argv
+    p = plan_link(["gcc", "-Wl,--gc-sections,-s,-O1", "a.o"])
+    assert p.strip and p.base_args == ["-Wl,--gc-sections,-O1", "a.o"]
+    assert not plan_link(["gcc", "-Wl,-S", "a.o"]).strip  # strip-debug keeps .symtab
+
+
+def test_libraries_and_archive_modes():
+    p = plan_link(["gcc", "main.o", "-L", "lib", "-Llib2", "-Wl,--whole-archive", "libfat.a",
+                   "-Wl,--no-whole-archive", "-Wl,-Bstatic", "-lfoo", "-Wl,-Bdynamic", "-lm",
+                   "-l:exact.a", "-o", "p"])
+    assert p.lib_dirs == ["lib", "lib2"]
+    assert p.inputs == [Input("file", "main.o"), Input("file", "libfat.a", whole_archive=True),
+                        Input("library", "foo", static=True), Input("library", "m"),
+                        Input("library", ":exact.a")]
+
+
+def test_groups():
+    p = plan_link(["gcc", "-Wl,--start-group", "a.a", "b.a", "-Wl,--end-group", "c.a"])
+    assert [i.group for i in p.inputs] == [1, 1, 0]
+
+
+def test_response_file(tmp_path):
+    rsp = tmp_path / "args.rsp"
+    rsp.write_text('a.o "b c.o" -o out -shared\n')
+    p = plan_link(["gcc", f"@{rsp}", "-lm"])
+    assert p.output == "out" and p.mode == "shared"
+    assert [i.path for i in p.inputs] == ["a.o", "b c.o", "m"]
+
+
+def test_missing_response_file_stays_a_word():
+    assert plan_link(["gcc", "@nonexistent"]).inputs == [Input("file", "@nonexistent")]
+
+
+def test_lto_and_dashdash():
+    assert plan_link(["gcc", "-flto", "a.o"]).lto
+    assert plan_link(["gcc", "-flto=auto", "a.o"]).lto
+    assert not plan_link(["gcc", "-flto", "-fno-lto", "a.o"]).lto
+    p = plan_link(["gcc", "a.o", "--", "-weird.o"])
+    assert Input("file", "-weird.o") in p.inputs
+
+
+def test_missing_value_is_a_usage_error():
+    with pytest.raises(UsageError, match="missing argument to '-o'"):
+        plan_link(["gcc", "a.o", "-o"])
+    with pytest.raises(UsageError):
+        plan_link([])
+
+
+def test_attached_forms_do_not_swallow_longer_options():
+    ws = words(["-static", "-shared", "-lm", "-L/x", "-Bsymbolic", "-Bstatic", "-include",
+                "h.h", "-DX=1", "-isystem/y"])
+    assert [(w.option, w.value) for w in ws] == [
+        ("-static", ""), ("-shared", ""), ("-l", "m"), ("-L", "/x"), ("-Bsymbolic", ""),
+        ("-Bstatic", ""), ("-include", "h.h"), ("-D", "X=1"), ("-isystem/y", "")]
+
+
+def test_plan_compile_splits_options():
+    p = plan_compile(["gcc", "-O2", "-g", "-DX=1", "-Iinc", "-MD", "-MF", "a.d", "-fPIE",
+                      "-flto", "-std=c11", "-c", "a.c", "-o", "a.o"], ["host"])
+    assert p is not None
+    assert [s.path for s in p.sources] == ["a.c"] and p.sources[0].output == "a.o"
+    assert p.sources[0].language == "c"
+    assert p.target_options == ["-O2", "-g", "-std=c11"]
+    assert "-DX=1" in " ".join(p.preprocess_args) and "-Iinc" in " ".join(p.preprocess_args)
+    assert "-MD" not in p.preprocess_args and "a.d" not in p.preprocess_args
+    assert p.output_given
+
+
+def test_plan_compile_languages_and_pass_through():
+    assert plan_compile(["g++", "-c", "a.c"], ["host"]).sources[0].language == "c++"
+    assert plan_compile(["gcc", "-c", "a.cpp"], ["host"]).sources[0].language == "c++"
+    assert plan_compile(["gcc", "-x", "c++", "-c", "a.inc"], ["host"]).sources[0].language == \
+        "c++"
+    assert plan_compile(["gcc", "-c", "a.c", "b.c"], ["host"]).sources[1].output == "b.o"
+    assert plan_compile(["gcc", "-E", "a.c"], ["host"]) is None
+    assert plan_compile(["gcc", "-S", "a.c"], ["host"]) is None
+    assert plan_compile(["gcc", "-c", "a.s"], ["host"]) is None
+    assert plan_compile(["gcc", "a.o", "-o", "p"], ["host"]) is None
+
+
+def test_unknown_target():
+    with pytest.raises(UsageError, match="unknown offload target 'vax'"):
+        plan_compile(["gcc", "-c", "a.c"], ["vax"])
