@@ -38,3 +38,23 @@ def test_strip_leaves_no_symbol_table(offlink, tmp_path):
     make_sample(offlink, sample, "run", LDFLAGS="-s")
     sections = run(["readelf", "-S", "-W", sample / "build" / "multi_cu"]).stdout
     assert ".symtab" not in sections and ".openmp_target" in sections
+
+
+def test_cxx_sample(offlink, tmp_path):
+    sample = copy_sample("cxx", tmp_path)
+    make_sample(offlink, sample, "run")
+    info = json.loads(run([offlink, "inspect", "--json", sample / "build" / "cxx"]).stdout)
+    names = {s["name"] for s in info["table"]["symbols"]}
+    # Mangled names are the keys: a namespace function, a template instance, a static member.
+    assert {"_ZN4geom4areaEdd", "_ZN4geom5twiceIiEET_S1_", "_ZN4geom7Counter5countE"} <= names
+
+
+def test_executable_and_shared_library_each_have_a_table(offlink, tmp_path):
+    sample = copy_sample("exe_dso", tmp_path)
+    make_sample(offlink, sample, "run")
+    exe = json.loads(run([offlink, "inspect", "--json", sample / "build" / "app"]).stdout)
+    lib = json.loads(run([offlink, "inspect", "--json", sample / "build" / "libshape.so"]).stdout)
+    exe_names = {s["name"] for s in exe["table"]["symbols"]}
+    lib_names = {s["name"] for s in lib["table"]["symbols"]}
+    assert "app_where" in exe_names and "shape_area" not in exe_names
+    assert {"shape_area", "shape_version", "shape_where"} <= lib_names
