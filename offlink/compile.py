@@ -139,7 +139,11 @@ def run_compile(plan: CompilePlan) -> int:
         try:
             jobs = _start_preprocessing(plan, tmp)
             if single:
-                runner.run(host_argv(plan, staged), "host compile", capture=False)
+                try:
+                    runner.run(host_argv(plan, staged), "host compile", capture=False)
+                except ToolError as e:
+                    raise ToolError(f"host compile failed (exit status {e.exit_code}): "
+                                    f"{runner.show(plan.argv)}", e.exit_code) from None
             _wait(jobs)
             if not single:
                 runner.run(plan.argv, "host compile", capture=False)

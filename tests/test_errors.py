@@ -1,0 +1,165 @@
+"""Bad input: one line `offlink: error: ...`, a non-zero exit, the previous output untouched,
+no temporary files left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run
+
+GOOD = "int twice(int x) { return 2 * x; }\nint main(void) { return twice(0); }\n"
+
+
+class Workspace:
+    def __init__(self, offlink: str, root: Path):
+        self.offlink = offlink
+        self.root = root
+        self.tmp = root / "tmpdir"
+        self.tmp.mkdir()
+        self.env = {**os.environ, "TMPDIR": str(self.tmp)}
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.root / name
+        path.write_text(text)
+        return path
+
+    def cc(self, *args: str, check: bool = True):
+        return run([self.offlink, "cc", *args], cwd=self.root, env=self.env, check=check)
+
+    def link(self, *args: str):
+        return run([self.offlink, "link", *args], cwd=self.root, env=self.env, check=False)
+
+    def fails(self, proc, *fragments: str) -> str:
+        assert proc.returncode != 0, proc.stdout + proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("offlink: error: "), proc.stderr
+        for fragment in fragments:
+            assert fragment in last, last
+        assert "Traceback" not in proc.stderr
+        return last
+
+    def clean(self, output: Path) -> None:
+        """The previous output is as it was and nothing temporary is left."""
+        assert output.read_text() == "previous output"
+        assert list(self.tmp.iterdir()) == []
+        litter = [p.name for p in output.parent.iterdir() if p.name.startswith(".")]
+        assert litter == [], litter
+
+
+@pytest.fixture
+def ws(offlink, tmp_path) -> Workspace:
+    w = Workspace(offlink, tmp_path)
+    (tmp_path / "prog").write_text("previous output")
+    return w
+
+
+def test_not_an_elf_file(ws):
+    ws.write("bogus.o", "this is text\n")
+    ws.fails(ws.link("gcc", "bogus.o", "-o", "prog"), "bogus.o: not an ELF object file")
+    ws.clean(ws.root / "prog")
+    proc = run([ws.offlink, "inspect", ws.root / "bogus.o"], check=False)
+    ws.fails(proc, "bogus.o: not an ELF file")
+
+
+def test_truncated_object(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    data = (ws.root / "a.o").read_bytes()
+    (ws.root / "a.o").write_bytes(data[: len(data) // 2])
+    ws.fails(ws.link("gcc", "a.o", "-o", "prog"), "a.o", "truncated")
+    ws.clean(ws.root / "prog")
+
+
+def test_corrupt_payload(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    sections = run(["readelf", "-S", "-W", ws.root / "a.o"]).stdout
+    line = next(ln for ln in sections.splitlines() if "gnu.target_lto_" in ln)
+    offset = int(line.split("PROGBITS")[1].split()[1], 16)
+    data = bytearray((ws.root / "a.o").read_bytes())
+    data[offset + 40] ^= 0xFF
+    (ws.root / "a.o").write_bytes(data)
+    ws.fails(ws.link("gcc", "a.o", "-o", "prog"), "a.o", "corrupt payload")
+    ws.clean(ws.root / "prog")
+
+
+def test_unknown_target(ws):
+    ws.write("a.c", GOOD)
+    proc = ws.cc("--offload-target", "vax-dec-vms", "gcc", "-c", "a.c", "-o", "a.o", check=False)
+    ws.fails(proc, "unknown offload target 'vax-dec-vms'")
+    assert not (ws.root / "a.o").exists()
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    ws.fails(ws.link("--offload-target", "vax-dec-vms", "gcc", "a.o", "-o", "prog"),
+             "unknown offload target 'vax-dec-vms'")
+    ws.clean(ws.root / "prog")
+
+
+def test_missing_target_compiler(ws):
+    ws.write("a.c", GOOD)
+    gcc = ws.root / "my-gcc"
+    gcc.write_text(f'#!/bin/sh\nexec {shutil.which("gcc")} "$@"\n')
+    gcc.chmod(0o755)
+    ws.cc(str(gcc), "-c", "a.c", "-o", "a.o")
+    gcc.unlink()
+    ws.fails(ws.link("gcc", "a.o", "-o", "prog"), "target compiler", "my-gcc", "not found",
+             "a.c")
+    ws.clean(ws.root / "prog")
+
+
+def test_target_compile_error_shows_the_compiler_message_and_the_cu(ws):
+    ws.write("a.c", GOOD + "#ifdef __OFFLINK_TARGET__\nint broken = not_declared;\n#endif\n")
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    proc = ws.link("gcc", "a.o", "-o", "prog")
+    ws.fails(proc, "target compile of a.c (a.o)", "x86_64-pc-linux-gnu")
+    assert "not_declared" in proc.stderr and "a.c:4" in proc.stderr
+    ws.clean(ws.root / "prog")
+
+
+def test_same_name_offered_by_two_cus(ws):
+    helper = "#ifdef __OFFLINK_TARGET__\nint helper(void) { return 1; }\n#endif\n"
+    ws.write("a.c", GOOD + helper)
+    ws.write("b.c", "int other(void) { return 2; }\n" + helper)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    ws.cc("gcc", "-c", "b.c", "-o", "b.o")
+    ws.fails(ws.link("gcc", "a.o", "b.o", "-o", "prog"),
+             "'helper' is offered by two CUs: a.c (a.o) and b.c (b.o)")
+    ws.clean(ws.root / "prog")
+
+
+def test_name_offered_on_one_side_only(ws):
+    ws.write("a.c", GOOD + "#ifndef __OFFLINK_TARGET__\nint host_only(void) { return 3; }\n"
+             "#endif\nstatic int hidden_counter;\nint *counter_ptr = &hidden_counter;\n")
+    ws.cc("--offload-symbol", "twice", "--offload-symbol", "host_only", "gcc", "-c", "a.c",
+          "-o", "a.o")
+    ws.fails(ws.link("gcc", "a.o", "-o", "prog"),
+             "a.c (a.o): offered symbol 'host_only' is not defined in its target code")
+    ws.clean(ws.root / "prog")
+    ws.cc("--offload-symbol", "hidden_counter", "gcc", "-c", "a.c", "-o", "a.o")
+    ws.fails(ws.link("gcc", "a.o", "-o", "prog"), "'hidden_counter' is static")
+    ws.clean(ws.root / "prog")
+
+
+def test_static_link_is_refused_clearly(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    ws.fails(ws.link("gcc", "-static", "a.o", "-o", "prog"), "-static")
+    ws.clean(ws.root / "prog")
+
+
+def test_failing_host_link_keeps_its_status(ws):
+    ws.write("a.c", "int twice(int);\nint main(void) { return twice(1); }\n")
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    ws.write("b.c", "int unrelated(void) { return 0; }\n")
+    ws.cc("gcc", "-c", "b.c", "-o", "b.o")
+    proc = ws.link("gcc", "a.o", "b.o", "-o", "prog")
+    last = ws.fails(proc)
+    assert "undefined reference to `twice'" in proc.stderr
+    assert "a.c" in last or "host link" in last or "device link" in last
+    ws.clean(ws.root / "prog")
+
+
+def test_unknown_offlink_option(ws):
+    ws.fails(ws.link("--frobnicate", "gcc", "a.o"), "unknown option --frobnicate")

@@ -1,0 +1,185 @@
+"""offlink cc and link on small real programs: plain links, archives, -r, determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from conftest import run
+
+LIB = """\
+int lib_value = 5;
+int lib_twice(int x) { return 2 * x; }
+const char *lib_side(void) {
+#ifdef __OFFLINK_TARGET__
+  return __OFFLINK_TARGET__;
+#else
+  return "host";
+#endif
+}
+"""
+UNUSED = "int unused_member(void) { return 9; }\n"
+MAIN = """\
+#include <stdio.h>
+#include <offlink.h>
+const char *lib_side(void);
+int lib_twice(int);
+int main(void) {
+  const char *(*side)(void) = offlink_translate(OFFLINK_TABLE, (const void *)lib_side);
+  printf("%s %s %d\\n", lib_side(), side(), lib_twice(21));
+  return 0;
+}
+"""
+
+
+def config(offlink: str, what: str) -> list[str]:
+    return run([offlink, "config", what]).stdout.split()
+
+
+def build_objects(offlink: str, d: Path, cflags=("-O2",)) -> None:
+    (d / "lib.c").write_text(LIB)
+    (d / "unused.c").write_text(UNUSED)
+    (d / "main.c").write_text(MAIN)
+    for name in ("lib", "unused", "main"):
+        run([offlink, "cc", "gcc", *cflags, *config(offlink, "--cflags"), "-c", f"{name}.c",
+             "-o", f"{name}.o"], cwd=d)
+
+
+def symbols(offlink: str, binary: Path) -> set[str]:
+    info = json.loads(run([offlink, "inspect", "--json", binary]).stdout)
+    return {s["name"] for s in info["table"]["symbols"]}
+
+
+def test_plain_link_without_target_code_is_byte_identical(offlink, tmp_path):
+    (tmp_path / "p.c").write_text("int main(void) { return 0; }\n")
+    run(["gcc", "-c", "p.c", "-o", "p.o"], cwd=tmp_path)
+    run(["gcc", "p.o", "-o", "plain"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "p.o", "-o", "through"], cwd=tmp_path)
+    assert (tmp_path / "plain").read_bytes() == (tmp_path / "through").read_bytes()
+
+
+def test_fat_objects_link_with_a_plain_linker(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    run(["gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "hostonly"], cwd=tmp_path)
+    out = run([tmp_path / "hostonly"]).stdout
+    assert out == "host host 42\n"  # no table: translate returns the host function
+    sections = run(["readelf", "-S", "-W", tmp_path / "hostonly"]).stdout
+    assert "gnu.target_lto" not in sections and ".openmp_target" not in sections
+
+
+def test_cc_output_is_the_host_object_plus_the_payload(offlink, tmp_path):
+    (tmp_path / "lib.c").write_text(LIB)
+    run(["gcc", "-O2", "-c", "lib.c", "-o", "plain.o"], cwd=tmp_path)
+    run([offlink, "cc", "gcc", "-O2", "-c", "lib.c", "-o", "fat.o"], cwd=tmp_path)
+    run(["objcopy", "--remove-section", "gnu.target_lto_x86_64-pc-linux-gnu", "fat.o",
+         "stripped.o"], cwd=tmp_path)
+    run(["objcopy", "plain.o", "plain2.o"], cwd=tmp_path)  # same writer on both sides
+    assert (tmp_path / "stripped.o").read_bytes() == (tmp_path / "plain2.o").read_bytes()
+    flags = run(["readelf", "-S", "-W", tmp_path / "fat.o"]).stdout
+    line = next(ln for ln in flags.splitlines() if "gnu.target_lto_" in ln)
+    assert " E " in line  # SHF_EXCLUDE: a host link leaves it out
+
+
+def test_cc_depfile_is_as_the_compiler_writes_it(offlink, tmp_path):
+    (tmp_path / "lib.c").write_text('#include "lib.h"\n' + LIB)
+    (tmp_path / "lib.h").write_text("/* header */\n")
+    run([offlink, "cc", "gcc", "-MMD", "-c", "lib.c", "-o", "lib.o"], cwd=tmp_path)
+    assert (tmp_path / "lib.d").read_text().split() == ["lib.o:", "lib.c", "lib.h"]
+
+
+def test_archive_members_used_by_the_link_only(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    run(["ar", "rcs", "libfat.a", "lib.o", "unused.o"], cwd=tmp_path)
+    libs = config(offlink, "--libs")
+    run([offlink, "link", "gcc", "main.o", "-L.", "-lfat", *libs, "-o", "viaL"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "main.o", "libfat.a", *libs, "-o", "direct"], cwd=tmp_path)
+    for prog in ("viaL", "direct"):
+        assert run([tmp_path / prog]).stdout == "host x86_64-pc-linux-gnu 42\n"
+        names = symbols(offlink, tmp_path / prog)
+        assert "lib_twice" in names and "unused_member" not in names
+    run([offlink, "link", "gcc", "main.o", "-Wl,--whole-archive", "libfat.a",
+         "-Wl,--no-whole-archive", *libs, "-o", "whole"], cwd=tmp_path)
+    assert "unused_member" in symbols(offlink, tmp_path / "whole")
+    info = json.loads(run([offlink, "inspect", "--json", tmp_path / "libfat.a"]).stdout)
+    assert [c["source"] for c in info["cus"]] == ["lib.c", "unused.c"]
+
+
+def test_relocatable_link_keeps_target_code(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    run([offlink, "link", "gcc", "-r", "lib.o", "unused.o", "-o", "both.o"], cwd=tmp_path)
+    info = json.loads(run([offlink, "inspect", "--json", tmp_path / "both.o"]).stdout)
+    assert [c["source"] for c in info["cus"]] == ["lib.c", "unused.c"]
+    run([offlink, "link", "gcc", "main.o", "both.o", *config(offlink, "--libs"), "-o", "prog"],
+        cwd=tmp_path)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+    assert {"lib_twice", "unused_member"} <= symbols(offlink, tmp_path / "prog")
+
+
+def test_meson_style_cc_delegates_links(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    run([offlink, "cc", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "prog"],
+        cwd=tmp_path)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+    assert run([offlink, "cc", "gcc", "--version"]).stdout.startswith("gcc")
+
+
+def test_response_file_and_dry_run(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    libs = " ".join(config(offlink, "--libs"))
+    (tmp_path / "link.rsp").write_text(f"main.o lib.o {libs} -o prog\n")
+    dry = run([offlink, "link", "--dry-run", "gcc", "@link.rsp"], cwd=tmp_path).stdout
+    assert "-fPIC -c" in dry and "-Wl,-Bsymbolic" in dry and "offlink-table.o" in dry
+    assert not (tmp_path / "prog").exists()
+    run([offlink, "link", "gcc", "@link.rsp"], cwd=tmp_path)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+
+
+def test_save_temps_and_verbose(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    proc = run([offlink, "link", "--save-temps", "--verbose", "gcc", "main.o", "lib.o",
+                *config(offlink, "--libs"), "-o", "prog"], cwd=tmp_path)
+    kept = Path(proc.stderr.split("temporary files kept in ")[1].split()[0])
+    assert (kept / "offlink-table.o").is_file()
+    assert "-Wl,-Bsymbolic" in proc.stderr  # --verbose shows the device link
+
+
+def test_deterministic_also_in_different_folders(offlink, tmp_path):
+    outputs = []
+    for name in ("first", "second/deeper"):
+        d = tmp_path / name
+        d.mkdir(parents=True)
+        build_objects(offlink, d)
+        run([offlink, "link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o",
+             "prog"], cwd=d)
+        outputs.append((d / "prog").read_bytes())
+    run([offlink, "link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "again"],
+        cwd=tmp_path / "first")
+    assert outputs[0] == outputs[1] == (tmp_path / "first" / "again").read_bytes()
+
+
+def test_fill_changes_nothing_outside_the_section(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    proc = run([offlink, "link", "--save-temps", "gcc", "main.o", "lib.o",
+                *config(offlink, "--libs"), "-o", "prog"], cwd=tmp_path)
+    kept = Path(proc.stderr.split("temporary files kept in ")[1].split()[0])
+    # Relink the same host link by hand: the placeholder as reserved, before any fill.
+    host = run(["gcc", "main.o", "lib.o", *config(offlink, "--libs"), kept / "offlink-table.o",
+                "-o", "unfilled"], cwd=tmp_path)
+    del host
+    before = (tmp_path / "unfilled").read_bytes()
+    after = (tmp_path / "prog").read_bytes()
+    assert len(before) == len(after)
+    section = next(ln for ln in run(["readelf", "-S", "-W", tmp_path / "prog"]).stdout
+                   .splitlines() if ".openmp_target" in ln).split()
+    offset, size = int(section[4], 16), int(section[5], 16)
+    assert before[:offset] == after[:offset] and before[offset + size:] == after[offset + size:]
+    assert before[offset:offset + size] != after[offset:offset + size]
+
+
+def test_jobs_option_and_env(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    env = {**os.environ, "OFFLINK_JOBS": "1"}
+    run([offlink, "link", "--jobs", "2", "gcc", "main.o", "lib.o", *config(offlink, "--libs"),
+         "-o", "prog"], cwd=tmp_path, env=env)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
