@@ -1,0 +1,70 @@
+"""`offlink inspect` and `extract`: golden text, JSON against the committed schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import ROOT, copy_sample, make_sample, run
+
+SCHEMA = json.loads((ROOT / "offlink" / "inspect.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def built(offlink, tmp_path_factory) -> Path:
+    sample = copy_sample("multi_cu", tmp_path_factory.mktemp("inspect"))
+    make_sample(offlink, sample, "run")
+    return sample / "build"
+
+
+def test_json_matches_schema_for_module_object_and_archive(offlink, built):
+    run(["ar", "rcs", built / "libops.a", built / "ops.o", built / "vec.o"])
+    for path in (built / "multi_cu", built / "ops.o", built / "libops.a"):
+        info = json.loads(run([offlink, "inspect", "--json", path]).stdout)
+        jsonschema.validate(info, SCHEMA)
+    info = json.loads(run([offlink, "inspect", "--json", built / "ops.o"]).stdout)
+    assert info["kind"] == "object" and info["cus"][0]["source"] == "ops.c"
+
+
+def test_text_output_golden(offlink, built):
+    text = run([offlink, "inspect", built / "multi_cu"]).stdout
+    # Addresses and sizes depend on the toolchain; the shape and the names do not.
+    text = re.sub(r"0x[0-9a-f]+", "ADDR", text)
+    text = re.sub(r"\d+ bytes", "N bytes", text)
+    text = text.replace(str(built), "BUILD")
+    assert text == (ROOT / "tests" / "golden" / "inspect-multi_cu.txt").read_text()
+
+
+def test_extract_writes_the_image(offlink, built, tmp_path):
+    out = tmp_path / "image.so"
+    run([offlink, "extract", built / "multi_cu", "--target", "host", "--output", out])
+    dyn = run(["readelf", "--dyn-syms", "-W", out]).stdout
+    assert " op_mul" in dyn and out.read_bytes()[:4] == b"\x7fELF"
+    proc = run([offlink, "extract", built / "multi_cu", "--target", "nvptx64-nvidia-cuda",
+                "--output", tmp_path / "x"], check=False)
+    assert proc.returncode != 0 and "no target 'nvptx64-nvidia-cuda'" in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_module_without_table(offlink, tmp_path):
+    (tmp_path / "p.c").write_text("int main(void) { return 0; }\n")
+    run(["gcc", tmp_path / "p.c", "-o", tmp_path / "p"])
+    proc = run([offlink, "inspect", tmp_path / "p"], check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == f"offlink: error: {tmp_path / 'p'}: no .openmp_target " \
+                                  "section (not linked with offlink, or no target code in its inputs)"
+
+
+def test_corrupt_table_is_reported(offlink, built, tmp_path):
+    prog = tmp_path / "prog"
+    data = bytearray((built / "multi_cu").read_bytes())
+    section = next(ln for ln in run(["readelf", "-S", "-W", built / "multi_cu"]).stdout
+                   .splitlines() if ".openmp_target" in ln).split()
+    offset = int(section[4], 16)
+    data[offset + 200] ^= 0xFF  # inside the metadata: the checksum catches it
+    prog.write_bytes(data)
+    proc = run([offlink, "inspect", prog], check=False)
+    assert proc.returncode != 0 and "table checksum mismatch" in proc.stderr
