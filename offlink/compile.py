@@ -160,8 +160,8 @@ def _start_preprocessing(plan: CompilePlan, tmp: str) -> list:
     for si, src in enumerate(plan.sources):
         for target in plan.targets:
             out = os.path.join(tmp, f"{si}-{target.name}.i")
-            argv = [plan.compiler, *plan.preprocess_args, "-x", src.language, *target.defines(),
-                    "-E", src.path, "-o", out]
+            argv = target.capture_argv(plan.compiler, plan.preprocess_args, src.language,
+                                       src.path, out)
             if runner.VERBOSE:
                 print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
             try:

@@ -6,11 +6,10 @@ import os
 from dataclasses import dataclass
 
 from .. import run as runner
-from ..elf import ElfFile
 from ..errors import LinkError
 from ..targets import Target
 from .compile import CompiledCU, Offer
-from .plan import LinkPlan, find_library
+from .plan import LinkPlan
 
 
 @dataclass(frozen=True)
@@ -44,30 +43,13 @@ def merge_offers(compiled: list[CompiledCU]) -> tuple[dict[str, Offer], dict[str
     return offers, owners
 
 
-def image_link_argv(plan: LinkPlan, compiled: list[CompiledCU], output: str) -> list[str]:
-    """Link a host-target image: a shared object whose own references bind to itself."""
-    cxx = next((c for c in compiled if c.cu.payload.code_kind == "c++"), None)
-    driver = (cxx or compiled[0]).cu.payload.compiler
-    libs = []
-    for inp in plan.inputs:
-        # System and shared libraries the host program uses, for the image's own references;
-        # the user's static archives are not linked in (their CUs were compiled above).
-        if inp.kind == "library":
-            found = find_library(inp.path, plan, inp.static)
-            if found is None or found.endswith(".so"):
-                libs.append("-l" + inp.path)
-    dirs = ["-L" + d for d in plan.lib_dirs]
-    return [driver, "-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wl,-z,defs", "-Wl,--hash-style=gnu",
-            "-o", output, *(c.object_path for c in compiled), *dirs, *libs]
-
-
 def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str) -> Image:
     offers, owners = merge_offers(compiled)
-    out = os.path.join(workdir, f"image-{target.name}.so")
-    runner.run(image_link_argv(plan, compiled, out), f"device link for target {target.name}")
+    out = os.path.join(workdir, f"image-{target.name}")
+    runner.run(target.image_argv(plan, compiled, out), f"device link for target {target.name}")
     with open(out, "rb") as f:
         data = f.read()
-    exported = {s.name for s in ElfFile(data, out).symbols(dynamic=True) if s.defined}
+    exported = target.exports(data, out)
     for name in offers:
         if name not in exported:
             raise LinkError(f"target {target.name}: '{name}' offered by {owners[name]} is not "

@@ -77,11 +77,11 @@ def link(argv: list[str], options: LinkOptions) -> int:
     workdir = tempfile.mkdtemp(prefix="offlink-link-")
     staged = None
     try:
-        from .compile import compile_all, compile_argv
-        from .device import device_link, image_link_argv
+        from .compile import compile_all
+        from .device import device_link
 
         if options.dry_run:
-            return _dry_run(plan, cus, targets, workdir, compile_argv, image_link_argv)
+            return _dry_run(plan, cus, targets, workdir)
         images = []
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
@@ -168,7 +168,7 @@ def _plain(plan: LinkPlan, options: LinkOptions) -> int:
         raise ToolError(f"linker '{plan.argv[0]}': {e.strerror}", 127) from None
 
 
-def _dry_run(plan, cus, targets, workdir, compile_argv, image_link_argv) -> int:
+def _dry_run(plan, cus, targets, workdir) -> int:
     from .compile import CompiledCU
 
     for target in targets:
@@ -176,8 +176,9 @@ def _dry_run(plan, cus, targets, workdir, compile_argv, image_link_argv) -> int:
         fake = []
         for i, cu in enumerate(mine):
             base = os.path.join(workdir, target.name, f"{i:04d}")
-            print(runner.show(compile_argv(cu, target, base + ".i", base + ".o")))
+            src = base + target.source_suffix(cu)
+            print(runner.show(target.compile_argv(cu, src, base + ".o")))
             fake.append(CompiledCU(cu, target, base + ".o", ()))
-        print(runner.show(image_link_argv(plan, fake, os.path.join(workdir, "image.so"))))
+        print(runner.show(target.image_argv(plan, fake, os.path.join(workdir, "image"))))
     print(runner.show(host_link_argv(plan, plan.output, [os.path.join(workdir, "offlink-table.o")])))
     return 0

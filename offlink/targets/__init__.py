@@ -1,0 +1,86 @@
+"""Offload targets: the registry, and what every target provides.
+
+A target says how a CU's code is captured at `offlink cc` time, how it is compiled at link
+time (one CU at a time), which symbols the result offers, and how the per-CU results become
+one image. Each target is a module beside this one; `resolve` finds one by name or alias.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..link.compile import CompiledCU, Offer
+    from ..link.extract import CU
+    from ..link.plan import LinkPlan
+
+HOST_TRIPLES = {"x86_64": "x86_64-pc-linux-gnu", "aarch64": "aarch64-unknown-linux-gnu"}
+
+
+def host_triple() -> str:
+    machine = platform.machine()
+    if machine not in HOST_TRIPLES:
+        raise UsageError(f"host machine '{machine}' is not supported (x86-64 and AArch64 are)")
+    return HOST_TRIPLES[machine]
+
+
+class Target:
+    """Base of all targets. `name` is canonical: the section suffix and the table's name."""
+
+    name: str = ""
+    image_kind: str = ""  # the table's image kind
+    macro: str = ""  # defined to 1 in target code besides __OFFLINK_TARGET__
+
+    def defines(self) -> list[str]:
+        return [f'-D__OFFLINK_TARGET__="{self.name}"', f"-D{self.macro}=1"]
+
+    # -- offlink cc ----------------------------------------------------------------------
+    def capture_argv(self, compiler: str, preprocess_args: list[str], language: str,
+                     source: str, output: str) -> list[str]:
+        """The command that writes this CU's target code (e.g. preprocessed source)."""
+        raise NotImplementedError
+
+    # -- offlink link --------------------------------------------------------------------
+    def compile_argv(self, cu: CU, source: str, output: str) -> list[str]:
+        """The link-time compile of one CU's captured code."""
+        raise NotImplementedError
+
+    def source_suffix(self, cu: CU) -> str:
+        return ".i"
+
+    def offers(self, cu: CU, obj_path: str) -> tuple[Offer, ...]:
+        raise NotImplementedError
+
+    def image_argv(self, plan: LinkPlan, compiled: list[CompiledCU], output: str) -> list[str]:
+        raise NotImplementedError
+
+    def exports(self, image: bytes, path: str) -> set[str]:
+        """Names the image defines, to check every offered name can be found at run time."""
+        raise NotImplementedError
+
+
+def _known() -> dict[str, Target]:
+    from .host import HostTarget
+
+    targets: list[Target] = [HostTarget(host_triple())]
+    return {t.name: t for t in targets}
+
+
+def resolve(name: str) -> Target:
+    """A target by name or alias (`host`); an unknown name is a usage error listing the known."""
+    known = _known()
+    canonical = host_triple() if name == "host" else name
+    if canonical in known:
+        return known[canonical]
+    names = ", ".join(["host", *sorted(known)])
+    raise UsageError(f"unknown offload target '{name}' (known: {names})")
+
+
+def default_targets() -> list[str]:
+    """Targets for `offlink cc` without --offload-target: OFFLINK_TARGETS (comma list) or host."""
+    env = os.environ.get("OFFLINK_TARGETS", "")
+    return [t for t in env.split(",") if t] or ["host"]
