@@ -8,8 +8,9 @@ same answers (tests/test_differential.py).
 from __future__ import annotations
 
 import os
+from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from .errors import FormatError, TableError
 from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
@@ -121,7 +122,8 @@ class Table:
         out = []
         for i in range(self._core.n_targets):
             name, kind, off, size, _crc = self._core.target(i)
-            out.append(Target(name.decode(), IMAGE_KIND_NAMES[kind], bytes(self._buf[off : off + size])))
+            image = bytes(self._buf[off : off + size])
+            out.append(Target(name.decode(), IMAGE_KIND_NAMES[kind], image))
         return out
 
     def target(self, name: str) -> Target:
@@ -147,7 +149,7 @@ class Table:
         """The row whose [address, address + size) contains `address`, or None."""
         return self._core.find_symbol(address)
 
-    def find_rows(self, addresses) -> "array":  # noqa: F821 - array from the cores
+    def find_rows(self, addresses) -> array:
         """Batch form: a buffer of uint64 addresses in, array('q') of row numbers (-1: miss).
         Addresses are taken modulo 2^64 relative to the table's address."""
         return self._core.find_many(addresses, self.address)
