@@ -10,7 +10,6 @@ import typer
 
 from .cli import _guard, version_text
 
-
 app = typer.Typer(name="offlink", add_completion=False, no_args_is_help=True,
                   context_settings={"help_option_names": ["--help"]},
                   help="Link offload code: per-CU target builds, per-target images and a "

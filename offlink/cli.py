@@ -74,7 +74,7 @@ def _own_options(argv: list[str], flags: set[str], valued: set[str], help_text: 
         elif word == "--":
             i += 1
             break
-        elif word.startswith("--") and not os.path.sep in word:
+        elif word.startswith("--") and os.path.sep not in word:
             raise UsageError(f"unknown option {word} (see --help); options come before the "
                              f"compiler or linker word")
         else:

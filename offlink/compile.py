@@ -50,7 +50,8 @@ class CompilePlan:
     output_given: bool  # -o was given (then there is exactly one source)
 
 
-def plan_compile(argv: list[str], targets: list[str], offered: tuple[str, ...] = ()) -> CompilePlan | None:
+def plan_compile(argv: list[str], targets: list[str],
+                 offered: tuple[str, ...] = ()) -> CompilePlan | None:
     """Plan `COMPILER ARGS...`; None when it is not a compile to objects (pass it through)."""
     if not argv:
         raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
@@ -178,7 +179,8 @@ def _wait(jobs: list) -> None:
         _, err = proc.communicate()
         if proc.returncode != 0 and failed is None:
             failed = ToolError(f"preprocessing {src.path} for target {target.name} failed: "
-                               f"{runner.show(argv)}", proc.returncode, err.decode(errors="replace"))
+                               f"{runner.show(argv)}", proc.returncode,
+                               err.decode(errors="replace"))
     if failed:
         raise failed
 

@@ -6,7 +6,6 @@ Pure functions over argv, shared by `offlink cc` and `offlink link` planning.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass
 
 from .errors import UsageError
@@ -20,7 +19,8 @@ SEPARATE = {
     "--sysroot", "-specs", "-wrapper", "-plugin", "-Xclang", "-target", "-arch",
 }
 # The subset whose attached forms start with the option (-DX, -I/dir, -lm, -L/dir, -ofile).
-ATTACHED = ("-MF", "-MT", "-MQ", "-o", "-D", "-U", "-I", "-L", "-l", "-x", "-B", "-A", "-T", "-u", "-e", "-z", "-G")
+ATTACHED = ("-MF", "-MT", "-MQ", "-o", "-D", "-U", "-I", "-L", "-l", "-x", "-B", "-A", "-T",
+            "-u", "-e", "-z", "-G")
 
 C_SUFFIXES = {".c"}
 CXX_SUFFIXES = {".cc", ".cp", ".cxx", ".cpp", ".CPP", ".c++", ".C"}
@@ -33,6 +33,8 @@ def expand_response_files(argv: list[str], depth: int = 0) -> list[str]:
     """Expand `@file` words as gcc does (a missing file stays a literal word)."""
     if depth > 10:
         raise UsageError("response files nested too deeply")
+    import shlex
+
     out: list[str] = []
     for word in argv:
         if word.startswith("@") and len(word) > 1 and os.path.isfile(word[1:]):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
-import subprocess
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess, shlex and shutil are imported where used: a plain link through offlink only
+# execs the linker, and each import is start-up time.
 
 from .errors import ToolError
 
@@ -20,12 +24,16 @@ def set_verbose(flag: bool) -> None:
 
 
 def show(argv: Sequence[str]) -> str:
+    import shlex
+
     return shlex.join(argv)
 
 
 def which(tool: str) -> str | None:
     if os.sep in tool:
         return tool if os.access(tool, os.X_OK) else None
+    import shutil
+
     return shutil.which(tool)
 
 
@@ -36,6 +44,8 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
     With capture, the tool's output is kept and attached to the error (the CLI prints it
     before the one-line error), so a failing compile shows the compiler's own diagnostics.
     """
+    import subprocess
+
     if VERBOSE:
         print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
     try:

@@ -54,8 +54,9 @@ def test_module_without_table(offlink, tmp_path):
     run(["gcc", tmp_path / "p.c", "-o", tmp_path / "p"])
     proc = run([offlink, "inspect", tmp_path / "p"], check=False)
     assert proc.returncode != 0
-    assert proc.stderr.strip() == f"offlink: error: {tmp_path / 'p'}: no .openmp_target " \
-                                  "section (not linked with offlink, or no target code in its inputs)"
+    assert proc.stderr.strip() == (f"offlink: error: {tmp_path / 'p'}: no .openmp_target "
+                                   "section (not linked with offlink, or no target code in its "
+                                   "inputs)")
 
 
 def test_corrupt_table_is_reported(offlink, built, tmp_path):

@@ -26,10 +26,11 @@ from construct import (
 )
 
 from ..errors import FormatError
+from . import PAYLOAD_SECTION_PREFIX
 
 MAGIC = b"OFLKCU\0\1"
 VERSION = 1
-SECTION_PREFIX = "gnu.target_lto_"
+SECTION_PREFIX = PAYLOAD_SECTION_PREFIX
 
 CODE_KINDS = {"c": 1, "c++": 2, "cuda": 3, "llvm-bc": 4, "object": 5}
 FLAG_ZLIB = 1

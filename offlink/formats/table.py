@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from construct import (
     Array,
-    Bytes,
     Const,
     Enum,
     Int16ul,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..elf import (
     SHN_UNDEF,
@@ -19,8 +20,11 @@ from ..elf import (
     is_archive,
 )
 from ..errors import FormatError
-from ..formats.payload import SECTION_PREFIX, Payload, parse_records
+from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
 from .plan import Input, LinkPlan, find_library
+
+if TYPE_CHECKING:
+    from ..formats.payload import Payload
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
 
@@ -60,6 +64,8 @@ def _payloads(obj: ElfFile, origin: str) -> list[CU]:
     out: list[CU] = []
     for section in obj.sections:
         if section.name.startswith(SECTION_PREFIX):
+            from ..formats.payload import parse_records  # construct: only with target code
+
             where = f"{origin}: section {section.name}"
             records = parse_records(bytes(obj.content(section)), where)
             for i, p in enumerate(records):

@@ -8,15 +8,16 @@ failure leaves the previous output as it was.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import run as runner
 from ..errors import LinkError, ToolError, UsageError
-from ..targets import Target, resolve
+
+if TYPE_CHECKING:
+    from ..targets import Target
 from .plan import LinkPlan, host_link_argv, plan_link
 
 
@@ -72,6 +73,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if plan.static:
         raise LinkError("-static: the host target's image is a shared object loaded with "
                         "dlopen, which a static executable cannot do; link without -static")
+    import shutil
+    import tempfile
+
     jobs = options.jobs or default_jobs()
     keep = options.save_temps
     workdir = tempfile.mkdtemp(prefix="offlink-link-")
@@ -100,7 +104,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
         layout = reserve(names, [i.target.name for i in images], [len(i.data) for i in images])
         placeholder = os.path.join(workdir, "offlink-table.o")
         with open(placeholder, "wb") as f:
-            f.write(placeholder_object(layout, [i.data for i in images], EM_BY_MACHINE[platform.machine()]))
+            f.write(placeholder_object(layout, [i.data for i in images],
+                                       EM_BY_MACHINE[platform.machine()]))
         timer.stage("reserve")
         out_dir = os.path.dirname(os.path.abspath(plan.output)) or "."
         fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(plan.output)}.", dir=out_dir)
@@ -139,6 +144,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
 
 def _targets(cus, options: LinkOptions) -> list[Target]:
+    from ..targets import resolve
+
     present = []
     for cu in cus:
         if cu.payload.target not in present:
@@ -180,5 +187,6 @@ def _dry_run(plan, cus, targets, workdir) -> int:
             print(runner.show(target.compile_argv(cu, src, base + ".o")))
             fake.append(CompiledCU(cu, target, base + ".o", ()))
         print(runner.show(target.image_argv(plan, fake, os.path.join(workdir, "image"))))
-    print(runner.show(host_link_argv(plan, plan.output, [os.path.join(workdir, "offlink-table.o")])))
+    placeholder = os.path.join(workdir, "offlink-table.o")
+    print(runner.show(host_link_argv(plan, plan.output, [placeholder])))
     return 0

@@ -1,0 +1,6 @@
+"""The binary formats, declared with construct: the fat-object payload and the offload table.
+
+Constants that the link's fast paths need live here, so reading them imports no construct.
+"""
+
+PAYLOAD_SECTION_PREFIX = "gnu.target_lto_"
