@@ -60,7 +60,9 @@ extern const char __OPENMP_TARGET__[] __attribute__((weak, visibility("hidden"))
 
 /* Host function or variable address (a pointer into a variable too) -> its counterpart in
  * the target in use.  The pointer unchanged where it has none, or when running on the host
- * (seed 000: __kmpc_target_translate_fptr).  Functions match their exact address only. */
+ * (seed 000: __kmpc_target_translate_fptr).  Functions match their exact address only.
+ * In a shared library, the executable's copy of a variable (a copy relocation) and its PLT
+ * entry for a function count as the library's own addresses. */
 OFFLINK_API void *offlink_translate(const void *table, const void *host_ptr);
 
 /* Copy the whole offered variable that contains host_var, host -> target (update_to) or

@@ -42,7 +42,16 @@
 struct entry {
   int64_t host_offset; /* from the table */
   uint64_t size;
+  uintptr_t host;   /* the object the program uses: the row's own, or its interposer */
   uintptr_t target; /* the row's start in the target's address space */
+};
+
+/* A second host address of a row: in a shared library, a variable the executable refers to
+ * is copied into the executable (a copy relocation) and the library's code uses that copy;
+ * a function's address taken in a non-PIE executable is its PLT entry there. */
+struct alias {
+  uintptr_t host;
+  uint32_t row;
 };
 
 struct module;
@@ -75,11 +84,14 @@ struct module {
   ofl_table t;
   const struct loader *loader; /* NULL: this module runs on the host */
   const char *target_name;
-  struct entry *entries;
+  struct entry *entries; /* n_symbols, allocated at setup */
+  struct alias *aliases; /* sorted by host; few, and only in shared libraries */
+  uint32_t n_aliases;
   void *loader_data;
   ElfW(Addr) load_base; /* the module's segments, to check that rows point into them */
   const ElfW(Phdr) * phdr;
   ElfW(Half) phnum;
+  int is_main;            /* the executable: nothing interposes its symbols */
   char where[256];        /* the module's file, for messages */
   char error[ERROR_SIZE]; /* why it runs on the host; "" when it has no table at all */
 };
@@ -173,6 +185,7 @@ static int locate_cb(struct dl_phdr_info *info, size_t size, void *data) {
       l->m->load_base = info->dlpi_addr;
       l->m->phdr = info->dlpi_phdr;
       l->m->phnum = info->dlpi_phnum;
+      l->m->is_main = !*info->dlpi_name;
       snprintf(l->m->where, sizeof l->m->where, "%s",
                *info->dlpi_name ? info->dlpi_name : program_invocation_name);
       return 1;
@@ -222,26 +235,14 @@ static int use_target(struct module *m, uint32_t index) {
   }
   if (ld->load(m, &tg) != 0)
     return -1;
-
-  /* One allocation for all rows, here and never on the lookup path. */
-  struct entry *e = calloc(m->t.n_symbols ? m->t.n_symbols : 1, sizeof *e);
-  if (!e) {
-    note(m, "%s: out of memory", m->where);
-    ld->unload(m);
-    return -1;
-  }
   for (uint32_t row = 0; row < m->t.n_symbols; row++) {
     ofl_symbol s;
     ofl_table_symbol(&m->t, row, &s);
-    e[row].host_offset = s.host_offset;
-    e[row].size = s.size;
-    if (ld->resolve(m, &s, &e[row].target) != 0) {
-      free(e);
+    if (ld->resolve(m, &s, &m->entries[row].target) != 0) {
       ld->unload(m);
       return -1;
     }
   }
-  m->entries = e;
   m->target_name = tg.name; /* NUL-terminated: table.c checked it */
   m->loader = ld;
   m->error[0] = '\0'; /* an earlier target's failure no longer matters */
@@ -271,6 +272,68 @@ static void choose_target(struct module *m) {
       return;
 }
 
+/* Whether the module binds its own symbols first (-Bsymbolic): then nothing interposes. */
+static int is_symbolic(const struct module *m) {
+  for (ElfW(Half) i = 0; i < m->phnum; i++) {
+    const ElfW(Phdr) *ph = &m->phdr[i];
+    if (ph->p_type != PT_DYNAMIC)
+      continue;
+    const ElfW(Dyn) *d = (const ElfW(Dyn) *)(m->load_base + ph->p_vaddr);
+    for (size_t k = 0; k < ph->p_memsz / sizeof *d && d[k].d_tag != DT_NULL; k++)
+      if (d[k].d_tag == DT_SYMBOLIC || (d[k].d_tag == DT_FLAGS && (d[k].d_un.d_val & DF_SYMBOLIC)))
+        return 1;
+  }
+  return 0;
+}
+
+static int alias_cmp(const void *a, const void *b) {
+  uintptr_t x = ((const struct alias *)a)->host, y = ((const struct alias *)b)->host;
+  return (x > y) - (x < y);
+}
+
+/* For a shared library, the address the program really uses for each exported row: what the
+ * dynamic linker binds the name to (dlsym(RTLD_DEFAULT) looks it up the same way).  Where
+ * that is another object, it becomes the row's host object and a second key for translate. */
+static int find_aliases(struct module *m) {
+  if (m->is_main || m->t.n_symbols == 0 || is_symbolic(m))
+    return 0;
+  for (uint32_t row = 0; row < m->t.n_symbols; row++) {
+    ofl_symbol s;
+    ofl_table_symbol(&m->t, row, &s);
+    struct entry *e = &m->entries[row];
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    /* Only a default-visibility dynamic symbol of this very object can be interposed. */
+    if (!dladdr1((void *)e->host, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+        info.dli_saddr != (void *)e->host || !info.dli_sname || strcmp(info.dli_sname, s.name) ||
+        ELF64_ST_VISIBILITY(sym->st_other) != STV_DEFAULT)
+      continue;
+    uintptr_t live = (uintptr_t)dlsym(RTLD_DEFAULT, s.name);
+    if (!live || live == e->host)
+      continue;
+    int variable = s.kind == OFL_SYM_VARIABLE || s.kind == OFL_SYM_LINK_VARIABLE;
+    const ElfW(Sym) *other = NULL;
+    if (variable && (!dladdr1((void *)live, &info, (void **)&other, RTLD_DL_SYMENT) || !other ||
+                     info.dli_saddr != (void *)live || other->st_size != s.size))
+      continue; /* not a copy of this variable: leave the row as the table says */
+    if (!m->aliases) {
+      m->aliases = calloc(m->t.n_symbols, sizeof *m->aliases);
+      if (!m->aliases) {
+        note(m, "%s: out of memory", m->where);
+        return -1;
+      }
+    }
+    m->aliases[m->n_aliases].host = live;
+    m->aliases[m->n_aliases].row = row;
+    m->n_aliases++;
+    if (variable)
+      e->host = live; /* the library's own copy is no longer what anyone reads */
+  }
+  if (m->n_aliases)
+    qsort(m->aliases, m->n_aliases, sizeof *m->aliases, alias_cmp);
+  return 0;
+}
+
 static void setup(struct module *m) {
   uint64_t avail = locate(m);
   if (avail == 0) {
@@ -293,6 +356,12 @@ static void setup(struct module *m) {
          ofl_status_code(status));
     return;
   }
+  /* One allocation for all rows, here and never on the lookup path. */
+  m->entries = calloc(m->t.n_symbols ? m->t.n_symbols : 1, sizeof *m->entries);
+  if (!m->entries) {
+    note(m, "%s: out of memory", m->where);
+    return;
+  }
   for (uint32_t row = 0; row < m->t.n_symbols; row++) {
     ofl_symbol s;
     ofl_table_symbol(&m->t, row, &s);
@@ -300,7 +369,12 @@ static void setup(struct module *m) {
       note(m, "%s: offload table: '%s' lies outside the module", m->where, s.name);
       return;
     }
+    m->entries[row].host_offset = s.host_offset;
+    m->entries[row].size = s.size;
+    m->entries[row].host = (uintptr_t)m->table + (uintptr_t)s.host_offset;
   }
+  if (find_aliases(m) != 0)
+    return;
   choose_target(m);
 }
 
@@ -375,24 +449,44 @@ static struct module *usable(const void *table) {
 
 /* ---- the API ------------------------------------------------------------------------ */
 
+/* The row whose host object contains p, and that object's start in *base; or -1. */
+static int64_t find_row(const struct module *m, uintptr_t p, uintptr_t *base) {
+  int64_t row = ofl_table_find(&m->t, (int64_t)(p - (uintptr_t)m->table));
+  if (row >= 0) {
+    *base = (uintptr_t)m->table + (uintptr_t)m->entries[row].host_offset;
+    return row;
+  }
+  size_t lo = 0, hi = m->n_aliases; /* the last alias at or below p */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->aliases[mid].host <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0 || p - m->aliases[lo - 1].host >= m->entries[m->aliases[lo - 1].row].size)
+    return -1;
+  *base = m->aliases[lo - 1].host;
+  return m->aliases[lo - 1].row;
+}
+
 void *offlink_translate(const void *table, const void *host_ptr) {
   struct module *m = usable(table);
   if (!m)
     return (void *)host_ptr;
-  int64_t off = (int64_t)((uintptr_t)host_ptr - (uintptr_t)m->table);
-  int64_t row = ofl_table_find(&m->t, off);
+  uintptr_t base;
+  int64_t row = find_row(m, (uintptr_t)host_ptr, &base);
   if (row < 0)
     return (void *)host_ptr;
-  const struct entry *e = &m->entries[row];
-  return (void *)(e->target + (uintptr_t)(off - e->host_offset));
+  return (void *)(m->entries[row].target + ((uintptr_t)host_ptr - base));
 }
 
 static int update(const void *table, const void *host_ptr, size_t size, int whole, int to_target) {
   struct module *m = usable(table);
   if (!m)
     return 0; /* on the host, the data is already where it is used */
-  int64_t off = (int64_t)((uintptr_t)host_ptr - (uintptr_t)m->table);
-  int64_t row = ofl_table_find(&m->t, off);
+  uintptr_t base;
+  int64_t row = find_row(m, (uintptr_t)host_ptr, &base);
   if (row < 0) {
     set_error("%p is not inside an offered variable of %s", host_ptr, m->where);
     return -1;
@@ -404,7 +498,7 @@ static int update(const void *table, const void *host_ptr, size_t size, int whol
     return -1;
   }
   const struct entry *e = &m->entries[row];
-  uint64_t start = (uint64_t)(off - e->host_offset); /* < e->size: find checked */
+  uint64_t start = (uintptr_t)host_ptr - base; /* < e->size: find_row checked */
   if (whole) {
     start = 0;
     size = e->size;
@@ -415,7 +509,7 @@ static int update(const void *table, const void *host_ptr, size_t size, int whol
   }
   if (size == 0)
     return 0;
-  void *host = (void *)(m->table + e->host_offset + start);
+  void *host = (void *)(e->host + start);
   if (to_target)
     return m->loader->copy_to(m, e->target + start, host, size);
   return m->loader->copy_from(m, host, e->target + start, size);

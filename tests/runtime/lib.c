@@ -9,7 +9,7 @@
 #endif
 
 const char *lib_side(void) { return "lib " OFFLINK_SIDE; }
-int lib_value = 40;
+int lib_value = 40; /* the executable uses it too: it has a copy (a copy relocation) */
 int lib_get(void) { return lib_value + BIAS; }
 
 #if !OFFLINK_IS_TARGET
@@ -17,10 +17,15 @@ const void *lib_table(void) { return OFFLINK_TABLE; }
 
 const char *lib_run(void) { return OFFLINK_TRANSLATE(OFFLINK_TABLE, lib_side)(); }
 
-int lib_update_and_get(int v) {
-  lib_value = v;
+/* A function pointer the executable took: in a non-PIE executable, its PLT entry. */
+const char *lib_call(const char *(*f)(void)) { return OFFLINK_TRANSLATE(OFFLINK_TABLE, f)(); }
+
+int lib_update_and_get(void) {
   if (offlink_update_to(OFFLINK_TABLE, &lib_value) != 0)
     return -1;
+  lib_value = 0;
+  if (offlink_update_from(OFFLINK_TABLE, &lib_value) != 0)
+    return -2;
   return OFFLINK_TRANSLATE(OFFLINK_TABLE, lib_get)();
 }
 #endif
