@@ -24,6 +24,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(MAKE) -C samples/multi_cu OFFLINK=$(abspath $(OFFLINK)) clean run
+	@echo "--- samples/multi_cu/build/multi_cu prints:"
+	@cat samples/multi_cu/build/output.txt
+	@echo "--- offlink inspect samples/multi_cu/build/multi_cu:"
 	$(OFFLINK) inspect samples/multi_cu/build/multi_cu
 
 lint: $(STAMP)

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .cli import _guard, version_text
+from .errors import UsageError
 
 app = typer.Typer(name="offlink", add_completion=False, no_args_is_help=True,
                   context_settings={"help_option_names": ["--help"]},
@@ -36,11 +37,23 @@ def link() -> None:
 
 @app.command()
 def inspect(binary: Annotated[str, typer.Argument(help="linked binary, object or archive")],
-            json: Annotated[bool, typer.Option("--json", help="JSON output")] = False) -> None:
+            json: Annotated[bool, typer.Option("--json", help="JSON output")] = False,
+            symbol: Annotated[Optional[str], typer.Option(
+                "--symbol", help="explain what the table says about this name")] = None,
+            address: Annotated[Optional[str], typer.Option(
+                "--address", help="explain which row holds this address (as st_value)")] = None,
+            ) -> None:
     """Show a binary's offload table, or the target code of a fat object or archive."""
-    from .inspect import inspect_file, render_text
+    from .inspect import explain, inspect_file, render_text
 
     def go() -> int:
+        if symbol is not None or address is not None:
+            try:
+                addr = int(address, 0) if address is not None else None
+            except ValueError:
+                raise UsageError(f"--address takes a number, not '{address}'") from None
+            print(explain(binary, symbol, addr))
+            return 0
         info = inspect_file(binary)
         if json:
             import json as jsonlib

@@ -50,6 +50,71 @@ def inspect_file(path: str) -> dict:
     }
 
 
+def demangle(names: list[str]) -> dict[str, str]:
+    """C++ names as people write them (c++filt, when binutils has it); others are left out."""
+    mangled = [n for n in names if n.startswith("_Z")]
+    if not mangled:
+        return {}
+    import subprocess
+
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {m: d for m, d in zip(mangled, out) if d != m}
+
+
+def explain(path: str, name: str | None, address: int | None) -> str:
+    """Why a name or an address is, or is not, in a binary's table: what the runtime sees."""
+    from .link.fill import host_symbols
+    from .table import Table
+
+    elf = ElfFile.open(path)
+    section = elf.section(SECTION)
+    if section is None:
+        raise FormatError(f"{path}: no {SECTION} section (not linked with offlink, or no "
+                          f"target code in its inputs): every pointer stays a host pointer")
+    table = Table(bytes(elf.content(section)), section.sh_addr, path)
+    host = host_symbols(elf)
+    lines = []
+    if name is not None:
+        readable = demangle([s.name for s in table.symbols])
+        sym = table.lookup(name) or next(
+            (table.lookup(m) for m, d in readable.items()
+             if d == name or d.startswith(name + "(")), None)
+        if sym is not None:
+            lines.append(_describe(sym, readable, table))
+        elif name in host:
+            lines.append(f"'{name}' is defined in {path} but no CU offers it: it is not defined "
+                         f"(externally) in any CU's target code, or its CU was not compiled "
+                         f"with `offlink cc`; translate returns the host pointer")
+        else:
+            lines.append(f"'{name}' is neither in the table nor defined in {path}")
+    if address is not None:
+        sym = table.find(address)
+        if sym is not None:
+            delta = address - sym.address
+            where = f" (+{delta:#x})" if delta else ""
+            lines.append(f"{address:#x} is in '{sym.name}'{where}")
+            lines.append(_describe(sym, demangle([sym.name]), table))
+        else:
+            near = max((s for s in host.values() if s.st_value <= address),
+                       key=lambda s: s.st_value, default=None)
+            hint = (f"; nearest host symbol: {near.name}+{address - near.st_value:#x}"
+                    if near else "")
+            lines.append(f"{address:#x} is in no offered function or variable (functions "
+                         f"match their exact address only){hint}")
+    return "\n".join(lines)
+
+
+def _describe(sym, readable: dict[str, str], table) -> str:
+    shown = f"{sym.name} ({readable[sym.name]})" if sym.name in readable else sym.name
+    targets = ", ".join(t.name for t in table.targets) or "none"
+    return (f"{shown}: {sym.kind} at {sym.address:#x}, size {sym.size}; "
+            f"resolved by name in each image ({targets})")
+
+
 def _cus(elf: ElfFile, origin: str) -> list[dict]:
     out = []
     for section in elf.sections:
@@ -73,9 +138,11 @@ def render_text(info: dict) -> str:
             lines.append(f"    {tg['name']:<28} {tg['kind']:<14} {tg['image_size']:>10} bytes")
         lines.append("  symbols:")
         width = max([len(s["name"]) for s in t["symbols"]] + [4])
+        readable = demangle([s["name"] for s in t["symbols"]])
         for s in t["symbols"]:
+            extra = f"  {readable[s['name']]}" if s["name"] in readable else ""
             lines.append(f"    {s['name']:<{width}}  {s['kind']:<18} {s['address']:#014x}  "
-                         f"size {s['size']}")
+                         f"size {s['size']}{extra}")
     else:
         if not info["cus"]:
             lines.append("  no target code")

@@ -69,3 +69,20 @@ def test_corrupt_table_is_reported(offlink, built, tmp_path):
     prog.write_bytes(data)
     proc = run([offlink, "inspect", prog], check=False)
     assert proc.returncode != 0 and "table checksum mismatch" in proc.stderr
+
+
+def test_explain_a_name_and_an_address(offlink, built):
+    prog = built / "multi_cu"
+    info = json.loads(run([offlink, "inspect", "--json", prog]).stdout)
+    scale = next(s for s in info["table"]["symbols"] if s["name"] == "scale")
+    out = run([offlink, "inspect", prog, "--address", hex(scale["address"] + 4)]).stdout
+    assert out.splitlines()[0] == f"{scale['address'] + 4:#x} is in 'scale' (+0x4)"
+    out = run([offlink, "inspect", prog, "--symbol", "op_mul"]).stdout
+    assert out.startswith("op_mul: function at 0x")
+    # Defined in the binary, but by no CU's target code (the runtime library's own API).
+    out = run([offlink, "inspect", prog, "--symbol", "offlink_translate"]).stdout
+    assert "no CU offers it" in out
+    out = run([offlink, "inspect", prog, "--symbol", "no_such_thing"]).stdout
+    assert "neither in the table nor defined" in out
+    proc = run([offlink, "inspect", prog, "--address", "zzz"], check=False)
+    assert proc.returncode != 0 and "--address takes a number" in proc.stderr
