@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..formats.payload import Payload
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
+GCC_OFFLOAD_PREFIX = ".gnu.offload_lto_"  # gcc -fopenmp -foffload=... -c (link/gcc_offload.py)
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,12 @@ def _read(path: str) -> bytes | memoryview:
         raise FormatError(f"{path}: {e.strerror}") from None
 
 
-def _payloads(obj: ElfFile, origin: str) -> list[CU]:
+def _payloads(obj: ElfFile, origin: str, link_args: list[str]) -> list[CU]:
     out: list[CU] = []
+    if any(s.name.startswith(GCC_OFFLOAD_PREFIX) for s in obj.sections):
+        from .gcc_offload import gcc_cu  # GCC's own offload object (target nvptx-none)
+
+        out.append(gcc_cu(obj, origin, link_args))
     for section in obj.sections:
         if section.name.startswith(SECTION_PREFIX):
             from ..formats.payload import parse_records  # construct: only with target code
@@ -99,7 +104,7 @@ def extract(plan: LinkPlan) -> list[CU]:
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        cus.extend(_payloads(obj.elf, obj.origin))
+        cus.extend(_payloads(obj.elf, obj.origin, plan.base_args))
 
     for inp in plan.inputs:
         path = inp.path

@@ -21,6 +21,7 @@ class Filled:
     dropped: list[str]  # offered names the host binary does not define (discarded, inlined)
     section_addr: int
     section_offset: int
+    placed: frozenset[str] = frozenset()  # rows whose target found the host side itself
 
 
 def host_symbols(elf: ElfFile) -> dict[str, Symbol]:
@@ -57,7 +58,14 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
     rows: list[RowSpec] = []
     dropped: list[str] = []
     names = sorted({n for img in images for n in img.offers})
+    placed: dict[str, tuple[int, int, str]] = {}  # e.g. GCC's host tables (gcc_nvptx)
+    for img in images:
+        placed.update(img.target.host_addresses(elf, img))
     for name in names:
+        if name in placed:
+            address, size, kind = placed[name]
+            rows.append(RowSpec(name, address - section.sh_addr, size, kind))
+            continue
         host = syms.get(name)
         if host is None:
             dropped.append(name)
@@ -84,4 +92,5 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
         os.pwrite(fd, table, section.sh_offset)
     finally:
         os.close(fd)
-    return Filled(table, rows, dropped, section.sh_addr, section.sh_offset)
+    return Filled(table, rows, dropped, section.sh_addr, section.sh_offset,
+                  frozenset(placed))

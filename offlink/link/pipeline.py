@@ -110,7 +110,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         out_dir = os.path.dirname(os.path.abspath(plan.output)) or "."
         fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(plan.output)}.", dir=out_dir)
         os.close(fd)
-        host = host_link_argv(plan, staged, [placeholder])
+        host = host_link_argv(plan, staged, [placeholder, *_host_link_args(plan, targets)])
         try:
             runner.run(host, "host link", capture=False)
         except ToolError as e:
@@ -188,5 +188,11 @@ def _dry_run(plan, cus, targets, workdir) -> int:
             fake.append(CompiledCU(cu, target, base + ".o", ()))
         print(runner.show(target.image_argv(plan, fake, os.path.join(workdir, "image"))))
     placeholder = os.path.join(workdir, "offlink-table.o")
-    print(runner.show(host_link_argv(plan, plan.output, [placeholder])))
+    print(runner.show(host_link_argv(plan, plan.output,
+                                     [placeholder, *_host_link_args(plan, targets)])))
     return 0
+
+
+def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:
+    """What the targets need added to the host link (e.g. -foffload=disable for GCC's)."""
+    return [a for t in targets for a in t.host_link_args(plan)]

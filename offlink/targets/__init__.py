@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 
 if TYPE_CHECKING:
+    from ..elf import ElfFile
     from ..link.compile import CompiledCU, Offer
+    from ..link.device import Image
     from ..link.extract import CU
     from ..link.plan import LinkPlan
 
@@ -62,11 +64,21 @@ class Target:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError
 
+    def host_link_args(self, plan: LinkPlan) -> list[str]:
+        """Words the host link needs added at its end (none by default)."""
+        return []
+
+    def host_addresses(self, elf: ElfFile, image: Image) -> dict[str, tuple[int, int, str]]:
+        """Rows whose host side is not simply the host symbol of the same name: key ->
+        (address, size, kind) in the linked binary. Empty by default: rows by symbol name."""
+        return {}
+
 
 def _known() -> dict[str, Target]:
+    from .gcc_nvptx import GccNvptxTarget
     from .host import HostTarget
 
-    targets: list[Target] = [HostTarget(host_triple())]
+    targets: list[Target] = [HostTarget(host_triple()), GccNvptxTarget()]
     return {t.name: t for t in targets}
 
 

@@ -1,0 +1,167 @@
+"""The `nvptx-none` target: GCC's own offload objects, compiled one CU at a time.
+
+Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/link/gcc_offload.py reads
+it). Each CU goes alone through GCC's accel compiler (`<triple>-accel-nvptx-none-gcc-<major>
+-xlto ... -c`, which gives PTX text with its FUNC_MAP/VAR_MAP lines); the per-CU outputs, with
+their statics renamed to their qualified keys, are linked by nvptx-none-ld with GCC's device
+libgomp, libc and libgcc into one image: PTX files separated by NULs, as mkoffload embeds.
+The host link gets `-foffload=disable`, so GCC does not also run its own offload link.
+
+The target keeps one piece of state for a link: the paired entries of every CU, recorded when
+the image is linked and used when the host addresses are read from the linked binary.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+
+from ..errors import ToolError, UsageError
+from ..link import gcc_offload as gcc
+from . import Target
+
+NAME = "nvptx-none"
+DEFAULT_ISA = "-misa=sm_80"  # GCC 12's default (sm_30) is refused by CUDA 12+'s ptxas
+MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
+
+
+def accel_compiler(major: str | None) -> str:
+    """GCC's accel compiler for nvptx-none matching the GCC that wrote the objects."""
+    machine = platform.machine()
+    names = [f"{machine}-linux-gnu-accel-{NAME}-gcc"]
+    if major:
+        names.insert(0, f"{names[0]}-{major}")
+    from ..run import which
+
+    return next((n for n in names if which(n)), names[0])
+
+
+class GccNvptxTarget(Target):
+    name = NAME
+    image_kind = "nvptx-none"
+    macro = "__OFFLINK_TARGET_NVPTX_NONE__"
+
+    def __init__(self) -> None:
+        self._links: dict[str, list[tuple[str, str, list[gcc.Entry]]]] = {}
+
+    # -- offlink cc ----------------------------------------------------------------------
+    def capture_argv(self, compiler, preprocess_args, language, source, output):
+        raise UsageError(f"target {NAME} takes GCC's own offload objects: compile with "
+                         f"`gcc -fopenmp -foffload={NAME} -c` (no offlink cc needed) and link "
+                         f"them with offlink link")
+
+    # -- offlink link --------------------------------------------------------------------
+    def source_suffix(self, cu):
+        return ".host.o"  # the host object itself: the accel compiler reads its LTO sections
+
+    def compile_argv(self, cu, source, output):
+        p = cu.payload
+        compiler = p.compiler
+        if os.sep not in compiler:
+            from ..run import which
+
+            if which(compiler) is None:
+                major = compiler.rsplit("-", 1)[-1]
+                package = f"gcc-{major}-offload-nvptx" if major.isdigit() else \
+                    "gcc-offload-nvptx"
+                raise ToolError(f"target compile of {cu.label} for {NAME}: GCC's accel "
+                                f"compiler '{compiler}' not found (install {package} and "
+                                f"nvptx-tools)")
+        compile_opts = [o for o in p.options if not o.startswith(("-l", "-L"))]
+        # nvptx-as would run ptxas on the output; offlink does (offers), to name the fix.
+        return [compiler, "-xlto", "-m64", "-mgomp", DEFAULT_ISA, *compile_opts,
+                "-Wa,--no-verify", "-c", source, "-o", output]
+
+    def offers(self, cu, obj_path):
+        """The CU's entries, keyed by name. This is also the step after the compile: ptxas
+        checks the PTX, and the object's statics are renamed to their keys in place, before
+        a compile cache stores the object, so a cached object and its offers always agree."""
+        from ..link.compile import Offer
+
+        entries, ptx = self._pair(cu, obj_path)
+        check_ptx(cu.label, obj_path, ptx)
+        renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
+        if renames:
+            renamed = gcc.rename(ptx, renames)
+            if renamed != ptx:
+                with open(obj_path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                    f.write(renamed)
+        return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
+
+    def image_argv(self, plan, compiled, output):
+        cus: list[tuple[str, str, list[gcc.Entry]]] = []
+        link_opts: list[str] = []
+        for c in compiled:
+            for o in c.cu.payload.options:
+                if o.startswith(("-l", "-L")) and o not in link_opts:
+                    link_opts.append(o)
+            if os.path.exists(c.object_path):  # not under --dry-run
+                entries = self._pair(c.cu, c.object_path)[0]
+                cus.append((c.cu.label, c.cu.payload.source, entries))
+        self._links[output] = cus
+        lib = accel_libdir(compiled[0].cu.payload.compiler) if compiled else ""
+        dirs = [f"-L{os.path.join(lib, 'mgomp')}", f"-L{lib}"] if lib else []
+        return ["nvptx-none-ld", "-o", output, *dirs, *(c.object_path for c in compiled),
+                *link_opts, *MKOFFLOAD_LIBS]
+
+    def exports(self, image, path):
+        return gcc.ptx_definitions(image)
+
+    def host_link_args(self, plan) -> list[str]:
+        # GCC would otherwise run mkoffload and its own offload link of every CU again.
+        driver = os.path.basename(plan.driver)
+        if "clang" in driver or driver == "ld" or driver.startswith("ld."):
+            return []
+        return ["-foffload=disable"]
+
+    def host_addresses(self, elf, image):
+        placed = gcc.place(elf, self._links.get(image.path, []))
+        return {key: (p.address, p.size, p.kind) for key, p in placed.items()}
+
+    def _pair(self, cu, obj_path: str) -> tuple[list[gcc.Entry], str]:
+        from ..elf import ElfFile
+
+        host = ElfFile(cu.payload.code, cu.origin)
+        with open(obj_path, encoding="utf-8", errors="surrogateescape") as f:
+            ptx = f.read()
+        tag = gcc.cu_tag(cu.payload.source, cu.payload.code)
+        entries = gcc.pair(gcc.host_tables(host), ptx, tag, cu.label,
+                           gcc.global_functions(host))
+        return entries, ptx
+
+
+@functools.cache
+def accel_libdir(compiler: str) -> str:
+    """Where the accel compiler keeps libgomp.a (its `mgomp` multilib is a folder below)."""
+    from ..run import run
+
+    try:
+        out = run([compiler, "-print-file-name=libgomp.a"], f"{compiler} -print-file-name")
+    except ToolError:
+        return ""
+    path = out.stdout.decode().strip()
+    return os.path.dirname(path) if os.path.isabs(path) else ""
+
+
+def check_ptx(label: str, path: str, ptx: str) -> None:
+    """What nvptx-as does when ptxas is installed: compile the PTX for its own `.target`. A
+    refused ISA gets an error that names the fix."""
+    from ..run import run, which
+
+    ptxas = which("ptxas")
+    if ptxas is None:
+        return
+    m = re.search(r"^\s*\.target\s+(sm_\d+)", ptx, re.M)
+    isa = m.group(1) if m else "sm_30"
+    try:
+        run([ptxas, "--gpu-name", isa, "-c", "-o", os.devnull, path],
+            f"ptxas check of the target code of {label}")
+    except ToolError as e:
+        if re.search(rf"'{isa}' is not defined|[Uu]nsupported \.target", e.output):
+            raise ToolError(f"target code of {label}: the installed ptxas ({ptxas}) does not "
+                            f"accept -misa={isa}; pass a newer ISA, e.g. "
+                            f"-foffload-options=-misa=sm_80 on the link line",
+                            e.exit_code, e.output) from None
+        raise

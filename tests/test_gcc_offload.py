@@ -1,0 +1,230 @@
+"""GCC's own offload objects (gcc -fopenmp -foffload=nvptx-none -c) linked by offlink.
+
+The sample samples/gcc_openmp is built once and linked twice: by offlink and by GCC itself.
+Both must print the expected output (host fallback: no GPU here), and offlink's table must
+hold what GCC's positional host tables hold, by name. The image is checked with ptxas.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, copy_sample, make_sample, run
+
+from offlink.elf import STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
+from offlink.errors import LinkError
+from offlink.link import gcc_offload as gcc
+from offlink.table import Table
+from offlink.targets.gcc_nvptx import accel_compiler
+
+ACCEL = accel_compiler("12")
+needs_gcc_offload = pytest.mark.skipif(
+    shutil.which(ACCEL) is None or shutil.which("nvptx-none-ld") is None,
+    reason=f"{ACCEL} or nvptx-none-ld missing (apt-get install gcc-12-offload-nvptx "
+           f"nvptx-tools; .ci/run installs them)")
+PTXAS = shutil.which("ptxas") or shutil.which("/usr/local/cuda/bin/ptxas")
+NVLINK = shutil.which("nvlink") or shutil.which("/usr/local/cuda/bin/nvlink")
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA) not installed")
+CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
+
+
+@pytest.fixture(scope="module")
+def sample(offlink, tmp_path_factory) -> Path:
+    """samples/gcc_openmp built, linked by offlink and by GCC, and both run."""
+    if shutil.which(ACCEL) is None or shutil.which("nvptx-none-ld") is None:
+        pytest.skip(f"{ACCEL} or nvptx-none-ld missing")
+    s = copy_sample("gcc_openmp", tmp_path_factory.mktemp("gcc"))
+    make_sample(offlink, s, "run", "gcc-run")
+    return s
+
+
+def table_of(offlink: str, binary: Path) -> dict:
+    return json.loads(run([offlink, "inspect", "--json", binary]).stdout)["table"]
+
+
+def names_at(binary: Path) -> dict[int, str]:
+    """Address -> the function or variable symbol there (statics included)."""
+    return {s.st_value: s.name for s in ElfFile.open(binary).symbols()
+            if s.defined and s.st_type in (STT_FUNC, STT_OBJECT)}
+
+
+@needs_gcc_offload
+def test_offlink_and_gcc_links_print_the_same(sample):
+    expected = (sample / "expected.txt").read_text()
+    assert (sample / "build" / "output.txt").read_text() == expected
+    assert (sample / "build" / "output.gcc.txt").read_text() == expected
+    assert "host fallback" in expected  # no GPU here: libgomp runs the regions on the host
+
+
+@needs_gcc_offload
+def test_table_holds_what_gcc_host_tables_hold(offlink, sample):
+    prog, prog_gcc = sample / "build" / "gcc_openmp", sample / "build" / "gcc_openmp.gcc"
+    elf = ElfFile.open(prog_gcc)
+    at_gcc = names_at(prog_gcc)
+    gcc_funcs = Counter(at_gcc[a] for a, _ in gcc.table_slots(elf, gcc.FUNCS_SECTION, 8))
+    gcc_vars = Counter((at_gcc[a], s & ~gcc.LINK_FLAG, bool(s & gcc.LINK_FLAG))
+                       for a, s in gcc.table_slots(elf, gcc.VARS_SECTION, 16))
+    at = names_at(prog)
+    rows = Table.open(prog).symbols
+    funcs = Counter(at[r.address] for r in rows if r.kind == "function")
+    variables = Counter((at[r.address], r.size, r.kind == "link-variable")
+                        for r in rows if r.kind != "function")
+    assert funcs == gcc_funcs and len(funcs) == 5
+    assert variables == gcc_vars
+    assert variables[("squares", 256, True)] == 1 and variables[("calls", 4, False)] == 2
+    table = table_of(offlink, prog)
+    assert [(t["name"], t["kind"]) for t in table["targets"]] == [("nvptx-none", "nvptx-none")]
+    # Rows are keyed by the device's names; a region's key is its kernel's name.
+    keys = {s["name"] for s in table["symbols"]}
+    assert {"scale", "squares$linkptr", "main$_omp_fn$0", "stats_sum$_omp_fn$0"} <= keys
+
+
+@needs_gcc_offload
+def test_statics_of_the_same_name_get_distinct_keys(offlink, sample, tmp_path):
+    prog = sample / "build" / "gcc_openmp"
+    rows = {s.name: s for s in Table.open(prog).symbols if s.name.startswith("calls")}
+    assert len(rows) == 2 and "calls" not in rows
+    saxpy = next(r for n, r in rows.items() if n.startswith("calls$saxpy_c$"))
+    stats = next(r for n, r in rows.items() if n.startswith("calls$stats_c$"))
+    assert saxpy.address != stats.address
+    at = names_at(prog)
+    assert at[saxpy.address] == at[stats.address] == "calls"
+    # The static that follows STT_FILE saxpy.c is saxpy.c's.
+    file, owner = "", {}
+    for s in ElfFile.open(prog).symbols():
+        file = s.name if s.st_type == STT_FILE else file
+        if s.name == "calls":
+            owner[s.st_value] = file
+    assert owner[saxpy.address] == "saxpy.c" and owner[stats.address] == "stats.c"
+    # The device side is renamed to match: the image defines both keys, and no plain `calls`.
+    image = tmp_path / "image.ptx"
+    run([offlink, "extract", prog, "--target", "nvptx-none", "--output", image])
+    defined = gcc.ptx_definitions(image.read_bytes())
+    assert set(rows) <= defined and "calls" not in defined
+
+
+@needs_gcc_offload
+@needs_ptxas
+def test_image_compiles_for_sm_80_and_defines_every_key(offlink, sample, tmp_path):
+    """The image is PTX files separated by NULs (as mkoffload embeds them): ptxas compiles each
+    for sm_80, nvlink links them as the CUDA driver would, and every key is in the result."""
+    prog = sample / "build" / "gcc_openmp"
+    image = tmp_path / "image"
+    run([offlink, "extract", prog, "--target", "nvptx-none", "--output", image])
+    cubins = []
+    for i, part in enumerate(p for p in image.read_bytes().split(b"\0") if p.strip()):
+        (tmp_path / f"{i}.ptx").write_bytes(part)
+        run([PTXAS, "-arch=sm_80", "-c", f"{i}.ptx", "-o", f"{i}.cubin"], cwd=tmp_path)
+        cubins.append(f"{i}.cubin")
+    assert len(cubins) > 3  # the three CUs, then libgomp, libc and libgcc pieces
+    if NVLINK is None:
+        return
+    run([NVLINK, "-arch=sm_80", *cubins, "-o", "image.cubin"], cwd=tmp_path)
+    linked = {s.name for s in ElfFile.open(tmp_path / "image.cubin").symbols() if s.defined}
+    assert {s.name for s in Table.open(prog).symbols} <= linked
+
+
+@needs_gcc_offload
+def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
+    build = sample / "build"
+    shutil.copy(ROOT / "tests" / "gcc_offload" / "unused.c", tmp_path)
+    run(["gcc", *CFLAGS, "-c", "unused.c", "-o", "unused.o"], cwd=tmp_path)
+    run(["ar", "rcs", "libstats.a", build / "stats.o", "unused.o"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "-fopenmp", build / "main.o", build / "saxpy.o", "-L.",
+         "-lstats", "-o", "prog"], cwd=tmp_path)
+    assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
+    keys = {s["name"] for s in table_of(offlink, tmp_path / "prog")["symbols"]}
+    assert "stats_sum$_omp_fn$0" in keys and any(k.startswith("calls$stats_c$") for k in keys)
+    assert not any(k.startswith(("unused", "calls$unused")) for k in keys)
+
+
+@needs_gcc_offload
+@pytest.mark.parametrize("ldflags", [["-no-pie"], ["-Wl,--gc-sections"]])
+def test_link_variants(offlink, sample, tmp_path, ldflags):
+    """Non-PIE: the host tables hold absolute addresses. --gc-sections drops the host tables:
+    rows are found by name, statics by their CU's STT_FILE."""
+    objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
+    run([offlink, "link", "gcc", "-fopenmp", *ldflags, *objs, "-o", "prog"], cwd=tmp_path)
+    assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
+    rows = Table.open(tmp_path / "prog").symbols
+    assert len(rows) == 9
+    at = names_at(tmp_path / "prog")
+    assert all(at[r.address] in (r.name.split("$")[0], "calls") or "_omp_fn" in at[r.address]
+               for r in rows)
+
+
+@needs_gcc_offload
+@needs_ptxas
+def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
+    objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
+    (tmp_path / "prog").write_text("previous")
+    proc = run([offlink, "link", "gcc", "-fopenmp", "-foffload-options=-misa=sm_35", *objs,
+                "-o", "prog"], cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("offlink: error: target code of ") and "-misa=sm_35" in last
+    assert "-foffload-options=-misa=sm_80" in last
+    assert (tmp_path / "prog").read_text() == "previous"
+
+
+@needs_gcc_offload
+def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(offlink, sample):
+    build = sample / "build"
+    out = run([offlink, "link", "--dry-run", "gcc", "-fopenmp", "-foffload-options=-lm",
+               "main.o", "stats.o", "-o", "p"], cwd=build).stdout.splitlines()
+    assert out[0].startswith(f"{ACCEL} -xlto -m64 -mgomp -misa=sm_80 ")
+    assert "-lm" not in out[0] and " -lm " in out[2]  # a library goes to nvptx-none-ld
+    assert out[2].startswith("nvptx-none-ld ")
+    assert out[3].startswith("gcc -fopenmp ") and out[3].endswith("-foffload=disable -o p")
+
+
+# -- the dialect's pieces, without a toolchain -------------------------------------------------
+
+def host(name: str, kind: str = "variable", size: int = 4, link: bool = False,
+         local: bool = False) -> gcc.HostEntry:
+    return gcc.HostEntry(kind, name, size if kind == "variable" else 1, link, local, not local)
+
+
+def test_pairing_is_by_name_within_a_cu_not_by_position():
+    # nvptx-as moves definitions, and their MAP lines with them: GCC's own link pairs this
+    # CU's `squares` with `calls` (seen with -save-temps); offlink pairs by name.
+    entries = [host("squares", size=256, link=True), host("calls", local=True),
+               host("run._omp_fn.1", "function"), host("work._omp_fn.0", "function")]
+    ptx = ('//:VAR_MAP "calls"\n//:FUNC_MAP "work$_omp_fn$0"\n//:FUNC_MAP "run$_omp_fn$1"\n'
+           '//:VAR_MAP "squares$linkptr"\n')
+    paired = gcc.pair(entries, ptx, "s_c$1", "s.c (s.o)", {"run"})
+    assert [(e.host.host_name, e.device_name, e.key, e.kind) for e in paired] == [
+        ("squares", "squares$linkptr", "squares$linkptr", "link-variable"),
+        ("calls", "calls", "calls$s_c$1", "variable"),
+        ("run._omp_fn.1", "run$_omp_fn$1", "run$_omp_fn$1", "function"),  # external parent
+        ("work._omp_fn.0", "work$_omp_fn$0", "work$_omp_fn$0$s_c$1", "function"),  # static
+    ]
+    renamed = gcc.rename(ptx, {e.device_name: e.key for e in paired})
+    # Pairing again after the rename (a cached object) gives the same entries.
+    assert gcc.pair(entries, renamed, "s_c$1", "s.c (s.o)", {"run"}) == paired
+
+
+def test_pairing_errors_name_the_cu():
+    with pytest.raises(LinkError, match=r"a.c \(a.o\): the host table lists 1 variables and "
+                                        r"the target code 0 VAR_MAP"):
+        gcc.pair([host("v")], "", "t", "a.c (a.o)", set())
+    with pytest.raises(LinkError, match="host table entry 'v' has no 'v' in the target code"):
+        gcc.pair([host("v")], '//:VAR_MAP "w"\n', "t", "a.c (a.o)", set())
+
+
+def test_rename_touches_whole_identifiers_only():
+    ptx = ("//:VAR_MAP \"s\"\n.global .align 4 .u32 s[1];\n\tld.global.u32 %r1, [s+4];\n"
+           "\tmov.u32 %s, 1;\n\tld.global.u32 %r2, [s$1];\n\tadd.s32 %r3, %r1, %r2;\n")
+    out = gcc.rename(ptx, {"s": "s$a_c$1"})
+    assert out == ptx.replace('"s"', '"s$a_c$1"').replace(" s[1]", " s$a_c$1[1]").replace(
+        "[s+4]", "[s$a_c$1+4]")
+
+
+def test_offload_options_follow_gcc_syntax():
+    values = ["-misa=sm_80 -mptx=7.0", "nvptx-none=-O3", "amdgcn-amdhsa=-march=gfx90a",
+              "amdgcn-amdhsa,nvptx-none=-lm"]
+    assert gcc.offload_options(values, "nvptx-none") == ["-misa=sm_80", "-mptx=7.0", "-O3", "-lm"]
