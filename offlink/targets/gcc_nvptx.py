@@ -70,13 +70,13 @@ class GccNvptxTarget(Target):
                                 f"compiler '{compiler}' not found (install {package} and "
                                 f"nvptx-tools)")
         compile_opts = [o for o in p.options if not o.startswith(("-l", "-L"))]
-        # nvptx-as would run ptxas on the output; offlink does (offers), to name the fix.
+        # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
         return [compiler, "-xlto", "-m64", "-mgomp", DEFAULT_ISA, *compile_opts,
                 "-Wa,--no-verify", "-c", source, "-o", output]
 
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile: ptxas
-        checks the PTX, and the object's statics are renamed to their keys in place, before
+        checks the ISA, and the object's statics are renamed to their keys in place, before
         a compile cache stores the object, so a cached object and its offers always agree."""
         from ..link.compile import Offer
 
@@ -146,22 +146,44 @@ def accel_libdir(compiler: str) -> str:
 
 
 def check_ptx(label: str, path: str, ptx: str) -> None:
-    """What nvptx-as does when ptxas is installed: compile the PTX for its own `.target`. A
-    refused ISA gets an error that names the fix."""
-    from ..run import run, which
+    """Whether the installed ptxas accepts the CU's ISA and PTX version (its preamble), as
+    nvptx-as would find out when verifying; an ISA it refuses gets an error naming the fix.
+    One ptxas run per preamble and link: verifying every CU's PTX in full cost more than the
+    accel compile itself (the tests compile whole images with ptxas)."""
+    m = re.search(r"^\s*\.version\s+\S+\s+\.target\s+(sm_\d+)[^\n]*\s+\.address_size\s+\d+",
+                  ptx, re.M)
+    if m is None:
+        return
+    output = _ptxas_refusal(" ".join(m.group(0).split()))
+    if output is None:
+        return
+    isa = m.group(1)
+    from ..run import which
+
+    if re.search(rf"'{isa}' is not defined|[Uu]nsupported \.target", output):
+        raise ToolError(f"target code of {label}: the installed ptxas ({which('ptxas')}) does "
+                        f"not accept -misa={isa}; pass a newer ISA, e.g. "
+                        f"-foffload-options=-misa=sm_80 on the link line", 1, output)
+    raise ToolError(f"target code of {label}: the installed ptxas refuses its preamble "
+                    f"({m.group(0).split(chr(10))[0]} ...)", 1, output)
+
+
+@functools.cache
+def _ptxas_refusal(preamble: str) -> str | None:
+    """ptxas's complaint about a PTX file with just this preamble; None if it is accepted or
+    there is no ptxas (then nvptx-as would not verify either)."""
+    import subprocess
+    import tempfile
+
+    from ..run import which
 
     ptxas = which("ptxas")
     if ptxas is None:
-        return
-    m = re.search(r"^\s*\.target\s+(sm_\d+)", ptx, re.M)
-    isa = m.group(1) if m else "sm_30"
-    try:
-        run([ptxas, "--gpu-name", isa, "-c", "-o", os.devnull, path],
-            f"ptxas check of the target code of {label}")
-    except ToolError as e:
-        if re.search(rf"'{isa}' is not defined|[Uu]nsupported \.target", e.output):
-            raise ToolError(f"target code of {label}: the installed ptxas ({ptxas}) does not "
-                            f"accept -misa={isa}; pass a newer ISA, e.g. "
-                            f"-foffload-options=-misa=sm_80 on the link line",
-                            e.exit_code, e.output) from None
-        raise
+        return None
+    isa = preamble.split(".target", 1)[1].split()[0]
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(preamble.replace(" .", "\n.") + "\n")
+        f.flush()
+        proc = subprocess.run([ptxas, "--gpu-name", isa, "-c", "-o", os.devnull, f.name],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return None if proc.returncode == 0 else proc.stdout.decode(errors="replace")
