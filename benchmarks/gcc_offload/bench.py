@@ -1,0 +1,151 @@
+"""Link time of GCC offload programs (gcc -fopenmp -foffload=nvptx-none): offlink vs GCC.
+
+For a program of N CUs (each with two target regions, a `declare target` global and a
+static), the objects are compiled once; then each way of linking is timed (median of
+--repeat runs):
+
+  gcc own        gcc -fopenmp -foffload=nvptx-none ... (mkoffload: all device code, every link)
+  offlink cold   offlink link with an empty compile cache (or none)
+  offlink 1 CU   offlink link after one CU changed (its object recompiled, not timed); with
+                 offlink's per-CU compile cache, only that CU's device code is compiled again;
+                 also with OFFLINK_NO_CACHE=1
+  host only      gcc -fopenmp -foffload=disable (no device code at all: the floor)
+
+GCC's own link is also timed after the one-CU change: it recompiles everything either way.
+Times are wall seconds and, in parentheses, the CPU seconds of all processes of the link.
+
+Usage: python benchmarks/gcc_offload/bench.py [--cus 3,30] [--repeat 5] [--offlink CMD]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
+
+ROWS = ("gcc own", "gcc own, 1 CU changed", "offlink cold", "offlink 1 CU changed",
+        "offlink 1 CU changed, no cache", "host only")
+CU = """\
+#pragma omp declare target
+int g_{k} = {k};
+static int s = {k} + {bump};
+#pragma omp end declare target
+
+int work_{k}(int n) {{
+  int r = 0;
+#pragma omp target map(tofrom: r)
+  r = n * g_{k} + s;
+#pragma omp target teams distribute parallel for reduction(+: r)
+  for (int i = 0; i < n; i++)
+    r += i % {m};
+  return r;
+}}
+"""
+
+
+def write_program(d: Path, n: int) -> list[str]:
+    decls = "".join(f"int work_{k}(int);\n" for k in range(n))
+    calls = "".join(f"  sum += work_{k}(100);\n" for k in range(n))
+    (d / "main.c").write_text(f"#include <stdio.h>\n{decls}int main(void) {{\n  long sum = 0;\n"
+                              f"{calls}  printf(\"%ld\\n\", sum);\n  return 0;\n}}\n")
+    for k in range(n):
+        (d / f"cu{k}.c").write_text(CU.format(k=k, m=k + 2, bump=0))
+    return ["main.c", *(f"cu{k}.c" for k in range(n))]
+
+
+def sh(argv, cwd, env=None) -> None:
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"failed: {shlex.join(map(str, argv))}\n{proc.stdout}{proc.stderr}")
+
+
+def timed(argv, cwd, env=None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    sh(argv, cwd, env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def compile_all(d: Path, sources: list[str]) -> list[str]:
+    objs = []
+    for src in sources:
+        obj = src[:-2] + ".o"
+        sh(["gcc", *CFLAGS, "-c", src, "-o", obj], d)
+        objs.append(obj)
+    return objs
+
+
+def change_one(d: Path, bump: int) -> None:
+    """A new body for cu0 (a constant no earlier run used), recompiled: not timed."""
+    (d / "cu0.c").write_text(CU.format(k=0, m=2, bump=bump))
+    sh(["gcc", *CFLAGS, "-c", "cu0.c", "-o", "cu0.o"], d)
+
+
+def bench(n: int, repeat: int, offlink: list[str], work: Path) -> dict[str, tuple[float, float]]:
+    d = work / f"cus{n}"
+    d.mkdir()
+    objs = compile_all(d, write_program(d, n))
+    env = dict(os.environ)
+    gcc_link = ["gcc", "-fopenmp", "-foffload=nvptx-none", "-foffload-options=-misa=sm_80",
+                *objs, "-o", "prog.gcc"]
+    host_link = ["gcc", "-fopenmp", "-foffload=disable", *objs, "-o", "prog.host"]
+    ofl_link = [*offlink, "link", "gcc", "-fopenmp", *objs, "-o", "prog.offlink"]
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in ROWS}
+    warm = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{n}"))
+    sh(ofl_link, d, warm)  # a cache with every CU, for "1 CU changed"
+    for i in range(repeat):  # round-robin, so a busy machine slows every kind alike
+        times["host only"].append(timed(host_link, d))
+        times["gcc own"].append(timed(gcc_link, d))
+        cold = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-cold-{n}-{i}"))
+        times["offlink cold"].append(timed(ofl_link, d, cold))
+        change_one(d, i + 1)
+        times["gcc own, 1 CU changed"].append(timed(gcc_link, d))
+        times["offlink 1 CU changed"].append(timed(ofl_link, d, warm))
+        times["offlink 1 CU changed, no cache"].append(
+            timed(ofl_link, d, dict(env, OFFLINK_NO_CACHE="1")))
+    out = subprocess.run(["./prog.offlink"], cwd=d, capture_output=True, text=True).stdout
+    ref = subprocess.run(["./prog.gcc"], cwd=d, capture_output=True, text=True).stdout
+    if out != ref:
+        sys.exit(f"{n} CUs: the programs disagree: offlink {out!r}, gcc {ref!r}")
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+            for k, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cus", default="3,30")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--offlink", default=f"{sys.executable} -m offlink",
+                    help="the offlink command (default: this Python's -m offlink)")
+    args = ap.parse_args()
+    if not shutil.which("x86_64-linux-gnu-accel-nvptx-none-gcc-12"):
+        sys.exit("needs gcc-12-offload-nvptx and nvptx-tools")
+    offlink = shlex.split(args.offlink)
+    os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
+    counts = [int(c) for c in args.cus.split(",")]
+    with tempfile.TemporaryDirectory(prefix="offlink-bench-gcc-") as tmp:
+        results = {n: bench(n, args.repeat, offlink, Path(tmp)) for n in counts}
+    print(f"median of {args.repeat} runs, seconds: wall (CPU of all processes); "
+          f"{os.cpu_count()} CPUs, OFFLINK_JOBS={os.environ.get('OFFLINK_JOBS', 'default')}")
+    print("| link | " + " | ".join(f"{n} CUs" for n in counts) + " |")
+    print("|---|" + "---:|" * len(counts))
+    for r in ROWS:
+        print(f"| {r} | " + " | ".join(f"{results[n][r][0]:.3f} ({results[n][r][1]:.3f})"
+                                       for n in counts) + " |")
+
+if __name__ == "__main__":
+    main()
