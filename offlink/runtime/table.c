@@ -760,9 +760,10 @@ static inline uint64_t last_right_turn(uint64_t k) {
 #endif
 }
 
-/* Prefetch the node four levels below k: 16 keys (128 bytes) starting at node 16k. The
- * address is formed as an integer because it may lie past the end of the index; a prefetch
- * never faults. */
+/* Prefetch the nodes four levels below k: 16 keys (128 bytes) starting at node 16k, so the
+ * walk finds them in cache when it gets there (measured: a third faster at 1M rows, where the
+ * lower levels come from memory; a few percent slower at 100k). The address is formed as an
+ * integer because it may lie past the end of the index; a prefetch never faults. */
 static inline void prefetch_descendants(const unsigned char *keys, uint64_t k) {
   uintptr_t a = (uintptr_t)keys + (uintptr_t)(16 * k - 1) * 8;
   OFL_PREFETCH(a);
@@ -817,9 +818,12 @@ int64_t ofl_table_floor(const ofl_table *t, int64_t offset) {
   return node == 0 ? -1 : (int64_t)node_row(t, node);
 }
 
-/* Lookups in flight at once in ofl_table_find_many: enough to cover memory latency with the
- * loads of the other searches, few enough that the state stays in registers and L1. */
-#define OFL_BATCH 16
+/* Lookups in flight at once in ofl_table_find_many. The searches of a batch advance one level
+ * at a time, so each level issues OFL_BATCH independent loads and the memory latency of one
+ * search is spent on the others. No software prefetch here: with this many loads in flight it
+ * only competes for the line fill buffers (measured: 64 without prefetch beats 16 with it by
+ * 1.5x at 100k and 1M rows; benchmarks/lookup). */
+#define OFL_BATCH 64
 
 void ofl_table_find_many(const ofl_table *t, const void *addresses, size_t count,
                          uint64_t table_address, void *rows_out) {
@@ -846,10 +850,8 @@ void ofl_table_find_many(const ofl_table *t, const void *addresses, size_t count
     }
     /* One level of every search, then the next: the loads of one level are independent. */
     for (unsigned l = 0; l < levels; l++)
-      for (size_t j = 0; j < OFL_BATCH; j++) {
-        prefetch_descendants(keys, k[j]);
+      for (size_t j = 0; j < OFL_BATCH; j++)
         k[j] = 2 * k[j] + (uint64_t)(node_key(keys, k[j]) <= x[j]);
-      }
     for (size_t j = 0; j < OFL_BATCH; j++) {
       k[j] = last_right_turn(last_level(keys, n, k[j], x[j]));
       if (k[j] != 0)
