@@ -113,8 +113,10 @@ class Core:
         if keys.itemsize != 8 or idx.itemsize != 4:  # pragma: no cover - exotic platforms
             keys = array("q", struct.unpack(f"<{n_s}q", mv[i_off : i_off + 8 * n_s]))
         # In-order walk: keys non-decreasing, each key its row's offset. Flattened for bisect.
-        sorted_keys, sorted_rows = [], []
-        stack, k = [], 1
+        sorted_keys: list[int] = []
+        sorted_rows: list[int] = []
+        stack: list[int] = []
+        k = 1
         while stack or k <= n_s:
             while k <= n_s:
                 stack.append(k)

@@ -42,10 +42,16 @@ Usage: offlink link [OPTIONS] LINKER ARGS...
 
 Options:
   --offload-target T   link only these targets (repeatable; default: all in the inputs)
-  --jobs N             parallel target compiles (default: $OFFLINK_JOBS or the CPU count)
+  --jobs N             parallel target compiles (default: $OFFLINK_JOBS or the CPU count;
+                       inside make -jN, make's jobserver decides)
+  --no-cache           compile every CU and link every image anew (also OFFLINK_NO_CACHE=1;
+                       the cache is in $OFFLINK_CACHE_DIR/objects, at most $OFFLINK_CACHE_SIZE)
+  --target-launcher C  command prefix for target compiles, e.g. ccache, sccache, distcc
+                       (also OFFLINK_TARGET_LAUNCHER)
   --save-temps         keep intermediate files and print where
   --dry-run            print the commands instead of running them
-  --timings            print how long each stage took
+  --timings            print how long each stage took and what came from the cache
+                       (also OFFLINK_TIMINGS=1)
   --verbose            print each command
   --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
   --help               show this message
@@ -120,8 +126,9 @@ def cmd_cc(argv: list[str]) -> int:
 
 def cmd_link(argv: list[str]) -> int:
     opts, rest = _own_options(
-        argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings"},
-        {"--offload-target", "--jobs"}, LINK_HELP)
+        argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
+               "--no-cache"},
+        {"--offload-target", "--jobs", "--target-launcher"}, LINK_HELP)
     _set_common(opts)
     jobs_opt = opts.get("--jobs") or ["0"]
     try:
@@ -133,7 +140,12 @@ def cmd_link(argv: list[str]) -> int:
     options = LinkOptions(targets=list(opts.get("--offload-target") or []), jobs=jobs,
                           save_temps=bool(opts.get("--save-temps")),
                           dry_run=bool(opts.get("--dry-run")),
-                          timings=bool(opts.get("--timings")))
+                          timings=bool(opts.get("--timings")),
+                          cache=not opts.get("--no-cache"))
+    if opts.get("--target-launcher"):
+        import shlex
+
+        options.launcher = shlex.split(opts["--target-launcher"][-1])  # type: ignore[index]
     return link(rest, options)
 
 
@@ -155,9 +167,9 @@ def _guard(fn: Callable[[], int]) -> int:
         return fn()
     except OfflinkError as e:
         return _report(e)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP during a link (jobserver.py)
         print("offlink: interrupted", file=sys.stderr)
-        return 130
+        return 128 + getattr(e, "signum", 2)
     except Exception as e:  # noqa: BLE001 - a bug in offlink: still one line, traceback on request
         if os.environ.get("OFFLINK_TRACEBACK", "") not in ("", "0"):
             raise

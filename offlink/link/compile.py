@@ -7,13 +7,19 @@ One compile per CU per target. A CU's result is its target object and the symbol
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import run as runner
 from ..errors import ToolError
+from ..jobserver import Children, Slots, run_jobs
 from ..targets import Target
 from .extract import CU
+
+if TYPE_CHECKING:
+    from .cache import Cache
 
 
 @dataclass(frozen=True)
@@ -32,34 +38,72 @@ class CompiledCU:
     target: Target
     object_path: str
     offers: tuple[Offer, ...]
+    key: str = ""  # the cache key ("" without a cache)
+    cached: bool = False  # the object came from the cache
 
 
-def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int) -> list[CompiledCU]:
-    """Compile every CU for `target`; the first failure (in CU order) is reported."""
+def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
+                cache: Cache | None = None, launcher: Sequence[str] = ()) -> list[CompiledCU]:
+    """Compile every CU for `target`; the first failure (in CU order) is reported.
 
-    def one(item: tuple[int, CU]) -> CompiledCU:
-        i, cu = item
+    `jobs` is a number of parallel compiles or the link's Slots (make's jobserver). With a
+    cache, a CU whose key is known is not compiled; `launcher` prefixes each compile command
+    (ccache, sccache, distcc, ...).
+    """
+    slots = jobs if isinstance(jobs, Slots) else Slots(jobs)
+    results: list[CompiledCU | None] = [None] * len(cus)
+    todo = []  # (index, source, object, argv, what, key) of the CUs to compile
+    for i, cu in enumerate(cus):
         base = os.path.join(workdir, f"{i:04d}-{os.path.basename(cu.payload.source)}")
         src = base + target.source_suffix(cu)
-        with open(src, "wb") as f:
-            f.write(cu.payload.code)
         obj = base + ".o"
         argv = target.compile_argv(cu, src, obj)
         what = f"target compile of {cu.label} for {target.name}"
+        key = ""
+        if cache is not None:
+            compiler = cache.tool_identity(argv[0])
+            if compiler is None:
+                raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
+            key = cache.object_key(target, cu, argv, {src: "<source>", obj: "<object>",
+                                                      workdir: "<tmp>"}, compiler)
+            hit = cache.get_object(key)
+            if hit is not None:
+                with open(obj, "wb") as f:
+                    f.write(hit[0])
+                if runner.VERBOSE:
+                    print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr)
+                results[i] = CompiledCU(cu, target, obj, hit[1], key, cached=True)
+                continue
+        todo.append((i, src, obj, argv, what, key))
+    children = Children()
+
+    def one(j: int) -> CompiledCU:
+        i, src, obj, argv, what, key = todo[j]
+        cu = cus[i]
+        with open(src, "wb") as f:
+            f.write(cu.payload.code)
         if runner.which(argv[0]) is None:
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
-        runner.run(argv, what)
-        return CompiledCU(cu, target, obj, target.offers(cu, obj))
+        if launcher and runner.which(launcher[0]) is None:
+            raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
+        children.run([*launcher, *argv], what)
+        offers = target.offers(cu, obj)
+        if cache is not None:
+            with open(obj, "rb") as f:
+                cache.put_object(key, f.read(), offers)
+        return CompiledCU(cu, target, obj, offers, key)
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(one, item) for item in enumerate(cus)]
-        results = []
-        error = None
-        for fut in futures:
-            try:
-                results.append(fut.result())
-            except Exception as e:  # noqa: BLE001 - report the first in CU order
-                error = error or e
-        if error:
-            raise error
-    return results
+    if todo:
+        from .. import progress
+
+        display = None
+        if progress.wanted():
+            display = progress.CompileProgress(target.name, len(cus), len(cus) - len(todo))
+        if display is None:
+            done = run_jobs(len(todo), one, slots, children=children)
+        else:
+            with display:
+                done = run_jobs(len(todo), one, slots, children=children, progress=display)
+        for (i, *_), compiled in zip(todo, done):
+            results[i] = compiled
+    return [r for r in results if r is not None]

@@ -27,19 +27,23 @@ class LinkOptions:
     jobs: int = 0  # 0: OFFLINK_JOBS or the CPU count
     save_temps: bool = False
     dry_run: bool = False
-    timings: bool = False
+    timings: bool = False  # also OFFLINK_TIMINGS=1
+    cache: bool = True  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
+    launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
 
 
-def default_jobs() -> int:
-    env = os.environ.get("OFFLINK_JOBS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def target_launcher(options: LinkOptions) -> list[str]:
+    """The command prefix for target compiles: --target-launcher or OFFLINK_TARGET_LAUNCHER."""
+    if options.launcher:
+        return options.launcher
+    import shlex
+
+    return shlex.split(os.environ.get("OFFLINK_TARGET_LAUNCHER", ""))
 
 
 class _Timer:
     def __init__(self, enabled: bool):
-        self.enabled = enabled
+        self.enabled = enabled or os.environ.get("OFFLINK_TIMINGS", "") not in ("", "0")
         self.marks: list[tuple[str, float]] = []
         self.last = time.perf_counter()
 
@@ -76,25 +80,41 @@ def link(argv: list[str], options: LinkOptions) -> int:
     import shutil
     import tempfile
 
-    jobs = options.jobs or default_jobs()
+    from ..jobserver import slots_for, stop_on_signals
+
     keep = options.save_temps
     workdir = tempfile.mkdtemp(prefix="offlink-link-")
     staged = None
+    slots = None
+    cache = None
     try:
+        from .cache import Cache, device_link
         from .compile import compile_all
-        from .device import device_link
 
         if options.dry_run:
             return _dry_run(plan, cus, targets, workdir)
+        stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
+        cache = Cache.open(options.cache)
+        launcher = target_launcher(options)
+        slots = slots_for(options.jobs)
+        if runner.VERBOSE:
+            print(f"offlink: parallel target compiles: {slots.why}", file=sys.stderr)
         images = []
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
-            compiled = compile_all(mine, target, tdir, jobs)
+            compiled = compile_all(mine, target, tdir, slots, cache, launcher)
             timer.stage(f"compile[{target.name}]")
-            images.append(device_link(plan, target, compiled, tdir))
+            hits = cache.hits if cache else 0
+            images.append(device_link(plan, target, compiled, tdir, cache))
             timer.stage(f"device[{target.name}]")
+            if timer.enabled or runner.VERBOSE:
+                cached = sum(c.cached for c in compiled)
+                image = "from cache" if cache and cache.hits > hits else "linked"
+                print(f"offlink: {target.name}: {len(compiled)} CUs, "
+                      f"{len(compiled) - cached} compiled, {cached} from cache; image {image}",
+                      file=sys.stderr)
         import platform
 
         from ..formats.table import reserve
@@ -132,9 +152,13 @@ def link(argv: list[str], options: LinkOptions) -> int:
                   f"{', '.join(filled.dropped)}", file=sys.stderr)
         os.replace(staged, plan.output)
         staged = None
+        if cache is not None:
+            cache.trim()
         timer.report()
         return 0
     finally:
+        if slots is not None:
+            slots.close()
         if staged and os.path.exists(staged):
             os.unlink(staged)
         if keep:

@@ -1,0 +1,285 @@
+"""Parallel target compiles: make's jobserver (make 4.3 pipes, make 4.4 fifo), tokens given
+back on success, errors and signals; the progress display and timings."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run
+
+from offlink.jobserver import JobserverAuth, parse_makeflags, slots_for
+
+CUS = 6
+LAUNCHER = """\
+#!/bin/sh
+# A target launcher that records its calls and how many compiles run at once.
+log='{log}'
+mkdir -p "$log/running"
+echo "$*" >> "$log/calls"
+touch "$log/running/$$"
+ls "$log/running" | wc -l >> "$log/counts"
+{action}
+rm -f "$log/running/$$"
+exit $rc
+"""
+COMPILE = 'sleep 0.25; "$@"; rc=$?'
+
+
+@pytest.fixture(scope="module")
+def project(offlink, tmp_path_factory) -> Path:
+    """CUS small fat objects and a main, compiled by one `offlink cc`."""
+    d = tmp_path_factory.mktemp("jobs")
+    names = []
+    for i in range(CUS):
+        (d / f"u{i}.c").write_text(f"int unit{i}(int x) {{ return x + {i}; }}\n")
+        names.append(f"u{i}.c")
+    (d / "main.c").write_text("int unit0(int);\nint main(void) { return unit0(0); }\n")
+    run([offlink, "cc", "gcc", "-O1", "-c", "main.c", *names], cwd=d)
+    return d
+
+
+def objects(project: Path) -> list[str]:
+    return [str(project / "main.o"), *(str(project / f"u{i}.o") for i in range(CUS))]
+
+
+def launcher(tmp_path: Path, action: str = COMPILE) -> tuple[Path, Path]:
+    log = tmp_path / "log"
+    log.mkdir()
+    script = tmp_path / "launcher.sh"
+    script.write_text(LAUNCHER.format(log=log, action=action))
+    script.chmod(0o755)
+    return script, log
+
+
+def most_at_once(log: Path) -> int:
+    return max(int(n) for n in (log / "counts").read_text().split())
+
+
+def link_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    env.update(OFFLINK_NO_CACHE="1", OFFLINK_PROGRESS="0", **extra)
+    return env
+
+
+class Fifo:
+    """A make 4.4 style jobserver: a named fifo holding tokens, kept open like make does (a
+    fifo with no open end drops what it holds)."""
+
+    def __init__(self, path: Path, tokens: int):
+        os.mkfifo(path)
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        os.write(self.fd, b"+" * tokens)
+
+    def count(self) -> int:
+        n = 0
+        try:
+            while os.read(self.fd, 1):
+                n += 1
+        except BlockingIOError:
+            pass
+        os.write(self.fd, b"+" * n)
+        return n
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+# -- MAKEFLAGS and slots -------------------------------------------------------------------
+
+def test_parse_makeflags():
+    assert parse_makeflags("s -j3 --jobserver-auth=3,4") == JobserverAuth("", 3, 4, 3)
+    assert parse_makeflags(" -j4 --jobserver-auth=fifo:/tmp/GMfifo12") == \
+        JobserverAuth("/tmp/GMfifo12", make_jobs=4)
+    assert parse_makeflags("-j --jobserver-fds=5,6") == JobserverAuth("", 5, 6)
+    assert parse_makeflags("--jobserver-auth=3,4 --jobserver-auth=7,8").read_fd == 7
+    assert parse_makeflags("k -j2") is None
+    assert parse_makeflags("s -- X=--jobserver-auth=3,4") is None
+    assert parse_makeflags("--jobserver-auth=x,y") == JobserverAuth()
+
+
+def test_slots_take_tokens_and_give_them_back():
+    r, w = os.pipe()
+    try:
+        os.write(w, b"ab")
+        slots = slots_for(0, f"-j3 --jobserver-auth={r},{w}")
+        assert slots.jobserver is not None and slots.limit == 3
+        assert [slots.take() for _ in range(4)] == [True, True, True, False]  # implicit + 2
+        slots.give()
+        token = os.read(r, 1)  # one token back at once
+        assert token in (b"a", b"b")
+        os.write(w, token)
+        slots.close()
+        assert sorted(os.read(r, 10)) == sorted(b"ab")
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_unreachable_jobserver_means_one_job(tmp_path):
+    regular = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT)
+    try:
+        for flags in (f"-j8 --jobserver-auth={regular},{regular}", "-j8 --jobserver-auth=998,999",
+                      f"-j8 --jobserver-auth=fifo:{tmp_path}/missing"):
+            slots = slots_for(4, flags)
+            assert slots.limit == 1 and slots.jobserver is None, flags
+    finally:
+        os.close(regular)
+    assert slots_for(3, "").limit == 3  # no jobserver: --jobs
+
+
+# -- real make 4.3 (pipe fds) --------------------------------------------------------------
+
+MAKEFILE = """\
+plus:
+\t+$(OFFLINK) link --jobs 8 --target-launcher $(LAUNCHER) gcc $(OBJS) -o prog1
+noplus:
+\t$(OFFLINK) link --jobs 8 --target-launcher $(LAUNCHER) gcc $(OBJS) -o prog2
+"""
+
+
+@pytest.mark.parametrize("goal,most", [("plus", 2), ("noplus", 1)])
+def test_make_jobserver_limits_target_compiles(offlink, project, tmp_path, goal, most):
+    script, log = launcher(tmp_path)
+    (tmp_path / "Makefile").write_text(MAKEFILE)
+    proc = run(["make", "-j2", goal, f"OFFLINK={offlink}", f"LAUNCHER={script}",
+                f"OBJS={' '.join(objects(project))}"], cwd=tmp_path, env=link_env())
+    assert "INTERNAL" not in proc.stderr  # make checks at exit that all tokens came back
+    assert len((log / "calls").read_text().splitlines()) == CUS + 1
+    assert most_at_once(log) == most  # --jobs 8 is only a cap under make's jobserver
+
+
+# -- make 4.4 style fifo: limits, errors, signals ------------------------------------------
+
+def test_fifo_jobserver_limits_and_returns_tokens(offlink, project, tmp_path):
+    script, log = launcher(tmp_path)
+    fifo = Fifo(tmp_path / "fifo", tokens=1)  # make -j2: one token, one implicit slot
+    try:
+        env = link_env(MAKEFLAGS=f" -j2 --jobserver-auth=fifo:{fifo.path}")
+        run([offlink, "link", "--jobs", "8", "--target-launcher", script, "gcc",
+             *objects(project), "-o", tmp_path / "prog"], env=env)
+        assert most_at_once(log) == 2
+        assert fifo.count() == 1
+    finally:
+        fifo.close()
+
+
+def test_failed_compile_gives_tokens_back(offlink, project, tmp_path):
+    action = 'case "$*" in *u3.c*) rc=1; echo "u3: launcher says no";; *) "$@"; rc=$?;; esac'
+    script, log = launcher(tmp_path, action)
+    fifo = Fifo(tmp_path / "fifo", tokens=2)
+    try:
+        env = link_env(MAKEFLAGS=f"-j3 --jobserver-auth=fifo:{fifo.path}")
+        proc = run([offlink, "link", "--target-launcher", script, "gcc", *objects(project),
+                    "-o", tmp_path / "prog"], env=env, check=False)
+        assert proc.returncode == 1
+        assert proc.stderr.strip().splitlines()[-1].startswith(
+            "offlink: error: target compile of u3.c (")
+        assert "launcher says no" in proc.stderr
+        assert fifo.count() == 2
+        assert not (tmp_path / "prog").exists()
+    finally:
+        fifo.close()
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError("timed out")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("kind,sig", [("fifo", signal.SIGTERM), ("pipe", signal.SIGINT)])
+def test_signals_give_tokens_back_and_stop_compiles(offlink, project, tmp_path, kind, sig):
+    script, log = launcher(tmp_path, "exec sleep 60")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    fifo = r = w = None
+    if kind == "fifo":
+        fifo = Fifo(tmp_path / "fifo", tokens=2)
+        flags, pass_fds = f"-j3 --jobserver-auth=fifo:{fifo.path}", ()
+    else:
+        r, w = os.pipe()
+        os.write(w, b"++")
+        flags, pass_fds = f"-j3 --jobserver-auth={r},{w}", (r, w)
+    try:
+        proc = subprocess.Popen(
+            [offlink, "link", "--target-launcher", script, "gcc", *objects(project),
+             "-o", tmp_path / "prog"], env=link_env(MAKEFLAGS=flags, TMPDIR=str(tmp)),
+            pass_fds=pass_fds, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        running = log / "running"
+        wait_for(lambda: running.is_dir() and len(list(running.iterdir())) == 3)
+        compiles = [int(p.name) for p in running.iterdir()]
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 128 + sig, err
+        assert err.strip().splitlines()[-1] == "offlink: interrupted"
+        if fifo:
+            assert fifo.count() == 2
+        else:
+            assert os.read(r, 10) == b"++"
+        for pid in compiles:  # the compiles were stopped (and reaped)
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        assert list(tmp.iterdir()) == [] and not (tmp_path / "prog").exists()
+    finally:
+        if fifo:
+            fifo.close()
+        for fd in (r, w):
+            if fd is not None:
+                os.close(fd)
+
+
+# -- what a person sees --------------------------------------------------------------------
+
+def test_nothing_extra_when_not_a_terminal(offlink, project, tmp_path):
+    proc = run([offlink, "link", "gcc", *objects(project), "-o", tmp_path / "prog"],
+               env={**link_env(), "OFFLINK_PROGRESS": ""})
+    assert proc.stdout == "" and proc.stderr == ""
+
+
+def test_progress_display_on_a_terminal(offlink, project, tmp_path):
+    script, _log = launcher(tmp_path)
+    primary, secondary = pty.openpty()
+    env = {**link_env(), "OFFLINK_PROGRESS": "", "TERM": "xterm", "COLUMNS": "120"}
+    proc = subprocess.Popen([offlink, "link", "--target-launcher", script, "gcc",
+                             *objects(project), "-o", tmp_path / "prog"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    screen = b""
+    while True:
+        ready, _, _ = select.select([primary], [], [], 30)
+        try:
+            chunk = os.read(primary, 4096) if ready else b""
+        except OSError:  # EIO: the terminal's other side is closed
+            chunk = b""
+        if not chunk:
+            break
+        screen += chunk
+    os.close(primary)
+    assert proc.wait(timeout=30) == 0
+    text = screen.decode(errors="replace")
+    assert "compiling for x86_64-pc-linux-gnu" in text
+    assert "running, 0 failed, 0 cached" in text and f"/{CUS + 1}" in text
+
+
+def test_timings_verbose_and_env(offlink, project, tmp_path):
+    script, _log = launcher(tmp_path)
+    env = link_env(OFFLINK_TIMINGS="1", OFFLINK_TARGET_LAUNCHER=str(script))
+    proc = run([offlink, "link", "--verbose", "--jobs", "2", "gcc", *objects(project),
+                "-o", tmp_path / "prog"], env=env)
+    err = proc.stderr
+    assert "offlink: parallel target compiles: 2 from --jobs" in err
+    assert f"offlink: {script} gcc -x cpp-output" in err  # the launcher prefix, shown
+    assert f"x86_64-pc-linux-gnu: {CUS + 1} CUs, {CUS + 1} compiled, 0 from cache" in err
+    timing = next(ln for ln in err.splitlines() if ln.startswith("offlink: timing (ms):"))
+    for stage in ("extract", "compile[x86_64-pc-linux-gnu]", "device[", "host", "fill", "total"):
+        assert stage in timing
