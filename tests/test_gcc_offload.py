@@ -158,6 +158,34 @@ def test_link_variants(offlink, sample, tmp_path, ldflags):
 
 
 @needs_gcc_offload
+def test_shared_library_of_gcc_offload_objects(offlink, sample, tmp_path):
+    """A DSO's host tables hold relocations against its preemptible globals."""
+    for name in ("saxpy", "stats"):
+        run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
+            cwd=tmp_path)
+    run([offlink, "link", "gcc", "-fopenmp", "-shared", "saxpy.o", "stats.o", "-o", "libss.so"],
+        cwd=tmp_path)
+    run([offlink, "link", "gcc", "-fopenmp", sample / "build" / "main.o", "-L.", "-lss",
+         "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
+    assert run([tmp_path / "app"]).stdout == (sample / "expected.txt").read_text()
+    rows = {r.name: r for r in Table.open(tmp_path / "libss.so").symbols}
+    scale = next(s for s in ElfFile.open(tmp_path / "libss.so").symbols(dynamic=True)
+                 if s.name == "scale")
+    assert rows["scale"].address == scale.st_value and len(rows) == 8
+
+
+@needs_gcc_offload
+def test_host_lto_is_refused_with_the_way_out(offlink, sample, tmp_path):
+    run(["gcc", *CFLAGS, "-flto", "-c", sample / "stats.c", "-o", "stats.o"], cwd=tmp_path)
+    proc = run([offlink, "link", "gcc", "-flto", "-fopenmp", "-shared", "stats.o", "-o", "x.so"],
+               cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
+        "offlink: error: stats.o: a GCC offload object in a host -flto link: GCC writes its host "
+        "tables only during that link, and offlink reads them from the objects (compile with "
+        "-fno-lto, or with -ffat-lto-objects and link without -flto)")
+
+
+@needs_gcc_offload
 @needs_ptxas
 def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]

@@ -199,6 +199,12 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str]):
     from ..targets.gcc_nvptx import NAME, accel_compiler
     from .extract import CU
 
+    if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
+            elf.is_lto_slim or host_lto(link_args)):
+        raise LinkError(f"{origin}: a GCC offload object in a host -flto link: GCC writes its "
+                        f"host tables only during that link, and offlink reads them from the "
+                        f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
+                        f"without -flto)")
     passed, offload = compile_options(elf)
     offload += [a[len("-foffload-options="):] for a in link_args
                 if a.startswith("-foffload-options=")]
@@ -207,6 +213,17 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str]):
     payload = Payload(NAME, "object", source, accel_compiler(gcc_major(elf)), options,
                       bytes(elf.data))
     return CU(origin, payload)
+
+
+def host_lto(link_args: list[str]) -> bool:
+    """Whether the link line asks for host LTO (the last -flto/-fno-lto word decides)."""
+    lto = False
+    for a in link_args:
+        if a.startswith("-flto"):
+            lto = a != "-flto=none"
+        elif a == "-fno-lto":
+            lto = False
+    return lto
 
 
 # -- pairing with the device side ------------------------------------------------------------
