@@ -41,6 +41,7 @@ TARGET_DEFINES = [f'-D__OFFLINK_TARGET__="{HOST}"', "-D__OFFLINK_TARGET_HOST__=1
 API = {
     "offlink_translate", "offlink_update_to", "offlink_update_from", "offlink_update_to_range",
     "offlink_update_from_range", "offlink_lookup", "offlink_target_name", "offlink_last_error",
+    "offlink_launch",
 }
 
 APP_ROWS = {
@@ -373,14 +374,15 @@ def test_random_damage_never_crashes(tmp_path: Path) -> None:
 
 def test_unloadable_kinds_are_skipped(tmp_path: Path) -> None:
     image = image_of(SRC / "app.c", tmp_path / "image.so")
-    fake = ("nvptx64-nvidia-cuda", "cubin", b"\x7fELF not really a cubin")
+    # PTX alone: no loader takes it (cubin and fatbin images go to the CUDA loader).
+    fake = ("nvptx64-nvidia-cuda", "ptx", b".version 9.0\n")
     module = link(tmp_path, SRC / "app.c", APP_ROWS,
                   images=[fake, (HOST, "shared-object", image)], name="two")
     assert run(module.path, "basic")["side"] == HOST  # the first target that loads
-    module = link(tmp_path, SRC / "app.c", APP_ROWS, images=[fake], name="cubin-only")
+    module = link(tmp_path, SRC / "app.c", APP_ROWS, images=[fake], name="ptx-only")
     out = run(module.path, "basic")
     assert out["side"] == "host"
-    assert "target 'nvptx64-nvidia-cuda': this runtime cannot load cubin images" in out["error"]
+    assert "target 'nvptx64-nvidia-cuda': this runtime cannot load ptx images" in out["error"]
 
 
 # ---- several modules, C++ --------------------------------------------------------------
@@ -483,7 +485,7 @@ def test_concurrent_builds(tmp_path: Path) -> None:
     assert len(paths) == 1
     lib = Path(paths.pop())
     assert subprocess.run(["ar", "t", str(lib)], capture_output=True, text=True,
-                          check=True).stdout.split() == ["runtime.o", "table.o"]
+                          check=True).stdout.split() == [p.stem + ".o" for p in build.sources()]
     assert [p.name for p in lib.parent.iterdir()] == ["libofflink.a"]
 
 

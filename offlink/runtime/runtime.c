@@ -6,11 +6,13 @@
  * (validate, choose a target, load its image, resolve every row) happens once, under the
  * record's own lock, so one module's slow image load never blocks another's first use.
  *
- * Image kinds are loaded through a small table of loaders; this file has the in-process
- * shared-object loader (target x86_64-pc-linux-gnu).  A CUDA loader adds one entry. */
+ * Image kinds are loaded through a small table of loaders (runtime_loader.h); this file has
+ * the in-process shared-object loader (target x86_64-pc-linux-gnu), runtime_cuda.c the CUDA
+ * one (cubin and fatbin images, through the driver). */
 
 #define _GNU_SOURCE
 #include "offlink.h"
+#include "runtime_loader.h"
 #include "table.h"
 
 #include <dlfcn.h>
@@ -43,7 +45,7 @@ struct entry {
   int64_t host_offset; /* from the table */
   uint64_t size;
   uintptr_t host;   /* the object the program uses: the row's own, or its interposer */
-  uintptr_t target; /* the row's start in the target's address space */
+  uintptr_t target; /* the row's start in the target's address space; 0: none there */
 };
 
 /* A second host address of a row: in a shared library, a variable the executable refers to
@@ -52,19 +54,6 @@ struct entry {
 struct alias {
   uintptr_t host;
   uint32_t row;
-};
-
-struct module;
-
-/* How one image kind is loaded and reached.  Each returns 0 or -1: load and resolve run at
- * setup and note() why in the module's message, the copies run per call and set_error(). */
-struct loader {
-  uint16_t kind;
-  int (*load)(struct module *m, const ofl_target *tg);
-  int (*resolve)(struct module *m, const ofl_symbol *s, uintptr_t *out);
-  int (*copy_to)(struct module *m, uintptr_t dst, const void *src, size_t n);
-  int (*copy_from)(struct module *m, void *dst, uintptr_t src, size_t n);
-  void (*unload)(struct module *m); /* after a failed setup only: nothing uses it yet */
 };
 
 enum { MODULE_NEW, MODULE_READY };
@@ -121,28 +110,55 @@ static void one_line(char *s) {
       *s = '?';
 }
 
-static void set_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
+static void vset_error(const char *fmt, va_list ap) {
   vsnprintf(error_buf, sizeof error_buf, fmt, ap);
-  va_end(ap);
   one_line(error_buf);
   last_error = error_buf;
 }
 
+static void set_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vset_error(fmt, ap);
+  va_end(ap);
+}
+
 /* Add a reason to the module's message; several targets may each fail, "; " between. */
-static void note(struct module *m, const char *fmt, ...) {
+static void vnote(struct module *m, const char *fmt, va_list ap) {
   size_t used = strlen(m->error);
   if (used && used + 2 < sizeof m->error) {
     memcpy(m->error + used, "; ", 3);
     used += 2;
   }
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(m->error + used, sizeof m->error - used, fmt, ap);
-  va_end(ap);
   one_line(m->error + used);
 }
+
+static void note(struct module *m, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vnote(m, fmt, ap);
+  va_end(ap);
+}
+
+/* For loaders in other files (runtime_loader.h). */
+void ofl_note(struct module *m, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vnote(m, fmt, ap);
+  va_end(ap);
+}
+
+void ofl_set_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vset_error(fmt, ap);
+  va_end(ap);
+}
+
+void *ofl_loader_data(struct module *m) { return m->loader_data; }
+void ofl_set_loader_data(struct module *m, void *data) { m->loader_data = data; }
+const char *ofl_module_where(const struct module *m) { return m->where; }
 
 static int mandatory(void) {
   const char *v = getenv("OFFLINK_MANDATORY");
@@ -238,7 +254,10 @@ static int use_target(struct module *m, uint32_t index) {
   for (uint32_t row = 0; row < m->t.n_symbols; row++) {
     ofl_symbol s;
     ofl_table_symbol(&m->t, row, &s);
-    if (ld->resolve(m, &s, &m->entries[row].target) != 0) {
+    int found = ld->resolve(m, &s, &m->entries[row].target);
+    if (found == OFL_RESOLVE_ABSENT)
+      m->entries[row].target = 0;
+    else if (found != 0) {
       ld->unload(m);
       return -1;
     }
@@ -476,7 +495,7 @@ void *offlink_translate(const void *table, const void *host_ptr) {
     return (void *)host_ptr;
   uintptr_t base;
   int64_t row = find_row(m, (uintptr_t)host_ptr, &base);
-  if (row < 0)
+  if (row < 0 || m->entries[row].target == 0)
     return (void *)host_ptr;
   return (void *)(m->entries[row].target + ((uintptr_t)host_ptr - base));
 }
@@ -498,6 +517,10 @@ static int update(const void *table, const void *host_ptr, size_t size, int whol
     return -1;
   }
   const struct entry *e = &m->entries[row];
+  if (e->target == 0) {
+    set_error("'%s' is not in the image of target %s", s.name, m->target_name);
+    return -1;
+  }
   uint64_t start = (uintptr_t)host_ptr - base; /* < e->size: find_row checked */
   if (whole) {
     start = 0;
@@ -540,7 +563,31 @@ void *offlink_lookup(const void *table, const char *name) {
     set_error("no offered symbol '%s' in %s", name, m->where);
     return NULL;
   }
+  if (m->entries[row].target == 0)
+    set_error("'%s' is not in the image of target %s", name, m->target_name);
   return (void *)m->entries[row].target;
+}
+
+int offlink_launch(const void *table, const void *kernel, unsigned grid, unsigned block,
+                   size_t shared_bytes, void **args) {
+  struct module *m = usable(table);
+  if (!m || !m->loader->launch)
+    return OFFLINK_ON_HOST;
+  uintptr_t base;
+  int64_t row = find_row(m, (uintptr_t)kernel, &base);
+  ofl_symbol s = {0};
+  if (row >= 0)
+    ofl_table_symbol(&m->t, (uint32_t)row, &s);
+  if (row < 0 || base != (uintptr_t)kernel ||
+      (s.kind != OFL_SYM_FUNCTION && s.kind != OFL_SYM_INDIRECT_FUNCTION)) {
+    set_error("%p is not an offered kernel of %s", kernel, m->where);
+    return -1;
+  }
+  if (m->entries[row].target == 0) {
+    set_error("kernel '%s' is not in the image of target %s", s.name, m->target_name);
+    return -1;
+  }
+  return m->loader->launch(m, m->entries[row].target, s.name, grid, block, shared_bytes, args);
 }
 
 const char *offlink_target_name(const void *table) {
@@ -699,13 +746,15 @@ static void so_unload(struct module *m) {
   m->loader_data = NULL;
 }
 
-static const struct loader loaders[] = {
-    {OFL_IMAGE_SHARED_OBJECT, so_load, so_resolve, so_copy_to, so_copy_from, so_unload},
+static const struct loader so_loader = {
+    OFL_IMAGE_SHARED_OBJECT, so_load, so_resolve, so_copy_to, so_copy_from, so_unload, NULL,
 };
+
+static const struct loader *const loaders[] = {&so_loader, &ofl_cubin_loader, &ofl_fatbin_loader};
 
 static const struct loader *loader_for(uint16_t kind) {
   for (size_t i = 0; i < sizeof loaders / sizeof loaders[0]; i++)
-    if (loaders[i].kind == kind)
-      return &loaders[i];
+    if (loaders[i]->kind == kind)
+      return loaders[i];
   return NULL;
 }
