@@ -191,8 +191,9 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
     for target in plan.targets:
         with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
             code = f.read()
-        payload = Payload(target.name, src.language, src.path, plan.compiler,
-                          tuple(plan.target_options), code, plan.offered)
+        payload = Payload(target.name, target.code_kind(src.language), src.path,
+                          plan.compiler, tuple(target.payload_options(plan.target_options)),
+                          code, plan.offered)
         blob = os.path.join(tmp, f"{si}-{target.name}.payload")
         with open(blob, "wb") as f:
             f.write(build_record(payload))

@@ -174,14 +174,13 @@ def _targets(cus, options: LinkOptions) -> list[Target]:
     for cu in cus:
         if cu.payload.target not in present:
             present.append(cu.payload.target)
-    if not options.targets:
-        return [resolve(t) for t in present]
-    wanted = [resolve(t) for t in options.targets]
+    wanted = [resolve(t) for t in options.targets or present]
     for t in wanted:
         if t.name not in present:
             raise UsageError(f"no input has code for target {t.name} (the inputs have: "
                              f"{', '.join(present)})")
-    return wanted
+    # Each target sees its CUs first (the CUDA target takes their architectures).
+    return [t.for_inputs([cu for cu in cus if cu.payload.target == t.name]) for t in wanted]
 
 
 def _plain(plan: LinkPlan, options: LinkOptions) -> int:

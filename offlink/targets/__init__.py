@@ -40,13 +40,29 @@ class Target:
     def defines(self) -> list[str]:
         return [f'-D__OFFLINK_TARGET__="{self.name}"', f"-D{self.macro}=1"]
 
+    def with_variant(self, variant: str) -> Target:
+        """This target with what follows ':' in its name (nvptx64-nvidia-cuda:sm_90)."""
+        raise UsageError(f"target {self.name} takes no ':' options (got '{variant}')")
+
     # -- offlink cc ----------------------------------------------------------------------
     def capture_argv(self, compiler: str, preprocess_args: list[str], language: str,
                      source: str, output: str) -> list[str]:
         """The command that writes this CU's target code (e.g. preprocessed source)."""
         raise NotImplementedError
 
+    def code_kind(self, language: str) -> str:
+        """The payload's kind of code for a source in `language` ('c' or 'c++')."""
+        return language
+
+    def payload_options(self, options: list[str]) -> list[str]:
+        """What the payload keeps for the link-time compile, from the host compile's options."""
+        return options
+
     # -- offlink link --------------------------------------------------------------------
+    def for_inputs(self, cus: list[CU]) -> Target:
+        """This target set up for these CUs (e.g. the union of their architectures)."""
+        return self
+
     def compile_argv(self, cu: CU, source: str, output: str) -> list[str]:
         """The link-time compile of one CU's captured code."""
         raise NotImplementedError
@@ -75,24 +91,43 @@ class Target:
 
 
 def _known() -> dict[str, Target]:
+    from .cuda import CudaTarget
     from .gcc_nvptx import GccNvptxTarget
     from .host import HostTarget
 
-    targets: list[Target] = [HostTarget(host_triple()), GccNvptxTarget()]
+    targets: list[Target] = [HostTarget(host_triple()), GccNvptxTarget(), CudaTarget()]
     return {t.name: t for t in targets}
 
 
+def _aliases() -> dict[str, str]:
+    from . import cuda
+
+    return {"host": host_triple(), **{a: cuda.NAME for a in cuda.ALIASES}}
+
+
 def resolve(name: str) -> Target:
-    """A target by name or alias (`host`); an unknown name is a usage error listing the known."""
+    """A target by name or alias (`host`, `cuda`), with its options after ':' if any
+    (`nvptx64-nvidia-cuda:sm_80,sm_90`); an unknown name is a usage error listing the known."""
     known = _known()
-    canonical = host_triple() if name == "host" else name
+    aliases = _aliases()
+    base, colon, variant = name.partition(":")
+    canonical = aliases.get(base, base)
     if canonical in known:
-        return known[canonical]
-    names = ", ".join(["host", *sorted(known)])
+        return known[canonical].with_variant(variant) if colon else known[canonical]
+    names = ", ".join([*sorted(aliases), *sorted(known)])
     raise UsageError(f"unknown offload target '{name}' (known: {names})")
 
 
 def default_targets() -> list[str]:
-    """Targets for `offlink cc` without --offload-target: OFFLINK_TARGETS (comma list) or host."""
+    """Targets for `offlink cc` without --offload-target: OFFLINK_TARGETS (comma list) or host.
+
+    A word without a target name continues the previous target's ':' list, so
+    `host,nvptx64-nvidia-cuda:sm_80,sm_90` is two targets."""
     env = os.environ.get("OFFLINK_TARGETS", "")
-    return [t for t in env.split(",") if t] or ["host"]
+    out: list[str] = []
+    for word in (w for w in env.split(",") if w):
+        if out and ":" in out[-1] and "-" not in word and word not in _aliases():
+            out[-1] += "," + word
+        else:
+            out.append(word)
+    return out or ["host"]
