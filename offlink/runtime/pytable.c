@@ -134,10 +134,19 @@ static int get_index(PyObject *obj, uint32_t limit, const char *what, uint32_t *
 
 /* Row containing `obj` (any Python int, not only int64), as the pure core's find. */
 static int find_row(CoreObject *self, PyObject *obj, int64_t *row) {
+  int overflow;
+  if (PyLong_Check(obj)) { /* the common case: no new reference, no Python arithmetic */
+    long long x = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (x == -1 && PyErr_Occurred())
+      return -1;
+    if (!overflow) {
+      *row = ofl_table_find(&self->t, x);
+      return 0;
+    }
+  }
   PyObject *idx = PyNumber_Index(obj);
   if (idx == NULL)
     return -1;
-  int overflow;
   long long x = PyLong_AsLongLongAndOverflow(idx, &overflow);
   if (x == -1 && PyErr_Occurred()) {
     Py_DECREF(idx);
