@@ -110,7 +110,7 @@ def bench(path: Path) -> None:
     rows = {
         "Table.find exact": per_call(loop_find, exact),
         "Table.find interior": per_call(loop_find, inner),
-        "Core.find (row only)": per_call(loop_core_find, exact),
+        "Core.find(a - address)": per_call(loop_core_find, exact),
         "dict.get exact": per_call(loop_dict, exact),
         "bisect exact": per_call(loop_bisect, exact),
         "bisect interior": per_call(loop_bisect, inner),
