@@ -260,3 +260,14 @@ def test_compiler_identity_follows_the_compiler(tmp_path):
     tool.write_text("#!/bin/sh\necho mycc 2.0\n")
     assert Cache(str(tmp_path)).tool_identity(str(tool)) != first
     assert Cache(str(tmp_path)).tool_identity(str(tmp_path / "missing")) is None
+
+
+def test_normalise_replaces_temporary_paths_in_and_as_words():
+    from offlink.link.cache import normalise
+
+    paths = {"/w/t/0001-a.c.o": "<object k1>", "/w/t/img": "<image>", "/w/t": "<tmp>"}
+    argv = ["ld", "-o", "/w/t/img", "/w/t/0001-a.c.o", "--image3=file=/w/t/0001-a.c.o",
+            "-L/usr/lib", "-Wl,-Map=/w/t/map"]
+    assert normalise(argv, paths, "/w/t") == normalise(argv, paths) == [
+        "ld", "-o", "<image>", "<object k1>", "--image3=file=<object k1>", "-L/usr/lib",
+        "-Wl,-Map=<tmp>/map"]

@@ -82,12 +82,24 @@ def _uses_debug_info(argv: Sequence[str]) -> bool:
                for a in argv)
 
 
-def normalise(argv: Sequence[str], paths: dict[str, str]) -> list[str]:
-    """`argv` with each temporary path replaced by a fixed name (longest paths first)."""
+def normalise(argv: Sequence[str], paths: dict[str, str], tmp: str = "") -> list[str]:
+    """`argv` with each temporary path replaced by a fixed name.
+
+    A word that is one of the paths is looked up; only a word holding the temporary
+    folder `tmp` inside it (`-o<path>`, `file=<path>`) is searched for every path, longest
+    first, so a device link of 1000 objects stays linear.
+    """
+    ordered: list[tuple[str, str]] | None = None
     out = []
     for word in argv:
-        for path, name in sorted(paths.items(), key=lambda kv: -len(kv[0])):
-            word = word.replace(path, name)
+        if word in paths:
+            out.append(paths[word])
+            continue
+        if not tmp or tmp in word:
+            if ordered is None:
+                ordered = sorted(paths.items(), key=lambda kv: -len(kv[0]))
+            for path, name in ordered:
+                word = word.replace(path, name)
         out.append(word)
     return out
 
@@ -147,17 +159,17 @@ class Cache:
         return ident
 
     def object_key(self, target: Target, cu: CU, argv: Sequence[str], paths: dict[str, str],
-                   compiler: str) -> str:
+                   compiler: str, tmp: str = "") -> str:
         p = cu.payload
         cwd = os.getcwd() if _uses_debug_info(argv) else ""
         return _hash("object", str(FORMAT), __version__, type(target).__qualname__,
-                     target.name, p.code_kind, "\0".join(normalise(argv, paths)),
+                     target.name, p.code_kind, "\0".join(normalise(argv, paths, tmp)),
                      "\0".join(p.options), "\0".join(p.offered), compiler, cwd, p.code)
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
-                  linker: str) -> str:
+                  linker: str, tmp: str = "") -> str:
         return _hash("image", str(FORMAT), __version__, type(target).__qualname__, target.name,
-                     "\0".join(normalise(argv, paths)), linker, os.getcwd())
+                     "\0".join(normalise(argv, paths, tmp)), linker, os.getcwd())
 
     # -- entries -------------------------------------------------------------------------
     def _path(self, key: str) -> str:
@@ -309,7 +321,7 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
         return device.device_link(plan, target, compiled, workdir)  # it reports the tool
     paths = {c.object_path: f"<object {c.key}>" for c in compiled}
     paths.update({out: "<image>", workdir: "<tmp>"})
-    key = cache.image_key(target, argv, paths, linker)
+    key = cache.image_key(target, argv, paths, linker, workdir)
     entry = cache.get(key)
     if entry is None:
         image = device.device_link(plan, target, compiled, workdir)
