@@ -16,6 +16,9 @@ from .formats.table import (
     HEADER_SIZE,
     HEADER_STRUCT,
     IMAGE_KIND_NAMES,
+    INDEX_FANOUT,
+    INDEX_NODE_SIZE,
+    KEY_PAD,
     MAGIC,
     SYMBOL_KIND_NAMES,
     SYMBOL_SIZE,
@@ -23,6 +26,11 @@ from .formats.table import (
     TARGET_SIZE,
     TARGET_STRUCT,
     VERSION,
+    index_key,
+    index_layers,
+    index_size,
+    index_span,
+    internal_keys,
 )
 
 MESSAGES = {
@@ -77,7 +85,7 @@ class Core:
         if actual != crc:
             raise _fail("bad-checksum")
         for off, length in ((t_off, n_t * TARGET_SIZE), (s_off, n_s * SYMBOL_SIZE),
-                            (i_off, n_s * 12), (str_off, s_size)):
+                            (i_off, index_size(n_s)), (str_off, s_size)):
             if off % 8 or not _in(off, length, HEADER_SIZE, meta):
                 raise _fail("bad-offset")
         if str_off + s_size != meta:
@@ -108,28 +116,7 @@ class Core:
             names.append(name)
         self._names = names
         self._rows = rows
-        keys = array("q", bytes(mv[i_off : i_off + 8 * n_s]))
-        idx = array("I", bytes(mv[i_off + 8 * n_s : i_off + 12 * n_s]))
-        if keys.itemsize != 8 or idx.itemsize != 4:  # pragma: no cover - exotic platforms
-            keys = array("q", struct.unpack(f"<{n_s}q", mv[i_off : i_off + 8 * n_s]))
-        # In-order walk: keys non-decreasing, each key its row's offset. Flattened for bisect.
-        sorted_keys: list[int] = []
-        sorted_rows: list[int] = []
-        stack: list[int] = []
-        k = 1
-        while stack or k <= n_s:
-            while k <= n_s:
-                stack.append(k)
-                k *= 2
-            k = stack.pop()
-            key, row = keys[k - 1], idx[k - 1]
-            if row >= n_s or rows[row][2] != key or (sorted_keys and key < sorted_keys[-1]):
-                raise _fail("bad-index")
-            sorted_keys.append(key)
-            sorted_rows.append(row)
-            k = 2 * k + 1
-        self._keys = sorted_keys
-        self._key_rows = sorted_rows
+        self._keys, self._key_rows = _check_index(mv[i_off : i_off + index_size(n_s)], rows)
         self._by_name = {n: i for i, n in enumerate(names)}
 
     def _name(self, off: int, length: int) -> bytes:
@@ -209,6 +196,39 @@ class Core:
 
 
 _2_63, _2_64 = 1 << 63, 1 << 64
+_LEAF = struct.Struct(f"<{INDEX_FANOUT}i{2 * INDEX_FANOUT}I")
+
+
+def _check_index(index: memoryview, rows: list) -> tuple[list[int], list[int]]:
+    """Step 11, as the C core's check_index: the leaf slots in order, then every internal key
+    recomputed from the leaves. Returns the slots' exact host_offsets and rows, for bisect."""
+    n = len(rows)
+    if n == 0:
+        return [], []
+    layers = index_layers(n)
+    n_nodes = sum(layers[1:])
+    leaf_keys: list[int] = []
+    slots: list[int] = []
+    for block in _LEAF.iter_unpack(index[n_nodes * INDEX_NODE_SIZE :]):
+        leaf_keys.extend(block[:INDEX_FANOUT])
+        slots.extend(block[INDEX_FANOUT:])
+    starts: list[int] = []
+    for p in range(len(leaf_keys)):
+        key, row, span = leaf_keys[p], slots[2 * p], slots[2 * p + 1]
+        if p >= n:
+            if (key, row, span) != (KEY_PAD, 0, 0):
+                raise _fail("bad-index")
+            continue
+        if row >= n:
+            raise _fail("bad-index")
+        start, size = rows[row][2], rows[row][3]
+        if key != index_key(start) or span != index_span(size) or (starts and start < starts[-1]):
+            raise _fail("bad-index")
+        starts.append(start)
+    want = [k for layer in internal_keys(leaf_keys, n) for k in layer]
+    if list(struct.unpack_from(f"<{len(want)}i", index, 0)) != want:
+        raise _fail("bad-index")
+    return starts, slots[: 2 * n : 2]
 
 
 def _index(value, limit: int, what: str) -> int:

@@ -195,9 +195,9 @@ def corruptions(draw):
             f_off, form = draw(st.sampled_from(ROW_FIELDS))
             off = s_off + i * fmt.SYMBOL_SIZE + f_off
         elif how == "index" and n_symbols:
-            i = draw(st.integers(0, n_symbols - 1))
-            off, form = (h[12] + 8 * i, "<q") if draw(st.booleans()) else \
-                (h[12] + 8 * n_symbols + 4 * i, "<I")
+            # Any 32-bit field of the index: a node key, a leaf key, a row or a span.
+            i = draw(st.integers(0, fmt.index_size(n_symbols) // 4 - 1))
+            off, form = h[12] + 4 * i, draw(st.sampled_from(["<i", "<I"]))
         else:
             continue
         bits = struct.calcsize(form) * 8
@@ -262,7 +262,7 @@ def test_every_error_code_is_reachable_and_agrees():
         "bad-kind": edit(t_off + 8, "<H", 9),
         "unsorted": edit(s_off + fmt.SYMBOL_SIZE + 0, "<I",
                          struct.unpack_from("<I", base, s_off)[0]),
-        "bad-index": edit(i_off, "<q", 5),
+        "bad-index": edit(i_off, "<i", 5),
     }
     for code, buf in cases.items():
         errors = [_call(core, buf) for core in CORES]

@@ -61,8 +61,12 @@ def test_construct_and_struct_paths_agree():
         image = blob[t.image_off:t.image_off + t.image_size]
         assert t.image_off % 64 == 0 and zlib.crc32(image) == t.image_crc32
     index = tf.AddressIndex(h.n_symbols).parse(blob[h.index_off:])
-    assert sorted(index.key) == sorted(r.host_offset for r in rows)
-    assert [rows[r].host_offset for r in index.row] == list(index.key)
+    assert h.index_off % 64 == 0 and not index.node and len(index.leaf) == 1
+    leaf = index.leaf[0]
+    assert leaf.key == sorted(r.host_offset for r in rows) + [tf.KEY_PAD] * 11
+    assert [rows[e.row].host_offset for e in leaf.entry[:5]] == leaf.key[:5]
+    assert [e.span for e in leaf.entry[:5]] == [rows[e.row].size for e in leaf.entry[:5]]
+    assert [(e.row, e.span) for e in leaf.entry[5:]] == [(0, 0)] * 11
 
 
 def test_compiled_construct_agrees_with_interpreted():
@@ -81,12 +85,46 @@ def test_checksum_covers_metadata():
     assert zlib.crc32(bytes(blob[:h.meta_size])) == h.meta_crc32
 
 
-def test_eytzinger_layout_is_in_order():
-    pairs = [(k, k) for k in range(10)]
-    tree = tf.eytzinger(pairs)
-    # Node 1 (index 0) holds the median of an in-order walk of 10 nodes: the 7th smallest.
-    assert tree[0] == (6, 6)
-    assert sorted(tree) == pairs
+@pytest.mark.parametrize("n", [1, 16, 17, 272, 273, 5000])
+def test_index_is_a_static_b_tree(n):
+    # Offsets descend as names ascend, so the index order is not the row order; some rows
+    # share an address.
+    rows = [tf.RowSpec(f"r{i:05d}", 4 * (n - i - i % 3), i % 5, "variable") for i in range(n)]
+    blob = tf.build_table([], rows)
+    h = tf.Header.parse(blob)
+    layers = tf.index_layers(n)
+    assert h.index_off % 64 == 0 and h.strings_off >= h.index_off + tf.index_size(n)
+    index = tf.AddressIndex(n).parse(blob[h.index_off:])
+    assert len(index.node) == sum(layers[1:]) and len(index.leaf) == layers[0] == -(-n // 16)
+    keys = [k for leaf in index.leaf for k in leaf.key]
+    entries = [e for leaf in index.leaf for e in leaf.entry]
+    by_name = sorted(rows, key=lambda r: r.name)
+    pairs = sorted((r.host_offset, i) for i, r in enumerate(by_name))
+    assert keys == [k for k, _ in pairs] + [tf.KEY_PAD] * (16 * layers[0] - n)
+    assert [e.row for e in entries[:n]] == [i for _, i in pairs]
+    assert [e.span for e in entries[:n]] == [by_name[i].size for _, i in pairs]
+    # Internal nodes, root first: key j of node i in layer h is the first key under child j+1.
+    pos = 0
+    for h_ in range(len(layers) - 1, 0, -1):
+        step = 17 ** (h_ - 1)
+        for i in range(layers[h_]):
+            for j, key in enumerate(index.node[pos]):
+                block = (17 * i + j + 1) * step
+                assert key == (keys[16 * block] if block < layers[0] else tf.KEY_PAD)
+            pos += 1
+    assert pos == len(index.node)
+
+
+def test_index_clamps_wide_keys_and_sizes():
+    rows = [tf.RowSpec("a", -(2**63), 2**64 - 1, "variable"),
+            tf.RowSpec("b", 2**40, 1, "function"),
+            tf.RowSpec("c", 2**31 - 2, 2**32, "variable"),
+            tf.RowSpec("d", 7, 2**32 - 2, "variable")]
+    blob = tf.build_table([], rows)
+    leaf = tf.AddressIndex(4).parse(blob[tf.Header.parse(blob).index_off:]).leaf[0]
+    assert leaf.key[:4] == [tf.KEY_MIN, 7, tf.KEY_MAX, tf.KEY_MAX]
+    assert [(e.row, e.span) for e in leaf.entry[:4]] == [(0, tf.SPAN_MAX), (3, 2**32 - 2),
+                                                         (2, tf.SPAN_MAX), (1, 1)]
 
 
 def test_reserved_layout_fits_a_subset_of_rows():

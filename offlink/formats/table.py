@@ -16,6 +16,7 @@ from construct import (
     Const,
     Enum,
     Int16ul,
+    Int32sl,
     Int32ul,
     Int64sl,
     Int64ul,
@@ -75,8 +76,83 @@ SymbolRow = Struct(
 )
 
 
+# The address index: a static B+ tree of 32-bit keys (formats/table.md, "Address index").
+INDEX_FANOUT = 16  # keys per node: 16 x i32 fill one 64-byte cache line
+INDEX_NODE_SIZE = 64
+INDEX_LEAF_SIZE = 192  # 16 keys, then 16 (row, span) entries
+KEY_MIN, KEY_MAX, KEY_PAD = -(2**31), 2**31 - 2, 2**31 - 1
+SPAN_MAX = 2**32 - 1
+
+IndexLeaf = Struct(
+    "key" / Array(INDEX_FANOUT, Int32sl),
+    "entry" / Array(INDEX_FANOUT, Struct("row" / Int32ul, "span" / Int32ul)),
+)
+
+
+def index_layers(n: int) -> list[int]:
+    """Node counts per layer, leaves first: [leaf blocks, layer 1, ..., root layer]."""
+    layers = [-(-n // INDEX_FANOUT)]
+    while layers[-1] > 1:
+        layers.append(-(-layers[-1] // (INDEX_FANOUT + 1)))
+    return layers
+
+
+def index_size(n: int) -> int:
+    layers = index_layers(n)
+    return INDEX_LEAF_SIZE * layers[0] + INDEX_NODE_SIZE * sum(layers[1:])
+
+
 def AddressIndex(n: int) -> Struct:  # noqa: N802 - a construct factory, named like one
-    return Struct("key" / Array(n, Int64sl), "row" / Array(n, Int32ul))
+    """The index of n rows: internal nodes from the root layer down, then the leaf blocks."""
+    layers = index_layers(n)
+    return Struct("node" / Array(sum(layers[1:]), Array(INDEX_FANOUT, Int32sl)),
+                  "leaf" / Array(layers[0], IndexLeaf))
+
+
+def index_key(host_offset: int) -> int:
+    """A row's key: its host_offset clamped to [KEY_MIN, KEY_MAX] (KEY_PAD marks padding)."""
+    return min(max(host_offset, KEY_MIN), KEY_MAX)
+
+
+def index_span(size: int) -> int:
+    """A row's span: its size, SPAN_MAX for every size that does not fit 32 bits."""
+    return min(size, SPAN_MAX)
+
+
+def internal_keys(leaf_keys: Sequence[int], n: int) -> list[list[int]]:
+    """The keys of the internal layers, root layer first, from the leaf keys (padded).
+
+    Key j of node i in layer h is the first key of leaf block (17 i + j + 1) * 17^(h-1), the
+    leftmost leaf under that node's child j + 1, or KEY_PAD when there is no such child."""
+    layers = index_layers(n)
+    out = []
+    for h in range(1, len(layers)):
+        step = (INDEX_FANOUT + 1) ** (h - 1)
+        keys = []
+        for i in range(layers[h]):
+            for j in range(INDEX_FANOUT):
+                block = ((INDEX_FANOUT + 1) * i + j + 1) * step
+                keys.append(leaf_keys[block * INDEX_FANOUT] if block < layers[0] else KEY_PAD)
+        out.append(keys)
+    return out[::-1]
+
+
+def build_index(pairs: Sequence[tuple[int, int, int]]) -> bytes:
+    """The address index of (host_offset, row, size) triples sorted by host_offset, row."""
+    n = len(pairs)
+    if n == 0:
+        return b""
+    blocks = index_layers(n)[0]
+    pad = blocks * INDEX_FANOUT - n
+    keys = [index_key(h) for h, _r, _s in pairs] + [KEY_PAD] * pad
+    entries = [v for _h, r, s in pairs for v in (r, index_span(s))] + [0] * (2 * pad)
+    nodes = [k for layer in internal_keys(keys, n) for k in layer]
+    out = bytearray(struct.pack(f"<{len(nodes)}i", *nodes))
+    leaf = struct.Struct(f"<{INDEX_FANOUT}i{2 * INDEX_FANOUT}I")
+    for b in range(blocks):
+        out += leaf.pack(*keys[b * INDEX_FANOUT : (b + 1) * INDEX_FANOUT],
+                         *entries[2 * b * INDEX_FANOUT : 2 * (b + 1) * INDEX_FANOUT])
+    return bytes(out)
 
 
 HEADER_SIZE = Header.sizeof()
@@ -115,24 +191,6 @@ def name_key(name: bytes) -> bytes:
     return name
 
 
-def eytzinger(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Lay out sorted pairs in Eytzinger (BFS) order: out[k-1] is node k of the in-order tree."""
-    n = len(pairs)
-    out: list[tuple[int, int]] = [(0, 0)] * n
-    it = iter(pairs)
-    # Iterative in-order walk of nodes 1..n.
-    stack: list[int] = []
-    k = 1
-    while stack or k <= n:
-        while k <= n:
-            stack.append(k)
-            k *= 2
-        k = stack.pop()
-        out[k - 1] = next(it)
-        k = 2 * k + 1
-    return out
-
-
 def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
@@ -166,8 +224,9 @@ def layout_size(names: Sequence[str], targets: Sequence[str], image_sizes: Seque
 def _meta_layout(n_targets: int, n_symbols: int, strings_size: int) -> dict[str, int]:
     targets_off = HEADER_SIZE
     symbols_off = targets_off + n_targets * TARGET_SIZE
-    index_off = symbols_off + n_symbols * SYMBOL_SIZE
-    strings_off = _align(index_off + n_symbols * 12, 8)
+    # The index starts on a cache line (the section is 64-aligned), so each node is one line.
+    index_off = _align(symbols_off + n_symbols * SYMBOL_SIZE, INDEX_NODE_SIZE)
+    strings_off = _align(index_off + index_size(n_symbols), 8)
     return {
         "targets_off": targets_off,
         "symbols_off": symbols_off,
@@ -231,12 +290,9 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
         SYMBOL_STRUCT.pack_into(out, pos, noff, nlen, row.host_offset, row.size,
                                 SYMBOL_KINDS[row.kind], 0)
         pos += SYMBOL_SIZE
-    pairs = sorted((row.host_offset, i) for i, row in enumerate(ordered))
-    tree = eytzinger(pairs)
-    n = len(tree)
-    if n:
-        struct.pack_into(f"<{n}q", out, lay["index_off"], *(k for k, _ in tree))
-        struct.pack_into(f"<{n}I", out, lay["index_off"] + 8 * n, *(r for _, r in tree))
+    pairs = sorted((row.host_offset, i, row.size) for i, row in enumerate(ordered))
+    index = build_index(pairs)
+    out[lay["index_off"] : lay["index_off"] + len(index)] = index
     out[lay["strings_off"] : meta_size] = pool
     HEADER_STRUCT.pack_into(
         out, 0, MAGIC, VERSION, HEADER_SIZE, 0, total, meta_size, 0, len(images), len(ordered),

@@ -18,7 +18,15 @@ extern "C" {
 #define OFL_HEADER_SIZE 96
 #define OFL_TARGET_SIZE 40
 #define OFL_SYMBOL_SIZE 32
-#define OFL_INDEX_ENTRY_SIZE 12 /* one i64 key + one u32 row per symbol */
+/* Address index: a static B+ tree of i32 keys (formats/table.md, "Address index"). */
+#define OFL_INDEX_FANOUT 16     /* keys per node: 16 x i32 = one 64-byte cache line */
+#define OFL_INDEX_NODE_SIZE 64  /* internal node: 16 keys */
+#define OFL_INDEX_LEAF_SIZE 192 /* leaf block: 16 keys, then 16 (u32 row, u32 span) entries */
+#define OFL_INDEX_MAX_HEIGHT 7  /* internal layers for n_symbols <= 2^32 - 1 */
+#define OFL_KEY_MIN (-2147483647 - 1)
+#define OFL_KEY_MAX 2147483646 /* host_offset clamped to [OFL_KEY_MIN, OFL_KEY_MAX] */
+#define OFL_KEY_PAD 2147483647 /* padding key: above every clamped key and query */
+#define OFL_SPAN_MAX UINT32_MAX /* size clamped to 32 bits; this value means "read the row" */
 #define OFL_REGION_ALIGN 8
 #define OFL_IMAGE_ALIGN 64
 
@@ -95,8 +103,14 @@ typedef struct ofl_table {
   uint32_t n_symbols;
   const unsigned char *targets;  /* n_targets x 40 bytes */
   const unsigned char *symbols;  /* n_symbols x 32 bytes */
-  const int64_t *keys;           /* address index keys, Eytzinger order; read with memcpy only */
-  const unsigned char *index_rows; /* n_symbols x u32 */
+  const unsigned char *index;    /* address index */
+  uint32_t index_height;         /* internal layers above the leaves (0: one leaf block) */
+  /* layer_off[0]: offset of the leaf blocks in the index; layer_off[h]: of internal layer h
+   * (layer index_height is the root). */
+  uint64_t layer_off[OFL_INDEX_MAX_HEIGHT + 1];
+  /* The tree search is exact for offsets in [fast_min, fast_max]; outside it (only when some
+   * key was clamped) a binary search on the rows' host_offset answers. */
+  int64_t fast_min, fast_max;
   const char *strings;
   uint32_t strings_size;
 } ofl_table;
@@ -136,7 +150,7 @@ void ofl_table_target(const ofl_table *t, uint32_t index, ofl_target *out);
 int64_t ofl_table_lookup(const ofl_table *t, const char *name, size_t len);
 
 /* Row whose [host_offset, host_offset + size) contains `offset` (an address relative to the
- * table), or -1. Eytzinger search of the address index. */
+ * table), or -1. Search of the address index: one cache line per level, then the leaf's. */
 int64_t ofl_table_find(const ofl_table *t, int64_t offset);
 
 /* Row of the last index pair whose key is <= `offset` (the nearest symbol at or below it,

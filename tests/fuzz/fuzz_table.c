@@ -3,7 +3,7 @@
  * Every input is opened as is; if that fails only on the checksum, a copy with meta_crc32
  * recomputed is opened too, so mutations get past step 7 and reach the region, name, order
  * and index checks. A table that opens is then used through the whole API, and the answers
- * are checked against plain definitions (linear scans over an in-order copy of the index):
+ * are checked against plain definitions (linear scans over the index's leaf slots):
  * a wrong answer aborts like a memory error does. Built with ASan and UBSan by run.sh. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,24 +55,20 @@ static int64_t reference_find(const ofl_table *t, const struct pair *pairs, size
   return (uint64_t)x - (uint64_t)s.host_offset < s.size ? (int64_t)pairs[i].row : -1;
 }
 
-/* In-order walk of the Eytzinger index: the sorted pairs (valid because open succeeded). */
+/* The index's leaf slots in order (valid because open succeeded): each slot's row, keyed by the
+ * row's exact host_offset (the leaf key itself may be clamped to 32 bits). */
 static size_t sorted_pairs(const ofl_table *t, struct pair *out) {
-  const uint64_t n = t->n_symbols;
-  size_t count = 0;
-  uint64_t stack[64], k = 1;
-  int top = 0;
-  while (top > 0 || k <= n) {
-    while (k <= n) {
-      stack[top++] = k;
-      k *= 2;
-    }
-    k = stack[--top];
-    out[count].key = as_i64(ld64((const unsigned char *)t->keys + 8 * (k - 1)));
-    memcpy(&out[count].row, t->index_rows + 4 * (k - 1), 4);
-    count++;
-    k = 2 * k + 1;
+  const unsigned char *leaves = t->index + t->layer_off[0];
+  for (uint64_t p = 0; p < t->n_symbols; p++) {
+    const unsigned char *leaf = leaves + p / OFL_INDEX_FANOUT * OFL_INDEX_LEAF_SIZE;
+    memcpy(&out[p].row, leaf + 4 * OFL_INDEX_FANOUT + 8 * (p % OFL_INDEX_FANOUT), 4);
+    CHECK(out[p].row < t->n_symbols);
+    ofl_symbol s;
+    ofl_table_symbol(t, out[p].row, &s);
+    out[p].key = s.host_offset;
+    CHECK(p == 0 || out[p - 1].key <= out[p].key);
   }
-  return count;
+  return t->n_symbols;
 }
 
 /* A name and its NUL lie inside the string pool (the spec's bad-string check). */
