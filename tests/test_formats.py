@@ -7,6 +7,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from offlink.errors import FormatError
 from offlink.formats import payload as pl
@@ -74,8 +76,9 @@ def test_compiled_construct_agrees_with_interpreted():
     for decl, data in ((tf.Header, blob), (tf.TargetEntry, blob[96:]),
                        (tf.SymbolRow, blob[176:])):
         assert decl.compile().parse(data) == decl.parse(data)
-    assert pl.RecordHeader.compile().parse(golden_payload()) == \
-        pl.RecordHeader.parse(golden_payload())
+    record_header, _ = pl.declarations()
+    assert record_header.compile().parse(golden_payload()) == \
+        record_header.parse(golden_payload())
 
 
 def test_checksum_covers_metadata():
@@ -165,3 +168,29 @@ def test_payload_round_trip_and_concatenation():
 def test_payload_corruption_is_one_clear_error(mutate, message):
     with pytest.raises(FormatError, match=message):
         pl.parse_records(mutate(golden_payload()), "a.o: section gnu.target_lto_x")
+
+
+@settings(max_examples=200, deadline=None)
+@given(target=st.text(max_size=40), kind=st.sampled_from(sorted(pl.CODE_KINDS)),
+       source=st.text(max_size=40), compiler=st.text(max_size=20),
+       options=st.lists(st.text(max_size=30), max_size=6),
+       offered=st.lists(st.text(max_size=20), max_size=6), code=st.binary(max_size=300))
+def test_struct_reader_agrees_with_the_construct_declaration(target, kind, source, compiler,
+                                                              options, offered, code):
+    p = pl.Payload(target, kind, source, compiler, tuple(options), code, tuple(offered))
+    record = pl.build_record(p)
+    (back,) = pl.parse_records(record, "x.o")
+    assert back == p
+    _, body_decl = pl.declarations()
+    body = record[pl.HEADER_SIZE:]
+    parsed = body_decl.parse(body)
+    assert pl._parse_body(body)[:6] == (parsed.target, str(parsed.code_kind), parsed.source,
+                                        parsed.compiler, tuple(parsed.options),
+                                        tuple(parsed.offered))
+
+
+@pytest.mark.parametrize("cut", [1, 7, 20])
+def test_struct_reader_refuses_short_bodies(cut):
+    body = golden_payload()[pl.HEADER_SIZE:]
+    with pytest.raises(ValueError):
+        pl._parse_body(body[:-cut - 8] if cut > 7 else body[:cut])

@@ -11,20 +11,6 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from construct import (
-    Const,
-    ConstructError,
-    Enum,
-    GreedyBytes,
-    Int16ul,
-    Int32ul,
-    Int64ul,
-    PascalString,
-    Prefixed,
-    PrefixedArray,
-    Struct,
-)
-
 from ..errors import FormatError
 from . import PAYLOAD_SECTION_PREFIX
 
@@ -35,25 +21,53 @@ SECTION_PREFIX = PAYLOAD_SECTION_PREFIX
 CODE_KINDS = {"c": 1, "c++": 2, "cuda": 3, "llvm-bc": 4, "object": 5}
 FLAG_ZLIB = 1
 
-RecordHeader = Struct(
-    "magic" / Const(MAGIC),
-    "version" / Int16ul,
-    "flags" / Int16ul,  # bit 0: code is zlib-compressed
-    "body_crc32" / Int32ul,
-    "body_size" / Int64ul,
-)
+HEADER_STRUCT = struct.Struct("<8sHHIQ")  # magic, version, flags, body_crc32, body_size
+HEADER_SIZE = HEADER_STRUCT.size
 
-Body = Struct(
-    "target" / PascalString(Int16ul, "utf8"),
-    "code_kind" / Enum(Int16ul, **CODE_KINDS),
-    "source" / PascalString(Int16ul, "utf8"),
-    "compiler" / PascalString(Int16ul, "utf8"),
-    "options" / PrefixedArray(Int16ul, PascalString(Int32ul, "utf8")),
-    "offered" / PrefixedArray(Int32ul, PascalString(Int16ul, "utf8")),
-    "code" / Prefixed(Int64ul, GreedyBytes),
-)
 
-HEADER_SIZE = RecordHeader.sizeof()
+def declarations():
+    """The construct declarations of a record's header and body: the reference.
+
+    The link reads records with `_parse_body` (struct only: importing construct costs ~18 ms
+    of every relink); tests/test_formats.py checks that both agree.
+    """
+    global _DECLS
+    if _DECLS is None:
+        from construct import (
+            Const,
+            Enum,
+            GreedyBytes,
+            Int16ul,
+            Int32ul,
+            Int64ul,
+            PascalString,
+            Prefixed,
+            PrefixedArray,
+            Struct,
+        )
+
+        RecordHeader = Struct(
+            "magic" / Const(MAGIC),
+            "version" / Int16ul,
+            "flags" / Int16ul,  # bit 0: code is zlib-compressed
+            "body_crc32" / Int32ul,
+            "body_size" / Int64ul,
+        )
+
+        Body = Struct(
+            "target" / PascalString(Int16ul, "utf8"),
+            "code_kind" / Enum(Int16ul, **CODE_KINDS),
+            "source" / PascalString(Int16ul, "utf8"),
+            "compiler" / PascalString(Int16ul, "utf8"),
+            "options" / PrefixedArray(Int16ul, PascalString(Int32ul, "utf8")),
+            "offered" / PrefixedArray(Int32ul, PascalString(Int16ul, "utf8")),
+            "code" / Prefixed(Int64ul, GreedyBytes),
+        )
+        _DECLS = (RecordHeader, Body)
+    return _DECLS
+
+
+_DECLS = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +91,12 @@ def build_record(p: Payload) -> bytes:
     if p.code_kind not in CODE_KINDS:
         raise FormatError(f"unknown code kind '{p.code_kind}'")
     code = zlib.compress(p.code, 6)
-    body = Body.build(dict(target=p.target, code_kind=p.code_kind, source=p.source,
+    record_header, body_decl = declarations()
+    body = body_decl.build(dict(target=p.target, code_kind=p.code_kind, source=p.source,
                            compiler=p.compiler, options=list(p.options),
                            offered=list(p.offered), code=code))
     body += b"\0" * (-len(body) % 8)
-    head = RecordHeader.build(dict(version=VERSION, flags=FLAG_ZLIB, body_crc32=zlib.crc32(body),
+    head = record_header.build(dict(version=VERSION, flags=FLAG_ZLIB, body_crc32=zlib.crc32(body),
                                    body_size=len(body)))
     return head + body
 
@@ -96,7 +111,7 @@ def parse_records(data: bytes, where: str) -> list[Payload]:
             continue
         if len(data) - pos < HEADER_SIZE:
             raise FormatError(f"{where}: truncated payload header")
-        magic, version, flags, crc, size = struct.unpack_from("<8sHHIQ", data, pos)
+        magic, version, flags, crc, size = HEADER_STRUCT.unpack_from(data, pos)
         if magic != MAGIC:
             raise FormatError(f"{where}: corrupt payload (bad magic at offset {pos})")
         if version != VERSION:
@@ -108,11 +123,46 @@ def parse_records(data: bytes, where: str) -> list[Payload]:
         if zlib.crc32(body) != crc:
             raise FormatError(f"{where}: corrupt payload (checksum mismatch)")
         try:
-            b = Body.parse(body)
-            code = zlib.decompress(b.code) if flags & FLAG_ZLIB else b.code
-        except (ConstructError, zlib.error, UnicodeDecodeError) as e:
+            fields = _parse_body(body)
+            code = zlib.decompress(fields[-1]) if flags & FLAG_ZLIB else fields[-1]
+        except (ValueError, zlib.error, UnicodeDecodeError) as e:
             raise FormatError(f"{where}: corrupt payload ({type(e).__name__})") from None
-        out.append(Payload(b.target, str(b.code_kind), b.source, b.compiler,
-                           tuple(b.options), code, tuple(b.offered)))
+        target, kind, source, compiler, options, offered, _ = fields
+        out.append(Payload(target, kind, source, compiler, options, code, offered))
         pos += HEADER_SIZE + size
     return out
+
+
+_KIND_NAMES = {v: k for k, v in CODE_KINDS.items()}
+
+
+def _parse_body(body: bytes) -> tuple:
+    """A record body as `Body` declares it: (target, kind, source, compiler, options, offered,
+    code). Every length is checked; a short or inconsistent body raises ValueError."""
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > len(body):
+            raise ValueError("field past the end of the payload")
+        pos += n
+        return body[pos - n : pos]
+
+    def number(fmt: str) -> int:
+        return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+
+    def text(fmt: str) -> str:
+        return take(number(fmt)).decode("utf-8")
+
+    target = text("<H")
+    kind = number("<H")
+    if kind not in _KIND_NAMES:
+        raise ValueError(f"unknown code kind {kind}")
+    source = text("<H")
+    compiler = text("<H")
+    options = tuple(text("<I") for _ in range(number("<H")))
+    offered = tuple(text("<H") for _ in range(number("<I")))
+    code = take(number("<Q"))
+    if any(body[pos:]):  # only the record's zero padding may follow
+        raise ValueError("trailing bytes in the payload")
+    return target, _KIND_NAMES[kind], source, compiler, options, offered, code
