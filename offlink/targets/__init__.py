@@ -90,31 +90,42 @@ class Target:
         return {}
 
 
-def _known() -> dict[str, Target]:
-    from .cuda import CudaTarget
-    from .gcc_nvptx import GccNvptxTarget
-    from .host import HostTarget
+# Canonical name -> (module, class); a target's module is imported only when it is used,
+# so a host-only link does not pay for the CUDA and GCC modules' imports.
+_TARGETS = {
+    "nvptx-none": ("gcc_nvptx", "GccNvptxTarget"),
+    "nvptx64-nvidia-cuda": ("cuda", "CudaTarget"),
+}
+_ALIASES = {"cuda": "nvptx64-nvidia-cuda"}
 
-    targets: list[Target] = [HostTarget(host_triple()), GccNvptxTarget(), CudaTarget()]
-    return {t.name: t for t in targets}
+
+def _target(canonical: str) -> Target | None:
+    import importlib
+
+    if canonical == host_triple():
+        from .host import HostTarget
+
+        return HostTarget(canonical)
+    if canonical not in _TARGETS:
+        return None
+    module, cls = _TARGETS[canonical]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
 
 
 def _aliases() -> dict[str, str]:
-    from . import cuda
-
-    return {"host": host_triple(), **{a: cuda.NAME for a in cuda.ALIASES}}
+    return {"host": host_triple(), **_ALIASES}
 
 
 def resolve(name: str) -> Target:
     """A target by name or alias (`host`, `cuda`), with its options after ':' if any
     (`nvptx64-nvidia-cuda:sm_80,sm_90`); an unknown name is a usage error listing the known."""
-    known = _known()
     aliases = _aliases()
     base, colon, variant = name.partition(":")
     canonical = aliases.get(base, base)
-    if canonical in known:
-        return known[canonical].with_variant(variant) if colon else known[canonical]
-    names = ", ".join([*sorted(aliases), *sorted(known)])
+    target = _target(canonical)
+    if target is not None:
+        return target.with_variant(variant) if colon else target
+    names = ", ".join([*sorted(aliases), *sorted([host_triple(), *_TARGETS])])
     raise UsageError(f"unknown offload target '{name}' (known: {names})")
 
 

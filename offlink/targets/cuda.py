@@ -40,7 +40,6 @@ from ..errors import FormatError, LinkError, ToolError, UsageError
 from . import Target
 
 NAME = "nvptx64-nvidia-cuda"
-ALIASES = ("cuda",)
 DEFAULT_ARCHS = ("sm_80",)  # CUDA 13 dropped sm_35..sm_70; sm_80 runs on A100 and 8.x GPUs
 SHADOW_INCLUDE = Path(__file__).resolve().parent / "cuda_include"
 ARCH_OPTION = "arch="  # the payload's options: one "arch=sm_NN" or "arch=compute_NN" each
