@@ -262,6 +262,16 @@ def test_compiler_identity_follows_the_compiler(tmp_path):
     assert Cache(str(tmp_path)).tool_identity(str(tmp_path / "missing")) is None
 
 
+def test_compiler_version_is_probed_once_across_links(tmp_path):
+    log = tmp_path / "probes"
+    tool = tmp_path / "mycc"
+    tool.write_text(f"#!/bin/sh\necho probe >> {log}\necho mycc 1.0\n")
+    tool.chmod(0o755)
+    idents = {Cache(str(tmp_path / "c")).tool_identity(str(tool)) for _ in range(3)}
+    assert len(idents) == 1 and None not in idents
+    assert log.read_text().count("probe") == 1  # later links reuse the stored identity
+
+
 def test_normalise_replaces_temporary_paths_in_and_as_words():
     from offlink.link.cache import normalise
 

@@ -143,20 +143,38 @@ class Cache:
         found = runner.which(tool)
         ident = None
         if found is not None:
-            import subprocess
-
             real = os.path.realpath(found)
             st = os.stat(real)
-            try:
-                probe = subprocess.run([found, "--version"], stdin=subprocess.DEVNULL,
-                                       capture_output=True, timeout=60)
-                version = f"{probe.returncode}\0".encode() + probe.stdout + probe.stderr
-            except (OSError, subprocess.SubprocessError) as e:
-                version = f"no --version: {type(e).__name__}".encode()
-            ident = _hash(real, str(st.st_size), str(st.st_mtime_ns), version)
+            stamp = _hash(found, real, str(st.st_size), str(st.st_mtime_ns))
+            ident = self._known_tool(stamp)
+            if ident is None:
+                ident = _hash(real, str(st.st_size), str(st.st_mtime_ns), _version(found))
+                self._remember_tool(stamp, ident)
         with self._lock:
             self._identities[tool] = ident
         return ident
+
+    def _known_tool(self, stamp: str) -> str | None:
+        """A tool identity probed by an earlier link: the same file, size and mtime have the
+        same `--version`, so relinks skip the probe (a few ms a compiler)."""
+        try:
+            with open(os.path.join(self.root, "tools", stamp), encoding="ascii") as f:
+                ident = f.read()
+        except (OSError, ValueError):
+            return None
+        return ident if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident) \
+            else None
+
+    def _remember_tool(self, stamp: str, ident: str) -> None:
+        path = os.path.join(self.root, "tools", stamp)
+        tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "w", encoding="ascii") as f:
+                f.write(ident)
+            os.replace(tmp, path)
+        except OSError:
+            _unlink(tmp)
 
     def object_key(self, target: Target, cu: CU, argv: Sequence[str], paths: dict[str, str],
                    compiler: str, tmp: str = "") -> str:
@@ -298,6 +316,17 @@ class Cache:
                 break
             if _unlink(path):
                 total -= size
+
+
+def _version(tool: str) -> bytes:
+    import subprocess
+
+    try:
+        probe = subprocess.run([tool, "--version"], stdin=subprocess.DEVNULL,
+                               capture_output=True, timeout=60)
+        return f"{probe.returncode}\0".encode() + probe.stdout + probe.stderr
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"no --version: {type(e).__name__}".encode()
 
 
 def _unlink(path: str) -> bool:
