@@ -94,11 +94,11 @@ def _expected_constants() -> dict[str, int]:
     return want
 
 
-def _compile_run(tmp_path: Path, source: str, *args: str) -> str:
+def _compile_run(tmp_path: Path, source: str, *args: str, flags: tuple[str, ...] = ()) -> str:
     src = tmp_path / "prog.c"
     src.write_text(source)
     exe = tmp_path / "prog"
-    subprocess.run([CC, "-std=c11", "-O1", "-Wall", "-Werror", f"-I{RUNTIME}", str(src),
+    subprocess.run([CC, "-std=c11", "-O1", "-Wall", "-Werror", *flags, f"-I{RUNTIME}", str(src),
                     str(RUNTIME / "table.c"), "-o", str(exe)], check=True)
     return subprocess.run([str(exe), *args], check=True, capture_output=True,
                           text=True).stdout
@@ -211,6 +211,26 @@ def test_c_api_agrees_with_the_pure_core_at_any_alignment(tmp_path):
                                         *queries).split()]
     want = [core.find(o) for o in offsets] + [core.lookup(n.encode()) for n in names]
     assert out == want
+
+
+@needs_cc
+@pytest.mark.parametrize("flags", [(), ("-U__SSE2__",)], ids=["native", "portable"])
+def test_index_search_agrees_with_the_pure_core(tmp_path, flags):
+    # 5000 rows: two internal layers; a few offsets beyond 32 bits exercise the clamped ends.
+    rows = [fmt.RowSpec(f"s{i:04d}", 16 * i - 40000, (7 * i) % 40, "variable")
+            for i in range(5000)]
+    rows += [fmt.RowSpec("far_lo", -(2**40), 2**41, "variable"),
+             fmt.RowSpec("far_hi", 2**33, 2**64 - 1, "variable"),
+             fmt.RowSpec("edge", 2**31 - 2, 3, "function")]
+    buf = fmt.build_table([], rows)
+    (tmp_path / "t.bin").write_bytes(buf)
+    core = _pytable.Core(buf)
+    offsets = [16 * i - 40000 + d for i in range(0, 5000, 37) for d in (-1, 0, 5, 39)]
+    offsets += [-(2**63), -(2**40) - 1, -(2**40), -(2**31) - 1, -(2**31), 2**31 - 3, 2**31 - 2,
+                2**31 - 1, 2**31, 2**33 - 1, 2**33, 2**63 - 1]
+    out = [int(x) for x in _compile_run(tmp_path, API_PROG, str(tmp_path / "t.bin"),
+                                        *(f"f:{o}" for o in offsets), flags=flags).split()]
+    assert out == [core.find(o) for o in offsets]
 
 
 # -- the extension itself ------------------------------------------------------------------
