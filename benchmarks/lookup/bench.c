@@ -3,7 +3,7 @@
  *
  *   bench TABLE_FILE [QUERIES]
  *
- * - offlink: ofl_table_find (Eytzinger index in the table), ofl_table_find_many (batch),
+ * - offlink: ofl_table_find (the B+ tree index in the table), ofl_table_find_many (batch),
  *   ofl_table_lookup (binary search on names), ofl_table_open (validation incl. CRC).
  * - bsearch: branchless binary search over a sorted array of starts (what a runtime would
  *   build at load time: it has to sort).
