@@ -41,6 +41,7 @@ def test_golden_blobs_unchanged():
 
 def test_sizes_match_the_spec():
     assert (tf.Header.sizeof(), tf.TargetEntry.sizeof(), tf.SymbolRow.sizeof()) == (96, 40, 32)
+    assert (tf.HEADER_SIZE, tf.TARGET_SIZE, tf.SYMBOL_SIZE) == (96, 40, 32)
     assert tf.HEADER_STRUCT.size == 96 and tf.TARGET_STRUCT.size == 40
     assert tf.SYMBOL_STRUCT.size == 32
 

@@ -1,7 +1,8 @@
 """The `.openmp_target` table, format version 1: declared once here (spec: formats/table.md).
 
-The construct declarations are the reference. `build_table` writes a table from plain data;
-bulk reading goes through `struct` in `offlink.table` (construct costs ~15 us a row).
+The construct declarations (at the end, built on first use) are the reference. `build_table`
+writes a table from plain data with `struct`; bulk reading goes through the C core or
+`offlink._pytable` (construct costs ~15 us a row). Tests check all of them against each other.
 """
 
 from __future__ import annotations
@@ -10,19 +11,6 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from construct import (
-    Array,
-    Const,
-    Enum,
-    Int16ul,
-    Int32sl,
-    Int32ul,
-    Int64sl,
-    Int64ul,
-    Padding,
-    Struct,
-)
 
 MAGIC = b"OFFLINK\0"
 VERSION = 1
@@ -36,44 +24,6 @@ SYMBOL_KINDS = {"function": 1, "variable": 2, "indirect-function": 3, "link-vari
 IMAGE_KIND_NAMES = {v: k for k, v in IMAGE_KINDS.items()}
 SYMBOL_KIND_NAMES = {v: k for k, v in SYMBOL_KINDS.items()}
 
-Header = Struct(
-    "magic" / Const(MAGIC),
-    "version" / Int16ul,
-    "header_size" / Int16ul,
-    "flags" / Int32ul,
-    "total_size" / Int64ul,
-    "meta_size" / Int64ul,
-    "meta_crc32" / Int32ul,
-    "n_targets" / Int32ul,
-    "n_symbols" / Int32ul,
-    "strings_size" / Int32ul,
-    "targets_off" / Int64ul,
-    "symbols_off" / Int64ul,
-    "index_off" / Int64ul,
-    "strings_off" / Int64ul,
-    Padding(16),
-)
-
-TargetEntry = Struct(
-    "name_off" / Int32ul,
-    "name_len" / Int32ul,
-    "kind" / Enum(Int16ul, **IMAGE_KINDS),
-    "flags" / Int16ul,
-    "image_crc32" / Int32ul,
-    "image_off" / Int64ul,
-    "image_size" / Int64ul,
-    Padding(8),
-)
-
-SymbolRow = Struct(
-    "name_off" / Int32ul,
-    "name_len" / Int32ul,
-    "host_offset" / Int64sl,
-    "size" / Int64ul,
-    "kind" / Enum(Int16ul, **SYMBOL_KINDS),
-    "flags" / Int16ul,
-    Padding(4),
-)
 
 
 # The address index: a static B+ tree of 32-bit keys (formats/table.md, "Address index").
@@ -82,12 +32,6 @@ INDEX_NODE_SIZE = 64
 INDEX_LEAF_SIZE = 192  # 16 keys, then 16 (row, span) entries
 KEY_MIN, KEY_MAX, KEY_PAD = -(2**31), 2**31 - 2, 2**31 - 1
 SPAN_MAX = 2**32 - 1
-
-IndexLeaf = Struct(
-    "key" / Array(INDEX_FANOUT, Int32sl),
-    "entry" / Array(INDEX_FANOUT, Struct("row" / Int32ul, "span" / Int32ul)),
-)
-
 
 def index_layers(n: int) -> list[int]:
     """Node counts per layer, leaves first: [leaf blocks, layer 1, ..., root layer]."""
@@ -100,13 +44,6 @@ def index_layers(n: int) -> list[int]:
 def index_size(n: int) -> int:
     layers = index_layers(n)
     return INDEX_LEAF_SIZE * layers[0] + INDEX_NODE_SIZE * sum(layers[1:])
-
-
-def AddressIndex(n: int) -> Struct:  # noqa: N802 - a construct factory, named like one
-    """The index of n rows: internal nodes from the root layer down, then the leaf blocks."""
-    layers = index_layers(n)
-    return Struct("node" / Array(sum(layers[1:]), Array(INDEX_FANOUT, Int32sl)),
-                  "leaf" / Array(layers[0], IndexLeaf))
 
 
 def index_key(host_offset: int) -> int:
@@ -155,10 +92,9 @@ def build_index(pairs: Sequence[tuple[int, int, int]]) -> bytes:
     return bytes(out)
 
 
-HEADER_SIZE = Header.sizeof()
-TARGET_SIZE = TargetEntry.sizeof()
-SYMBOL_SIZE = SymbolRow.sizeof()
-assert (HEADER_SIZE, TARGET_SIZE, SYMBOL_SIZE) == (96, 40, 32)
+# Sizes and struct layouts of the fast paths; tests/test_formats.py checks them against the
+# construct declarations.
+HEADER_SIZE, TARGET_SIZE, SYMBOL_SIZE = 96, 40, 32
 
 # Field offsets used by fast readers (the C core checks its own against these in the tests).
 HEADER_STRUCT = struct.Struct("<8sHHIQQIIIIQQQQ16x")
@@ -300,3 +236,88 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
     )
     struct.pack_into("<I", out, CRC_OFFSET, zlib.crc32(bytes(out[:meta_size])))
     return bytes(out)
+
+
+# -- the construct declarations: the reference ----------------------------------------------
+# Built on first use (`table.Header`, ...): importing construct costs ~12 ms, which a relink
+# that only writes a table through the struct paths below need not pay.
+
+_DECLARATIONS: dict | None = None
+
+
+def _declare() -> dict:
+    from construct import (
+        Array,
+        Const,
+        Enum,
+        Int16ul,
+        Int32sl,
+        Int32ul,
+        Int64sl,
+        Int64ul,
+        Padding,
+        Struct,
+    )
+
+    Header = Struct(
+        "magic" / Const(MAGIC),
+        "version" / Int16ul,
+        "header_size" / Int16ul,
+        "flags" / Int32ul,
+        "total_size" / Int64ul,
+        "meta_size" / Int64ul,
+        "meta_crc32" / Int32ul,
+        "n_targets" / Int32ul,
+        "n_symbols" / Int32ul,
+        "strings_size" / Int32ul,
+        "targets_off" / Int64ul,
+        "symbols_off" / Int64ul,
+        "index_off" / Int64ul,
+        "strings_off" / Int64ul,
+        Padding(16),
+    )
+
+    TargetEntry = Struct(
+        "name_off" / Int32ul,
+        "name_len" / Int32ul,
+        "kind" / Enum(Int16ul, **IMAGE_KINDS),
+        "flags" / Int16ul,
+        "image_crc32" / Int32ul,
+        "image_off" / Int64ul,
+        "image_size" / Int64ul,
+        Padding(8),
+    )
+
+    SymbolRow = Struct(
+        "name_off" / Int32ul,
+        "name_len" / Int32ul,
+        "host_offset" / Int64sl,
+        "size" / Int64ul,
+        "kind" / Enum(Int16ul, **SYMBOL_KINDS),
+        "flags" / Int16ul,
+        Padding(4),
+    )
+
+    IndexLeaf = Struct(
+        "key" / Array(INDEX_FANOUT, Int32sl),
+        "entry" / Array(INDEX_FANOUT, Struct("row" / Int32ul, "span" / Int32ul)),
+    )
+
+    def AddressIndex(n: int) -> Struct:  # noqa: N802 - a construct factory, named like one
+        """The index of n rows: internal nodes from the root layer down, then the leaf
+        blocks."""
+        layers = index_layers(n)
+        return Struct("node" / Array(sum(layers[1:]), Array(INDEX_FANOUT, Int32sl)),
+                      "leaf" / Array(layers[0], IndexLeaf))
+
+    return {"Header": Header, "TargetEntry": TargetEntry, "SymbolRow": SymbolRow,
+            "IndexLeaf": IndexLeaf, "AddressIndex": AddressIndex}
+
+
+def __getattr__(name: str):
+    global _DECLARATIONS
+    if name in ("Header", "TargetEntry", "SymbolRow", "IndexLeaf", "AddressIndex"):
+        if _DECLARATIONS is None:
+            _DECLARATIONS = _declare()
+        return _DECLARATIONS[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
