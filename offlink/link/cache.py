@@ -166,15 +166,7 @@ class Cache:
             else None
 
     def _remember_tool(self, stamp: str, ident: str) -> None:
-        path = os.path.join(self.root, "tools", stamp)
-        tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "w", encoding="ascii") as f:
-                f.write(ident)
-            os.replace(tmp, path)
-        except OSError:
-            _unlink(tmp)
+        _write_atomic(os.path.join(self.root, "tools", stamp), ident.encode("ascii"))
 
     def object_key(self, target: Target, cu: CU, argv: Sequence[str], paths: dict[str, str],
                    compiler: str, tmp: str = "") -> str:
@@ -205,10 +197,7 @@ class Cache:
         if entry is None:
             if runner.VERBOSE:
                 print(f"offlink: cache entry {path} is corrupt; rebuilding it", file=sys.stderr)
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            _unlink(path)
             return None
         try:
             os.utime(path)  # least recently used goes first
@@ -239,20 +228,7 @@ class Cache:
         meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
         digest = hashlib.sha256(meta_bytes + data).digest()
         blob = _HEADER.pack(MAGIC, len(meta_bytes), len(data), digest) + meta_bytes + data
-        path = self._path(key)
-        tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, path)
-        except OSError as e:
-            if runner.VERBOSE:
-                print(f"offlink: cannot write the cache ({e.strerror}: {tmp})", file=sys.stderr)
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        if not _write_atomic(self._path(key), blob):
             return
         with self._lock:
             self.stored += len(blob)
@@ -327,6 +303,23 @@ def _version(tool: str) -> bytes:
         return f"{probe.returncode}\0".encode() + probe.stdout + probe.stderr
     except (OSError, subprocess.SubprocessError) as e:
         return f"no --version: {type(e).__name__}".encode()
+
+
+def _write_atomic(path: str, data: bytes) -> bool:
+    """Write under a temporary name and rename, so a reader never sees half a file; False
+    when the cache cannot be written (skipped, never an error)."""
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError as e:
+        if runner.VERBOSE:
+            print(f"offlink: cannot write the cache ({e.strerror}: {tmp})", file=sys.stderr)
+        _unlink(tmp)
+        return False
 
 
 def _unlink(path: str) -> bool:
