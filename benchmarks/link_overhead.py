@@ -3,7 +3,8 @@
     python benchmarks/link_overhead.py [--runs 15] [--offlink PATH] [--out FILE]
 
 1. The three-CU sample (samples/multi_cu): `offlink link gcc ...` vs `gcc ...` on the same
-   fat objects (the plain link gives a host-only program).
+   fat objects (the plain link gives a host-only program), cold (--no-cache: every target
+   compile and the device link run) and as a relink with nothing changed (the cache).
 2. A program with no target code: `offlink link gcc ...` vs `gcc ...` (the pass-through cost).
 """
 
@@ -55,7 +56,10 @@ def main() -> None:
         libs = subprocess.run([off, "config", "--libs"], capture_output=True, text=True,
                               check=True).stdout.split()
         objs = ["build/main.o", "build/ops.o", "build/vec.o"]
-        results.append(compare("3-CU sample (multi_cu)",
+        results.append(compare("3-CU sample (multi_cu), cold: --no-cache",
+                               [off, "link", "--no-cache", "gcc", *objs, *libs, "-o", "a.out"],
+                               ["gcc", *objs, *libs, "-o", "b.out"], sample, args.runs))
+        results.append(compare("3-CU sample (multi_cu), relink: nothing changed (cache)",
                                [off, "link", "gcc", *objs, *libs, "-o", "a.out"],
                                ["gcc", *objs, *libs, "-o", "b.out"], sample, args.runs))
         plain = Path(tmp) / "plain"
@@ -72,7 +76,9 @@ def main() -> None:
         "# Link overhead", "",
         f"Command: `python benchmarks/link_overhead.py --runs {args.runs}` "
         f"({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}). Medians of {args.runs} interleaved runs.", "",
+        f"Python {platform.python_version()}, bytecode cache "
+        f"{'off' if sys.dont_write_bytecode else 'on'}). Medians of {args.runs} interleaved runs.",
+        "",
         "| link | offlink (ms) | plain gcc (ms) | extra (ms) | ratio |",
         "|---|---:|---:|---:|---:|",
     ]
