@@ -132,7 +132,7 @@ def run_compile(plan: CompilePlan) -> int:
     """
     single = plan.output_given
     with tempfile.TemporaryDirectory(prefix="offlink-cc-") as tmp:
-        staged = None
+        staged = ""
         if single:
             out_dir = os.path.dirname(os.path.abspath(plan.sources[0].output))
             fd, staged = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
@@ -185,7 +185,7 @@ def _wait(jobs: list) -> None:
         raise failed
 
 
-def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str | None) -> None:
+def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str) -> None:
     """Add the payload sections to the host object and move the result to the output."""
     args = []
     for target in plan.targets:

@@ -230,7 +230,8 @@ def host_lto(link_args: list[str]) -> bool:
 
 def device_maps(ptx: str) -> tuple[list[str], list[str]]:
     """The FUNC_MAP and VAR_MAP names of the accel compiler's output, in order."""
-    funcs, variables = [], []
+    funcs: list[str] = []
+    variables: list[str] = []
     for kind, name in _MAP_LINE.findall(ptx):
         (funcs if kind == "FUNC_MAP" else variables).append(name)
     return funcs, variables
@@ -265,9 +266,9 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     unpaired = {"function": set(funcs), "variable": set(variables)}
     for kind, what, dev, tag_line in (("function", "target regions", funcs, "FUNC_MAP"),
                                       ("variable", "variables", variables, "VAR_MAP")):
-        host = [e for e in entries if e.kind == kind]
-        if len(host) != len(dev) or len(set(dev)) != len(dev):
-            raise LinkError(f"{label}: the host table lists {len(host)} {what} and the target "
+        listed = [e for e in entries if e.kind == kind]
+        if len(listed) != len(dev) or len(set(dev)) != len(dev):
+            raise LinkError(f"{label}: the host table lists {len(listed)} {what} and the target "
                             f"code {len(dev)} {tag_line} names (is the accel compiler the "
                             f"same GCC version?)")
     out = []
