@@ -6,7 +6,6 @@ import os
 
 from .elf import ElfFile, archive_members, is_archive
 from .errors import FormatError
-from .formats.payload import SECTION_PREFIX, parse_records
 from .formats.table import SECTION
 
 
@@ -116,15 +115,12 @@ def _describe(sym, readable: dict[str, str], table) -> str:
 
 
 def _cus(elf: ElfFile, origin: str) -> list[dict]:
-    out = []
-    for section in elf.sections:
-        if section.name.startswith(SECTION_PREFIX):
-            for p in parse_records(bytes(elf.content(section)), f"{origin}: {section.name}"):
-                out.append({"origin": origin, "target": p.target, "source": p.source,
-                            "code_kind": p.code_kind, "code_size": len(p.code),
-                            "compiler": p.compiler, "options": list(p.options),
-                            "offered": list(p.offered)})
-    return out
+    from .link.extract import cus_of
+
+    return [{"origin": cu.origin, "target": p.target, "source": p.source,
+             "code_kind": p.code_kind, "code_size": len(p.code), "compiler": p.compiler,
+             "options": list(p.options), "offered": list(p.offered)}
+            for cu in cus_of(elf, origin, []) for p in (cu.payload,)]
 
 
 def render_text(info: dict) -> str:
@@ -147,7 +143,9 @@ def render_text(info: dict) -> str:
         if not info["cus"]:
             lines.append("  no target code")
         for cu in info["cus"]:
-            offered = ", ".join(cu["offered"]) if cu["offered"] else "every external definition"
+            offered = ", ".join(cu["offered"]) if cu["offered"] else (
+                "the entries of GCC's host tables (.gnu.offload_funcs, .gnu.offload_vars)"
+                if cu["code_kind"] == "object" else "every external definition")
             lines.append(f"  {cu['origin']}: {cu['source']} for {cu['target']} "
                          f"({cu['code_kind']}, {cu['code_size']} bytes, compiler {cu['compiler']})")
             lines.append(f"    options: {' '.join(cu['options']) or '(none)'}")

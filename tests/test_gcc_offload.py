@@ -143,6 +143,13 @@ def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
 
 
 @needs_gcc_offload
+def test_inspect_shows_a_gcc_offload_object_as_a_cu(offlink, sample):
+    info = json.loads(run([offlink, "inspect", "--json", sample / "build" / "stats.o"]).stdout)
+    (cu,) = info["cus"]
+    assert (cu["target"], cu["source"], cu["code_kind"]) == ("nvptx-none", "stats.c", "object")
+    assert "-fopenmp" in cu["options"] and "accel-nvptx-none" in cu["compiler"]
+
+
 @pytest.mark.parametrize("ldflags", [["-no-pie"], ["-Wl,--gc-sections"]])
 def test_link_variants(offlink, sample, tmp_path, ldflags):
     """Non-PIE: the host tables hold absolute addresses. --gc-sections drops the host tables:

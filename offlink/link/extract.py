@@ -61,7 +61,9 @@ def _read(path: str) -> bytes | memoryview:
         raise FormatError(f"{path}: {e.strerror}") from None
 
 
-def _payloads(obj: ElfFile, origin: str, link_args: list[str]) -> list[CU]:
+def cus_of(obj: ElfFile, origin: str, link_args: list[str]) -> list[CU]:
+    """The CUs with target code in one object: offlink's payload records, or GCC's own offload
+    object (its link options matter for that one)."""
     out: list[CU] = []
     if any(s.name.startswith(GCC_OFFLOAD_PREFIX) for s in obj.sections):
         from .gcc_offload import gcc_cu  # GCC's own offload object (target nvptx-none)
@@ -104,7 +106,7 @@ def extract(plan: LinkPlan) -> list[CU]:
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        cus.extend(_payloads(obj.elf, obj.origin, plan.base_args))
+        cus.extend(cus_of(obj.elf, obj.origin, plan.base_args))
 
     for inp in plan.inputs:
         path = inp.path
