@@ -48,13 +48,6 @@ static PyObject *as_bytes(PyObject *obj) {
   return bytes;
 }
 
-static uint64_t le(const unsigned char *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
-
 /* Raise ValueError(code, message) with the pure core's wording; `detail` may be NULL. */
 static PyObject *table_error(int status, PyObject *detail) {
   PyObject *msg = detail == NULL
@@ -80,20 +73,20 @@ static PyObject *open_detail(int status, const unsigned char *p, Py_ssize_t size
     if (size < OFL_HEADER_SIZE)
       return PyUnicode_FromFormat("%zd bytes", size);
     return PyUnicode_FromFormat("%zd of %llu bytes", size,
-                                (unsigned long long)le(p + OFL_HDR_TOTAL_SIZE, 8));
+                                (unsigned long long)ofl_le(p + OFL_HDR_TOTAL_SIZE, 8));
   case OFL_BAD_VERSION:
-    return PyUnicode_FromFormat("version %u", (unsigned)le(p + OFL_HDR_VERSION, 2));
+    return PyUnicode_FromFormat("version %u", (unsigned)ofl_le(p + OFL_HDR_VERSION, 2));
   case OFL_BAD_KIND: {
-    const uint64_t n_targets = le(p + OFL_HDR_N_TARGETS, 4), n_symbols = le(p + OFL_HDR_N_SYMBOLS, 4);
-    const unsigned char *targets = p + le(p + OFL_HDR_TARGETS_OFF, 8);
-    const unsigned char *rows = p + le(p + OFL_HDR_SYMBOLS_OFF, 8);
+    const uint64_t n_targets = ofl_le(p + OFL_HDR_N_TARGETS, 4), n_symbols = ofl_le(p + OFL_HDR_N_SYMBOLS, 4);
+    const unsigned char *targets = p + ofl_le(p + OFL_HDR_TARGETS_OFF, 8);
+    const unsigned char *rows = p + ofl_le(p + OFL_HDR_SYMBOLS_OFF, 8);
     for (uint64_t i = 0; i < n_targets; i++) {
-      unsigned kind = (unsigned)le(targets + i * OFL_TARGET_SIZE + OFL_TGT_KIND, 2);
+      unsigned kind = (unsigned)ofl_le(targets + i * OFL_TARGET_SIZE + OFL_TGT_KIND, 2);
       if (kind < OFL_IMAGE_SHARED_OBJECT || kind > OFL_IMAGE_NVPTX_NONE)
         return PyUnicode_FromFormat("image kind %u", kind);
     }
     for (uint64_t i = 0; i < n_symbols; i++) {
-      unsigned kind = (unsigned)le(rows + i * OFL_SYMBOL_SIZE + OFL_ROW_KIND, 2);
+      unsigned kind = (unsigned)ofl_le(rows + i * OFL_SYMBOL_SIZE + OFL_ROW_KIND, 2);
       if (kind < OFL_SYM_FUNCTION || kind > OFL_SYM_LINK_VARIABLE)
         return PyUnicode_FromFormat("symbol kind %u", kind);
     }

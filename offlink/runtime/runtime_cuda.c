@@ -198,18 +198,11 @@ struct fat_entry {
   uint64_t size;
 };
 
-static uint64_t rd(const unsigned char *p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
-
 /* Bounds of the entries: [*pos, *end) inside img; -1 if the header does not fit. */
 static int fatbin_open(const unsigned char *img, uint64_t size, uint64_t *pos, uint64_t *end) {
-  if (size < 16 || rd(img, 4) != FATBIN_MAGIC)
+  if (size < 16 || ofl_le(img, 4) != FATBIN_MAGIC)
     return -1;
-  uint64_t header = rd(img + 6, 2), body = rd(img + 8, 8);
+  uint64_t header = ofl_le(img + 6, 2), body = ofl_le(img + 8, 8);
   if (header < 16 || header > size || body > size - header)
     return -1;
   *pos = header;
@@ -224,12 +217,12 @@ static int fatbin_next(const unsigned char *img, uint64_t *pos, uint64_t end, st
   if (end - *pos < 64)
     return -1;
   const unsigned char *p = img + *pos;
-  uint64_t header = rd(p + 4, 4), payload = rd(p + 8, 8);
+  uint64_t header = ofl_le(p + 4, 4), payload = ofl_le(p + 8, 8);
   if (header < 64 || header > end - *pos || payload > end - *pos - header)
     return -1;
-  e->kind = (uint16_t)rd(p, 2);
-  e->sm = (uint32_t)rd(p + 28, 4);
-  e->flags = rd(p + 40, 8);
+  e->kind = (uint16_t)ofl_le(p, 2);
+  e->sm = (uint32_t)ofl_le(p + 28, 4);
+  e->flags = ofl_le(p + 40, 8);
   e->data = p + header;
   e->size = payload;
   *pos += header + payload;

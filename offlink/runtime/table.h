@@ -172,6 +172,15 @@ int64_t ofl_table_target_index(const ofl_table *t, const char *name, size_t len)
 int ofl_table_check_image(const ofl_table *t, uint32_t index);
 
 /* CRC-32 (ISO-HDLC, as zlib.crc32): ofl_crc32(0, p, n); chain by passing the previous value. */
+/* An n-byte little-endian unsigned field at p (n <= 8), at any alignment on any host: for the
+ * few places outside table.c that read a header field or a container by hand. */
+static inline uint64_t ofl_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
 uint32_t ofl_crc32(uint32_t crc, const void *data, size_t len);
 
 #ifdef __cplusplus
