@@ -164,6 +164,16 @@ def test_link_variants(offlink, sample, tmp_path, ldflags):
                for r in rows)
 
 
+def test_static_link_of_gcc_offload_objects(offlink, sample, tmp_path):
+    # libgomp runs the regions (host fallback); nothing needs dlopen, so -static is fine.
+    b = sample / "build"
+    out = tmp_path / "static"
+    run([offlink, "link", "gcc", "-static", "-fopenmp", b / "main.o", b / "saxpy.o",
+         b / "stats.o", "-o", out])
+    assert run([out]).stdout == (sample / "expected.txt").read_text()
+    assert table_of(offlink, out)["targets"][0]["name"] == "nvptx-none"
+
+
 @needs_gcc_offload
 def test_shared_library_of_gcc_offload_objects(offlink, sample, tmp_path):
     """A DSO's host tables hold relocations against its preemptible globals."""

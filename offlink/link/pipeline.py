@@ -74,9 +74,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if not cus:
         return _plain(plan, options)
     targets = _targets(cus, options)
-    if plan.static:
-        raise LinkError("-static: the host target's image is a shared object loaded with "
-                        "dlopen, which a static executable cannot do; link without -static")
+    for t in targets:
+        if plan.static and t.static_link_problem:
+            raise LinkError(f"-static: target {t.name}: {t.static_link_problem}; link "
+                            f"without -static")
     import shutil
     import tempfile
 

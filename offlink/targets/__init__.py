@@ -84,6 +84,9 @@ class Target:
         """Words the host link needs added at its end (none by default)."""
         return []
 
+    # Why a static executable cannot use this target's image, or "" when it can.
+    static_link_problem: str = ""
+
     def host_addresses(self, elf: ElfFile, image: Image) -> dict[str, tuple[int, int, str]]:
         """Rows whose host side is not simply the host symbol of the same name: key ->
         (address, size, kind) in the linked binary. Empty by default: rows by symbol name."""

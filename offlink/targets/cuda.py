@@ -266,6 +266,8 @@ def image_symbols(data: bytes, where: str) -> list[tuple[str, dict[str, DeviceSy
 class CudaTarget(Target):
     name = NAME
     macro = "__OFFLINK_TARGET_CUDA__"
+    static_link_problem = ("the runtime opens the CUDA driver (libcuda.so.1) with dlopen, "
+                           "which a static executable cannot do")
 
     def __init__(self, archs: tuple[str, ...] = DEFAULT_ARCHS, explicit: bool = False):
         self.archs = archs
