@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 
 from . import run as runner
-from .errors import ToolError, UsageError
+from .errors import OfflinkError, ToolError, UsageError
 from .formats.payload import Payload, build_record
 from .gccargs import Word, expand_response_files, language_of, words
 from .targets import Target, resolve
@@ -42,6 +42,7 @@ class Source:
 class CompilePlan:
     compiler: str
     argv: list[str]  # the host compile, exactly as given
+    expanded: list[str]  # its arguments with response files expanded (what they mean)
     sources: list[Source]
     targets: list[Target]
     preprocess_args: list[str]  # options for `-E` (without -o, -c, inputs, dependency flags)
@@ -77,8 +78,8 @@ def plan_compile(argv: list[str], targets: list[str],
     if len(sources) > 1 and output:
         return None  # the compiler itself refuses -o with several sources; let it say so
     pre, tgt = _split_options(args, ws)
-    return CompilePlan(compiler, list(argv), sources, [resolve(t) for t in targets], pre, tgt,
-                       tuple(offered), any(w.option == "-o" for w in words(argv[1:])))
+    return CompilePlan(compiler, list(argv), args, sources, [resolve(t) for t in targets], pre,
+                       tgt, tuple(offered), output is not None)
 
 
 def _split_options(args: list[str], ws: list[Word]) -> tuple[list[str], list[str]]:
@@ -111,11 +112,11 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     object into place afterwards gives exactly what the plain compile gives.
     """
     out = plan.sources[0].output
-    ws = words(plan.argv[1:])
+    ws = words(plan.expanded)
     opts = {w.option for w in ws}
     argv = [plan.compiler]
     for w in ws:
-        spelled = plan.argv[1 + w.index : 1 + w.index + w.count]
+        spelled = plan.expanded[w.index : w.index + w.count]
         argv += ["-o", staged] if w.option == "-o" else spelled
     if opts & {"-MD", "-MMD"} and "-MF" not in opts:
         argv += ["-MF", os.path.splitext(out)[0] + ".d"]
@@ -135,10 +136,15 @@ def run_compile(plan: CompilePlan) -> int:
         staged = ""
         if single:
             out_dir = os.path.dirname(os.path.abspath(plan.sources[0].output))
-            fd, staged = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
+            try:
+                fd, staged = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
+            except OSError as e:
+                raise OfflinkError(f"cannot write {plan.sources[0].output}: {e.strerror}") \
+                    from None
             os.close(fd)
+        jobs: list = []
         try:
-            jobs = _start_preprocessing(plan, tmp)
+            _start_preprocessing(plan, tmp, jobs)
             if single:
                 try:
                     runner.run(host_argv(plan, staged), "host compile", capture=False)
@@ -151,13 +157,16 @@ def run_compile(plan: CompilePlan) -> int:
             for si, src in enumerate(plan.sources):
                 _add_payloads(plan, si, src, tmp, staged)
         finally:
+            for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
+                if proc.returncode is None:
+                    proc.kill()
+                    proc.wait()
             if staged and os.path.exists(staged):
                 os.unlink(staged)
     return 0
 
 
-def _start_preprocessing(plan: CompilePlan, tmp: str) -> list:
-    jobs = []
+def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list) -> None:
     for si, src in enumerate(plan.sources):
         for target in plan.targets:
             out = os.path.join(tmp, f"{si}-{target.name}.i")
@@ -170,7 +179,6 @@ def _start_preprocessing(plan: CompilePlan, tmp: str) -> list:
             except (FileNotFoundError, PermissionError):
                 raise ToolError(f"compiler '{plan.compiler}' not found") from None
             jobs.append((src, target, argv, proc))
-    return jobs
 
 
 def _wait(jobs: list) -> None:
@@ -202,7 +210,10 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
                  "--set-section-flags", f"{name}=exclude,readonly,contents"]
     host_obj = host_obj or src.output
     out_dir = os.path.dirname(os.path.abspath(src.output))
-    fd, fat = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
+    try:
+        fd, fat = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
+    except OSError as e:
+        raise OfflinkError(f"cannot write {src.output}: {e.strerror}") from None
     os.close(fd)
     try:
         runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")

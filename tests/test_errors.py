@@ -165,3 +165,11 @@ def test_failing_host_link_keeps_its_status(ws):
 
 def test_unknown_offlink_option(ws):
     ws.fails(ws.link("--frobnicate", "gcc", "a.o"), "unknown option --frobnicate")
+
+
+def test_output_folder_missing(ws):
+    ws.write("a.c", GOOD)
+    ws.fails(ws.cc("gcc", "-c", "a.c", "-o", "nodir/a.o", check=False), "nodir/a.o")
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    ws.fails(ws.link("gcc", "a.o", "-o", "nodir/prog"), "cannot write nodir/prog")
+    ws.clean(ws.root / "prog")

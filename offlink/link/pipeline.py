@@ -124,13 +124,23 @@ def link(argv: list[str], options: LinkOptions) -> int:
         names = sorted({n for img in images for n in img.offers})
         layout = reserve(names, [i.target.name for i in images], [len(i.data) for i in images])
         placeholder = os.path.join(workdir, "offlink-table.o")
+        machine = EM_BY_MACHINE.get(platform.machine())
+        if machine is None:
+            raise UsageError(f"host machine '{platform.machine()}' is not supported "
+                             f"(x86-64 and AArch64 are)")
         with open(placeholder, "wb") as f:
-            f.write(placeholder_object(layout, [i.data for i in images],
-                                       EM_BY_MACHINE[platform.machine()]))
+            f.write(placeholder_object(layout, [i.data for i in images], machine))
         timer.stage("reserve")
         out_dir = os.path.dirname(os.path.abspath(plan.output)) or "."
-        fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(plan.output)}.", dir=out_dir)
+        try:
+            fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(plan.output)}.",
+                                          dir=out_dir)
+        except OSError as e:
+            raise LinkError(f"cannot write {plan.output}: {e.strerror}") from None
         os.close(fd)
+        # The linker creates the file itself, so its mode is the plain link's (0777 & ~umask),
+        # not mkstemp's 0600; the unique name stays reserved for this link in practice.
+        os.unlink(staged)
         host = host_link_argv(plan, staged, [placeholder, *_host_link_args(plan, targets)])
         try:
             runner.run(host, "host link", capture=False)
