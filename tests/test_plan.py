@@ -130,3 +130,14 @@ def test_plan_compile_languages_and_pass_through():
 def test_unknown_target():
     with pytest.raises(UsageError, match="unknown offload target 'vax'"):
         plan_compile(["gcc", "-c", "a.c"], ["vax"])
+
+
+def test_static_applies_to_the_whole_line():
+    p = plan_link(["gcc", "main.o", "-lops", "-static", "-o", "p"])
+    assert p.static and Input("library", "ops", static=True) in p.inputs
+
+
+def test_language_in_force_is_reset_before_offlinks_object():
+    p = plan_link(["gcc", "fat.o", "-x", "c", "extra.c", "-o", "p"])
+    assert host_link_argv(p, "tmp", ["ph.o"])[-5:] == ["-x", "none", "ph.o", "-o", "tmp"]
+    assert "none" not in host_link_argv(plan_link(["gcc", "a.o"]), "tmp", ["ph.o"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import UsageError
 from ..gccargs import expand_response_files, linker_options, words
@@ -122,6 +122,8 @@ def plan_link(argv: list[str]) -> LinkPlan:
                     base += spelled
         if keep:
             base += spelled
+    if static:  # gcc applies -static to the whole line, also to -l words before it
+        inputs = [replace(i, static=True) for i in inputs]
     return LinkPlan(driver, list(argv), output, mode, static, pie, strip, lto, inputs, lib_dirs,
                     base)
 
@@ -132,8 +134,10 @@ def _linker_items(items: list[str]) -> tuple[list[str], bool]:
 
 
 def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list[str]:
-    """The real link, writing `output`, with offlink's placeholder object added."""
-    return [plan.driver, *plan.base_args, *extra_inputs, "-o", output]
+    """The real link, writing `output`, with offlink's placeholder object added (after
+    `-x none` when the command line leaves a -x language in force for later files)."""
+    reset = ["-x", "none"] if any(a.startswith("-x") for a in plan.base_args) else []
+    return [plan.driver, *plan.base_args, *reset, *extra_inputs, "-o", output]
 
 
 def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
