@@ -183,3 +183,32 @@ def test_jobs_option_and_env(offlink, tmp_path):
     run([offlink, "link", "--jobs", "2", "gcc", "main.o", "lib.o", *config(offlink, "--libs"),
          "-o", "prog"], cwd=tmp_path, env=env)
     assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+
+
+def test_output_mode_is_the_plain_links(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    libs = config(offlink, "--libs")
+    run(["gcc", "main.o", "lib.o", *libs, "-o", "plain"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", *libs, "-o", "fat"], cwd=tmp_path)
+    assert (tmp_path / "fat").stat().st_mode == (tmp_path / "plain").stat().st_mode
+
+
+def test_cc_response_file_with_depfile_and_output(offlink, tmp_path):
+    (tmp_path / "lib.c").write_text('#include "lib.h"\n' + LIB)
+    (tmp_path / "lib.h").write_text("/* header */\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "cc.rsp").write_text("-MMD -o out/lib.o\n")
+    run([offlink, "cc", "gcc", "-c", "lib.c", "@cc.rsp"], cwd=tmp_path)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["lib.d", "lib.o"]
+    assert (tmp_path / "out" / "lib.d").read_text().split() == ["out/lib.o:", "lib.c", "lib.h"]
+    sections = run(["readelf", "-S", "-W", tmp_path / "out" / "lib.o"]).stdout
+    assert "gnu.target_lto_" in sections
+
+
+def test_plain_link_of_32_bit_objects_passes_through(offlink, tmp_path):
+    (tmp_path / "s.s").write_text(".globl _start\n_start:\n  hlt\n")
+    run(["as", "--32", "s.s", "-o", "s.o"], cwd=tmp_path)
+    flags = ["-m32", "-nostdlib", "-no-pie", "-static"]
+    run(["gcc", *flags, "s.o", "-o", "plain"], cwd=tmp_path)
+    run([offlink, "link", "gcc", *flags, "s.o", "-o", "through"], cwd=tmp_path)
+    assert (tmp_path / "plain").read_bytes() == (tmp_path / "through").read_bytes()

@@ -96,8 +96,61 @@ def _symbols(elf: ElfFile) -> tuple[set[str], set[str]]:
     return defined, undefined
 
 
+@dataclass(frozen=True)
+class _File:
+    inp: Input
+    path: str
+    archive: bool
+    objects: list[tuple[str, ElfFile]]  # (origin, object): the members, or the file itself
+
+
+def _files(plan: LinkPlan) -> list[_File]:
+    """The link's objects and archives in order, read as far as their section headers.
+
+    Only relocatable ELF64 little-endian objects are kept: anything else carries no target
+    code offlink reads (32-bit objects, shared libraries, scripts), and the linker judges it.
+    """
+    out = []
+    for inp in plan.inputs:
+        path = inp.path
+        if inp.kind == "library":
+            found = find_library(inp.path, plan, inp.static)
+            if found is None or not found.endswith(".a"):
+                continue  # system or shared libraries carry no fat code
+            path = found
+        data = _read(path)
+        if is_archive(bytes(data[:8])):
+            members = [(f"{path}({m.name})", e) for m in archive_members(data, path)
+                       if (e := _object(m.data, f"{path}({m.name})"))]
+            out.append(_File(inp, path, True, members))
+            continue
+        if bytes(data[:4]) != b"\x7fELF":
+            if path.endswith(OBJECT_SUFFIXES):
+                raise FormatError(f"{path}: not an ELF object file")
+            continue  # a linker script, a shared library stub, ...
+        elf = _object(data, path)
+        if elf is not None:
+            out.append(_File(inp, path, False, [(path, elf)]))
+    return out
+
+
+def _object(data, name: str) -> ElfFile | None:
+    """A relocatable ELF64 LE object, or None for anything else."""
+    raw = bytes(data[:18])
+    if raw[:4] != b"\x7fELF" or raw[4:6] != b"\x02\x01" or raw[16:18] != b"\x01\x00":
+        return None
+    return ElfFile(data, name)
+
+
+def _fat(elf: ElfFile) -> bool:
+    return any(s.name.startswith((SECTION_PREFIX, GCC_OFFLOAD_PREFIX)) for s in elf.sections)
+
+
 def extract(plan: LinkPlan) -> list[CU]:
     """All CUs with target code that the host link uses, in link order."""
+    files = _files(plan)
+    if not any(_fat(elf) for f in files for _, elf in f.objects):
+        return []  # a plain link: no symbol table needs reading
     cus: list[CU] = []
     defined: set[str] = set()
     undefined: set[str] = set()
@@ -108,39 +161,15 @@ def extract(plan: LinkPlan) -> list[CU]:
         undefined.update(obj.undefined)
         cus.extend(cus_of(obj.elf, obj.origin, plan.base_args))
 
-    for inp in plan.inputs:
-        path = inp.path
-        if inp.kind == "library":
-            found = find_library(inp.path, plan, inp.static)
-            if found is None or not found.endswith(".a"):
-                continue  # system or shared libraries carry no fat code
-            path = found
-        data = _read(path)
-        if is_archive(bytes(data[:8])):
-            members = [_Obj(f"{path}({m.name})", e, *_symbols(e))
-                       for m in archive_members(data, path) if (e := _member_elf(m, path))]
-            if inp.whole_archive:
-                for obj in members:
-                    add(obj)
-            else:
-                pending.append((inp, path, members))
-                _select(pending, defined, undefined, add)
-            continue
-        if bytes(data[:4]) != b"\x7fELF":
-            if path.endswith(OBJECT_SUFFIXES):
-                raise FormatError(f"{path}: not an ELF object file")
-            continue  # a linker script, a shared library stub, ...
-        elf = ElfFile(data, path)
-        if elf.e_type != 1:  # ET_REL; shared libraries carry no target code
-            continue
-        add(_Obj(path, elf, *_symbols(elf)))
+    for f in files:
+        objs = [_Obj(origin, elf, *_symbols(elf)) for origin, elf in f.objects]
+        if not f.archive or f.inp.whole_archive:
+            for obj in objs:
+                add(obj)
+        else:
+            pending.append((f.inp, f.path, objs))
+            _select(pending, defined, undefined, add)
     return cus
-
-
-def _member_elf(member, archive: str) -> ElfFile | None:
-    if bytes(member.data[:4]) != b"\x7fELF":
-        return None
-    return ElfFile(member.data, f"{archive}({member.name})")
 
 
 def _select(pending, defined: set[str], undefined: set[str], add) -> None:
