@@ -1,9 +1,7 @@
 """Reading ELF files: section headers, symbols, archive members, as small plain-data records.
 
 A direct struct reader of the few structures offlink needs (ELF64 little-endian only, as the
-table format requires). It is fast to import and to run, which keeps a relink cheap; lief is
-used where an independent second reader is worth its 0.3 s import (the link's deep verify
-and the tests).
+table format requires). It is fast to import and to run, which keeps a relink cheap.
 """
 
 from __future__ import annotations

@@ -128,14 +128,16 @@ class Table:
 
     def target(self, name: str) -> Target:
         """One target's image, its checksum verified."""
-        for i in range(self._core.n_targets):
-            if self._core.target(i)[0] == name.encode():
-                try:
-                    self._core.check_image(i)
-                except ValueError as e:
-                    raise TableError(e.args[0], f"{SECTION}: target {name}: {e.args[-1]}") from None
-                return self.targets[i]
-        known = ", ".join(t.name for t in self.targets) or "none"
+        names = [self._core.target(i)[0].decode() for i in range(self._core.n_targets)]
+        if name in names:
+            i = names.index(name)
+            try:
+                self._core.check_image(i)
+            except ValueError as e:
+                raise TableError(e.args[0], f"{SECTION}: target {name}: {e.args[-1]}") from None
+            _name, kind, off, size, _crc = self._core.target(i)
+            return Target(name, IMAGE_KIND_NAMES[kind], bytes(self._buf[off : off + size]))
+        known = ", ".join(names) or "none"
         raise FormatError(f"no target '{name}' in the table (targets: {known})")
 
     # lookup and find are replaced per instance by the core's bound methods (in __init__);
