@@ -52,6 +52,8 @@ Options:
   --dry-run            print the commands instead of running them
   --timings            print how long each stage took and what came from the cache
                        (also OFFLINK_TIMINGS=1)
+  --verify-deep        also check the output with lief, a second ELF reader (slower;
+                       also OFFLINK_VERIFY=deep)
   --verbose            print each command
   --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
   --help               show this message
@@ -127,7 +129,7 @@ def cmd_cc(argv: list[str]) -> int:
 def cmd_link(argv: list[str]) -> int:
     opts, rest = _own_options(
         argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
-               "--no-cache"},
+               "--no-cache", "--verify-deep"},
         {"--offload-target", "--jobs", "--target-launcher"}, LINK_HELP)
     _set_common(opts)
     jobs_opt = opts.get("--jobs") or ["0"]
@@ -141,7 +143,8 @@ def cmd_link(argv: list[str]) -> int:
                           save_temps=bool(opts.get("--save-temps")),
                           dry_run=bool(opts.get("--dry-run")),
                           timings=bool(opts.get("--timings")),
-                          cache=not opts.get("--no-cache"))
+                          cache=not opts.get("--no-cache"),
+                          deep_verify=bool(opts.get("--verify-deep")))
     if opts.get("--target-launcher"):
         import shlex
 

@@ -212,3 +212,46 @@ def test_plain_link_of_32_bit_objects_passes_through(offlink, tmp_path):
     run(["gcc", *flags, "s.o", "-o", "plain"], cwd=tmp_path)
     run([offlink, "link", "gcc", *flags, "s.o", "-o", "through"], cwd=tmp_path)
     assert (tmp_path / "plain").read_bytes() == (tmp_path / "through").read_bytes()
+
+
+def test_deep_verify_with_lief(offlink, tmp_path):
+    build_objects(offlink, tmp_path)
+    libs = config(offlink, "--libs")
+    for extra in ([], ["-s"], ["-shared"]):
+        objs = ["lib.o"] if extra == ["-shared"] else ["main.o", "lib.o"]
+        run([offlink, "link", "--verify-deep", "gcc", *extra, *objs, *libs, "-o", "prog"],
+            cwd=tmp_path)
+    env = {**os.environ, "OFFLINK_VERIFY": "deep"}
+    run([offlink, "link", "gcc", "main.o", "lib.o", *libs, "-o", "prog"], cwd=tmp_path, env=env)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+
+
+def test_deep_verify_catches_a_table_that_does_not_match(offlink, tmp_path):
+    import dataclasses
+
+    import pytest
+
+    from offlink.elf import ElfFile
+    from offlink.errors import LinkError
+    from offlink.formats.table import RowSpec
+    from offlink.link.deep_verify import deep_verify
+    from offlink.link.fill import Filled
+
+    build_objects(offlink, tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "prog"],
+        cwd=tmp_path)
+    prog = str(tmp_path / "prog")
+    elf = ElfFile.open(prog)
+    sec = elf.section(".openmp_target")
+    twice = next(s for s in elf.symbols() if s.name == "lib_twice")
+    good = Filled(bytes(elf.content(sec)), [RowSpec("lib_twice", twice.st_value - sec.sh_addr,
+                                                    1, "function")], [], sec.sh_addr,
+                  sec.sh_offset)
+    deep_verify(prog, good)
+    for bad, what in (
+            (dataclasses.replace(good, rows=[RowSpec("lib_twice", 8, 1, "function")]),
+             "'lib_twice' is at"),
+            (dataclasses.replace(good, table=good.table[:-1] + b"\1"), "does not hold"),
+            (dataclasses.replace(good, section_addr=good.section_addr + 64), "expected")):
+        with pytest.raises(LinkError, match=what):
+            deep_verify(prog, bad)

@@ -30,6 +30,7 @@ class LinkOptions:
     timings: bool = False  # also OFFLINK_TIMINGS=1
     cache: bool = True  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
     launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
+    deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -154,9 +155,16 @@ def link(argv: list[str], options: LinkOptions) -> int:
         filled = fill(staged, images, layout)
         timer.stage("fill")
         verify(staged, filled, images)
+        deep = options.deep_verify or os.environ.get("OFFLINK_VERIFY", "") == "deep"
+        if deep:
+            from .deep_verify import deep_verify
+
+            deep_verify(staged, filled)
         if plan.strip:
             runner.run(["strip", "--strip-all", staged], f"stripping {plan.output}")
             verify(staged, filled, images, check_symbols=False)
+            if deep:
+                deep_verify(staged, filled, check_symbols=False)
         timer.stage("verify")
         if filled.dropped and runner.VERBOSE:
             print(f"offlink: not in the host binary (discarded or inlined there): "
