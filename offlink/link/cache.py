@@ -336,7 +336,7 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
 
     if cache is None or not compiled or not all(c.key for c in compiled):
         return device.device_link(plan, target, compiled, workdir)
-    out = os.path.join(workdir, f"image-{target.name}")
+    out = device.image_path(target, workdir)
     argv = target.image_argv(plan, compiled, out)
     linker = cache.tool_identity(argv[0])
     if linker is None:
@@ -346,7 +346,7 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     key = cache.image_key(target, argv, paths, linker, workdir)
     entry = cache.get(key)
     if entry is None:
-        image = device.device_link(plan, target, compiled, workdir)
+        image = device.device_link(plan, target, compiled, workdir, argv)
         cache.put(key, {"target": target.name}, image.data)
         return image
     offers, owners = device.merge_offers(compiled)  # also re-checks duplicate names

@@ -43,10 +43,19 @@ def merge_offers(compiled: list[CompiledCU]) -> tuple[dict[str, Offer], dict[str
     return offers, owners
 
 
-def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str) -> Image:
+def image_path(target: Target, workdir: str) -> str:
+    return os.path.join(workdir, f"image-{target.name}")
+
+
+def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str,
+                argv: list[str] | None = None) -> Image:
+    """Link the image (with `argv` when the caller has made the command already: making it
+    can write files, e.g. the CUDA target's PTX)."""
     offers, owners = merge_offers(compiled)
-    out = os.path.join(workdir, f"image-{target.name}")
-    runner.run(target.image_argv(plan, compiled, out), f"device link for target {target.name}")
+    out = image_path(target, workdir)
+    if argv is None:
+        argv = target.image_argv(plan, compiled, out)
+    runner.run(argv, f"device link for target {target.name}")
     with open(out, "rb") as f:
         data = f.read()
     exported = target.exports(data, out)
