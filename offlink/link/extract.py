@@ -20,6 +20,7 @@ from ..elf import (
     is_archive,
 )
 from ..errors import FormatError
+from ..formats import GCC_OFFLOAD_SECTION_PREFIX as GCC_OFFLOAD_PREFIX
 from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
 from .plan import Input, LinkPlan, find_library
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from ..formats.payload import Payload
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
-GCC_OFFLOAD_PREFIX = ".gnu.offload_lto_"  # gcc -fopenmp -foffload=... -c (link/gcc_offload.py)
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,14 @@ def _read(path: str) -> bytes | memoryview:
         raise FormatError(f"{path}: {e.strerror}") from None
 
 
-def cus_of(obj: ElfFile, origin: str, link_args: list[str]) -> list[CU]:
+def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
     """The CUs with target code in one object: offlink's payload records, or GCC's own offload
     object (its link options matter for that one)."""
     out: list[CU] = []
     if any(s.name.startswith(GCC_OFFLOAD_PREFIX) for s in obj.sections):
         from .gcc_offload import gcc_cu  # GCC's own offload object (target nvptx-none)
 
-        out.append(gcc_cu(obj, origin, link_args))
+        out.append(gcc_cu(obj, origin, link_args, lto))
     for section in obj.sections:
         if section.name.startswith(SECTION_PREFIX):
             from ..formats.payload import parse_records  # construct: only with target code
@@ -159,7 +159,7 @@ def extract(plan: LinkPlan) -> list[CU]:
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        cus.extend(cus_of(obj.elf, obj.origin, plan.base_args))
+        cus.extend(cus_of(obj.elf, obj.origin, plan.base_args, plan.lto))
 
     for f in files:
         objs = [_Obj(origin, elf, *_symbols(elf)) for origin, elf in f.objects]

@@ -29,7 +29,6 @@ from ..elf import (
 )
 from ..errors import FormatError, LinkError
 
-OFFLOAD_LTO_PREFIX = ".gnu.offload_lto_"
 OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"
 VARS_SECTION = ".gnu.offload_vars"
@@ -50,10 +49,6 @@ _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
 _MAP_LINE = re.compile(r'^//:(FUNC_MAP|VAR_MAP) "([^"]*)"', re.M)
 _PTX_DEF = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
                       r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))", re.M)
-
-
-def is_gcc_offload(elf: ElfFile) -> bool:
-    return any(s.name.startswith(OFFLOAD_LTO_PREFIX) for s in elf.sections)
 
 
 @dataclass(frozen=True)
@@ -191,7 +186,7 @@ def source_name(elf: ElfFile, fallback: str) -> str:
     return fallback
 
 
-def gcc_cu(elf: ElfFile, origin: str, link_args: list[str]):
+def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False):
     """The CU record of a GCC offload object: the object itself is the target code, the
     options are its host compile's plus every -foffload-options value for nvptx-none (the
     object's own, then the link line's, so the link line wins)."""
@@ -200,7 +195,7 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str]):
     from .extract import CU
 
     if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
-            elf.is_lto_slim or host_lto(link_args)):
+            elf.is_lto_slim or lto):
         raise LinkError(f"{origin}: a GCC offload object in a host -flto link: GCC writes its "
                         f"host tables only during that link, and offlink reads them from the "
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
@@ -215,15 +210,6 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str]):
     return CU(origin, payload)
 
 
-def host_lto(link_args: list[str]) -> bool:
-    """Whether the link line asks for host LTO (the last -flto/-fno-lto word decides)."""
-    lto = False
-    for a in link_args:
-        if a.startswith("-flto"):
-            lto = a != "-flto=none"
-        elif a == "-fno-lto":
-            lto = False
-    return lto
 
 
 # -- pairing with the device side ------------------------------------------------------------
