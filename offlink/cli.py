@@ -48,6 +48,8 @@ Options:
                        the cache is in $OFFLINK_CACHE_DIR/objects, at most $OFFLINK_CACHE_SIZE)
   --target-launcher C  command prefix for target compiles, e.g. ccache, sccache, distcc
                        (also OFFLINK_TARGET_LAUNCHER)
+  --offload-option O   options for GCC's accel compiler, as -foffload-options=O (GCC's
+                       syntax, e.g. nvptx-none=-misa=sm_90; repeatable)
   --save-temps         keep intermediate files and print where
   --dry-run            print the commands instead of running them
   --timings            print how long each stage took and what came from the cache
@@ -130,7 +132,7 @@ def cmd_link(argv: list[str]) -> int:
     opts, rest = _own_options(
         argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
                "--no-cache", "--verify-deep"},
-        {"--offload-target", "--jobs", "--target-launcher"}, LINK_HELP)
+        {"--offload-target", "--jobs", "--target-launcher", "--offload-option"}, LINK_HELP)
     _set_common(opts)
     jobs_opt = opts.get("--jobs") or ["0"]
     try:
@@ -144,7 +146,8 @@ def cmd_link(argv: list[str]) -> int:
                           dry_run=bool(opts.get("--dry-run")),
                           timings=bool(opts.get("--timings")),
                           cache=not opts.get("--no-cache"),
-                          deep_verify=bool(opts.get("--verify-deep")))
+                          deep_verify=bool(opts.get("--verify-deep")),
+                          offload_options=list(opts.get("--offload-option") or []))
     if opts.get("--target-launcher"):
         import shlex
 

@@ -213,6 +213,13 @@ def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("offlink: error: target code of ") and "-misa=sm_35" in last
     assert "-foffload-options=-misa=sm_80" in last
+    # offlink's own spelling of the same option reaches the accel compiler the same way.
+    proc = run([offlink, "link", "--offload-option", "nvptx-none=-misa=sm_35", "gcc",
+                "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "-misa=sm_35" in proc.stderr.strip().splitlines()[-1]
+    dry = run([offlink, "link", "--dry-run", "--offload-option", "-misa=sm_90", "gcc",
+               "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path).stdout
+    assert "-misa=sm_90" in dry
     assert (tmp_path / "prog").read_text() == "previous"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -146,11 +147,15 @@ def _fat(elf: ElfFile) -> bool:
     return any(s.name.startswith((SECTION_PREFIX, GCC_OFFLOAD_PREFIX)) for s in elf.sections)
 
 
-def extract(plan: LinkPlan) -> list[CU]:
-    """All CUs with target code that the host link uses, in link order."""
+def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
+    """All CUs with target code that the host link uses, in link order.
+
+    `offload_options` (offlink link --offload-option) count as -foffload-options words of
+    the link line, after the line's own."""
     files = _files(plan)
     if not any(_fat(elf) for f in files for _, elf in f.objects):
         return []  # a plain link: no symbol table needs reading
+    link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
     cus: list[CU] = []
     defined: set[str] = set()
     undefined: set[str] = set()
@@ -159,7 +164,7 @@ def extract(plan: LinkPlan) -> list[CU]:
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        cus.extend(cus_of(obj.elf, obj.origin, plan.base_args, plan.lto))
+        cus.extend(cus_of(obj.elf, obj.origin, link_args, plan.lto))
 
     for f in files:
         objs = [_Obj(origin, elf, *_symbols(elf)) for origin, elf in f.objects]

@@ -31,6 +31,7 @@ class LinkOptions:
     cache: bool = True  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
     launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
     deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
+    offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -70,7 +71,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         return _plain(plan, options)
     from .extract import extract
 
-    cus = extract(plan)
+    cus = extract(plan, options.offload_options)
     timer.stage("extract")
     if not cus:
         return _plain(plan, options)
