@@ -11,7 +11,6 @@ import hashlib
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -30,10 +29,10 @@ def sources() -> list[Path]:
 
 
 def cache_dir() -> Path:
-    if os.environ.get("OFFLINK_CACHE_DIR"):
-        return Path(os.environ["OFFLINK_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "offlink"
+    """offlink's cache folder, shared with the link cache (`runtime/` beside `objects/`)."""
+    from ..link.cache import default_dir
+
+    return Path(default_dir())
 
 
 def _compiler() -> list[str]:
@@ -60,14 +59,9 @@ def _key(cc: list[str], ar: str) -> str:
 
 
 def _run(argv: list[str]) -> None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True)
-    except OSError as e:
-        raise ToolError(f"cannot run '{argv[0]}' to build the offlink runtime: {e.strerror}") \
-            from None
-    if done.returncode != 0:
-        raise ToolError(f"building the offlink runtime failed: {shlex.join(argv)}",
-                        done.returncode, done.stdout + done.stderr)
+    from .. import run as runner
+
+    runner.run(argv, "building the offlink runtime")
 
 
 def runtime_library() -> Path:
