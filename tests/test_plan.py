@@ -141,3 +141,13 @@ def test_language_in_force_is_reset_before_offlinks_object():
     p = plan_link(["gcc", "fat.o", "-x", "c", "extra.c", "-o", "p"])
     assert host_link_argv(p, "tmp", ["ph.o"])[-5:] == ["-x", "none", "ph.o", "-o", "tmp"]
     assert "none" not in host_link_argv(plan_link(["gcc", "a.o"]), "tmp", ["ph.o"])
+
+
+def test_output_named_to_the_linker():
+    for argv in (["gcc", "a.o", "-Wl,-o,prog"], ["gcc", "a.o", "-Wl,--output=prog"],
+                 ["gcc", "-Wl,--gc-sections,-o,prog", "a.o"]):
+        p = plan_link(argv)
+        assert p.output == "prog", argv
+        assert "prog" not in " ".join(p.base_args), argv
+    assert plan_link(["gcc", "-Wl,--gc-sections,-o,prog", "a.o"]).base_args == \
+        ["-Wl,--gc-sections", "a.o"]

@@ -90,8 +90,9 @@ def plan_link(argv: list[str]) -> LinkPlan:
             lto = False
         elif opt.startswith("-Wl,") or opt == "-Xlinker":
             items = linker_options(w)
-            kept, st = _linker_items(items)
+            kept, st, linker_output = _linker_items(items)
             strip = strip or st
+            output = linker_output or output
             for item in items:
                 if item in ("--whole-archive", "-whole-archive"):
                     whole = True
@@ -128,9 +129,26 @@ def plan_link(argv: list[str]) -> LinkPlan:
                     base)
 
 
-def _linker_items(items: list[str]) -> tuple[list[str], bool]:
-    kept = [i for i in items if i not in STRIP_ALL]
-    return kept, len(kept) != len(items)
+def _linker_items(items: list[str]) -> tuple[list[str], bool, str | None]:
+    """The linker options offlink leaves in place, whether one asked to strip, and an output
+    named to the linker itself (-Wl,-o,FILE or -Wl,--output=FILE: offlink writes it)."""
+    kept: list[str] = []
+    strip = False
+    output = None
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item in STRIP_ALL:
+            strip = True
+        elif item in ("-o", "--output") and i + 1 < len(items):
+            output = items[i + 1]
+            i += 1
+        elif item.startswith("--output="):
+            output = item[len("--output="):]
+        else:
+            kept.append(item)
+        i += 1
+    return kept, strip, output
 
 
 def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list[str]:
