@@ -50,6 +50,9 @@ Options:
                        (also OFFLINK_TARGET_LAUNCHER)
   --offload-option O   options for GCC's accel compiler, as -foffload-options=O (GCC's
                        syntax, e.g. nvptx-none=-misa=sm_90; repeatable)
+  --gomp-register      register the nvptx-none image of GCC's offload objects with libgomp,
+                       as GCC's mkoffload does, so target regions can run on a GPU (GCC 12;
+                       also OFFLINK_GOMP_REGISTER=1; unverified on a real GPU)
   --save-temps         keep intermediate files and print where
   --dry-run            print the commands instead of running them
   --timings            print how long each stage took and what came from the cache
@@ -131,7 +134,7 @@ def cmd_cc(argv: list[str]) -> int:
 def cmd_link(argv: list[str]) -> int:
     opts, rest = _own_options(
         argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
-               "--no-cache", "--verify-deep"},
+               "--no-cache", "--verify-deep", "--gomp-register"},
         {"--offload-target", "--jobs", "--target-launcher", "--offload-option"}, LINK_HELP)
     _set_common(opts)
     jobs_opt = opts.get("--jobs") or ["0"]
@@ -147,6 +150,7 @@ def cmd_link(argv: list[str]) -> int:
                           timings=bool(opts.get("--timings")),
                           cache=not opts.get("--no-cache"),
                           deep_verify=bool(opts.get("--verify-deep")),
+                          gomp_register=bool(opts.get("--gomp-register")),
                           offload_options=list(opts.get("--offload-option") or []))
     if opts.get("--target-launcher"):
         import shlex

@@ -8,6 +8,7 @@ hold what GCC's positional host tables hold, by name. The image is checked with 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -232,6 +233,144 @@ def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(off
     assert "-lm" not in out[0] and " -lm " in out[2]  # a library goes to nvptx-none-ld
     assert out[2].startswith("nvptx-none-ld ")
     assert out[3].startswith("gcc -fopenmp ") and out[3].endswith("-foffload=disable -o p")
+
+
+# -- --gomp-register: the image registered with libgomp as GCC's mkoffload does ---------------
+
+@pytest.fixture(scope="module")
+def gomp_shim(sample) -> Path:
+    """An LD_PRELOAD library recording GOMP_offload_(un)register_ver, then calling libgomp's."""
+    out = sample / "build" / "gomp_shim.so"
+    run(["gcc", "-O2", "-shared", "-fPIC", ROOT / "tests" / "gcc_offload" / "gomp_shim.c",
+         "-o", out])
+    return out
+
+
+def registrations(binary: Path, shim: Path, log: Path) -> tuple[str, list[list[str]], bytes]:
+    """(the program's output, the shim's log lines as words, the PTX objects registered)."""
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "LD_PRELOAD": str(shim), "GOMP_SHIM_LOG": str(log)}
+    out = run([binary], env=env).stdout
+    lines = [ln.split() for ln in log.read_text().splitlines()] if log.exists() else []
+    ptx = Path(f"{log}.ptx")
+    return out, lines, ptx.read_bytes() if ptx.exists() else b""
+
+
+def check_registration(offlink: str, prog: Path, shim: Path, expected: str) -> None:
+    out, lines, ptx = registrations(prog, shim, prog.parent / "gomp.log")
+    assert out == expected  # no GPU here: registered, and still the host fallback
+    heads = [ln for ln in lines if ln[0] in ("register", "unregister")]
+    assert [h[:3] for h in heads] == [["register", "0x10001", "5"], ["unregister", "0x10001", "5"]]
+    head = heads[0]
+    block = lines[1:lines.index(heads[1])]  # what the register call recorded
+    funcs = [ln[1:] for ln in block if ln[0] == "func"]
+    variables = [ln[1:] for ln in block if ln[0] == "var"]
+    # as many names as host table slots, and name i is host table slot i (offlink's pairing)
+    assert head[6] == f"{len(funcs)}/{len(funcs)}" == "5/5"
+    assert head[8] == f"{len(variables)}/{len(variables)}" == "4/4"
+    rows = {r["name"]: r for r in table_of(offlink, prog)["symbols"]}
+    assert sorted(n for n, *_ in funcs + variables) == sorted(rows)
+    for name, address, *dims in funcs:
+        assert rows[name]["kind"] == "function" and rows[name]["address"] == int(address)
+        assert dims == ["0", "0", "0"]  # OpenMP regions have no launch dimensions
+    for name, address, size in variables:
+        link = gcc.LINK_FLAG if rows[name]["kind"] == "link-variable" else 0
+        assert rows[name]["address"] == int(address)
+        assert int(size) == rows[name]["size"] | link
+    # The PTX objects are the image's files, each with its NUL, byte for byte.
+    image = prog.parent / "image.ptx"
+    run([offlink, "extract", prog, "--target", "nvptx-none", "--output", image])
+    data = image.read_bytes()
+    parts = data.split(b"\0")[:-1] if data.endswith(b"\0") else data.split(b"\0")
+    assert int(head[4]) == len(parts) > 3 and ptx == b"".join(p + b"\0" for p in parts)
+
+
+@needs_gcc_offload
+def test_gomp_register_pairs_name_i_with_host_slot_i(offlink, sample, gomp_shim, tmp_path):
+    objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
+    expected = (sample / "expected.txt").read_text()
+    run([offlink, "link", "--gomp-register", "--verify-deep", "gcc", "-fopenmp", *objs,
+         "-o", "prog"], cwd=tmp_path)
+    check_registration(offlink, tmp_path / "prog", gomp_shim, expected)
+    # OFFLINK_GOMP_REGISTER=1 is the same link: byte for byte.
+    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "prog2"], cwd=tmp_path,
+        env={**os.environ, "OFFLINK_GOMP_REGISTER": "1"})
+    assert (tmp_path / "prog").read_bytes() == (tmp_path / "prog2").read_bytes()
+    # Without it (the default), nothing is registered and no __OFFLOAD_TABLE__ exists.
+    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "plain"], cwd=tmp_path)
+    out, lines, _ = registrations(tmp_path / "plain", gomp_shim, tmp_path / "plain.log")
+    assert out == expected and lines == []
+    assert "__OFFLOAD_TABLE__" not in {s.name for s in ElfFile.open(tmp_path / "plain").symbols()}
+
+
+@needs_gcc_offload
+def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_shim, tmp_path):
+    """-nostartfiles: offlink adds crtoffloadbegin.o/crtoffloadend.o itself (GCC's specs add
+    them to -fopenmp links). A shared library registers its own table."""
+    b = sample / "build"
+    expected = (sample / "expected.txt").read_text()
+    for name in ("saxpy", "stats"):
+        run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
+            cwd=tmp_path)
+    run([offlink, "link", "--gomp-register", "gcc", "-shared", "-nostartfiles", "saxpy.o",
+         "stats.o", "-lgomp", "-o", "libss.so"], cwd=tmp_path)
+    run([offlink, "link", "--gomp-register", "gcc", "-fopenmp", b / "main.o", "-L.", "-lss",
+         "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
+    out, lines, _ = registrations(tmp_path / "app", gomp_shim, tmp_path / "app.log")
+    assert out == expected
+    assert [ln[0] for ln in lines if ln[0].endswith("register")] == ["register"] * 2 + \
+        ["unregister"] * 2
+    registered = lines[1:[ln[0] for ln in lines].index("unregister")]
+    for head in (ln for ln in registered if ln[0] == "register"):
+        assert len({*head[6].split("/")}) == len({*head[8].split("/")}) == 1  # names == slots
+    assert sorted(ln[1] for ln in registered if ln[0] in ("func", "var")) == sorted(
+        [r["name"] for r in table_of(offlink, tmp_path / "app")["symbols"]]
+        + [r["name"] for r in table_of(offlink, tmp_path / "libss.so")["symbols"]])
+
+
+@needs_gcc_offload
+def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, tmp_path,
+                                                            monkeypatch, offlink):
+    """Names go in the order of the linked host table: a registration written in another
+    order is written again from the binary and the host link runs once more."""
+    from offlink.link import gomp_register, pipeline
+
+    made = gomp_register.Registration.for_link.__func__  # type: ignore[attr-defined]
+
+    def reversed_order(cls, *args):
+        reg = made(cls, *args)
+        reg.order = {k: v[::-1] for k, v in reg.order.items()}
+        return reg
+
+    links = []
+    real_link = pipeline._host_link
+    monkeypatch.setattr(gomp_register.Registration, "for_link", classmethod(reversed_order))
+    monkeypatch.setattr(pipeline, "_host_link", lambda argv: links.append(real_link(argv)))
+    monkeypatch.chdir(tmp_path)
+    objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
+    assert pipeline.link(["gcc", "-fopenmp", *objs, "-o", "prog"],
+                         pipeline.LinkOptions(gomp_register=True, cache=False)) == 0
+    assert len(links) == 2
+    check_registration(offlink, tmp_path / "prog", gomp_shim,
+                       (sample / "expected.txt").read_text())
+
+
+def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():
+    from offlink.link import gomp_register as g
+
+    image = b'.version 7.0\n//:FUNC_MAP "k$1", 0x1, 0x20\n\t"q?\\\x01\n\0second\0'
+    text = g.c_source(image, ["k$1"], ["v"], gcc.func_dims(image.decode()))
+    assert g.ptx_parts(image) == [image[:image.index(b"\0")], b"second"]
+    assert '{"k$1", 0x1, 0x20}' in text and '\t"v"' in text
+    assert "GOMP_offload_register_ver (0x10001, __OFFLOAD_TABLE__, 5/*NVIDIA_PTX*/, " \
+           "&target_data)" in text
+    assert "\\042q\\077\\134\\001" in text  # quote, ?, backslash, control byte: octal
+    with pytest.raises(LinkError):
+        g.c_source(b"", ['a"b'], [], {})
+    assert g.driver_adds_crt("gcc", ["-fopenmp", "x.o"])
+    assert not g.driver_adds_crt("gcc", ["-fopenmp", "-fno-openmp", "x.o"])
+    assert not g.driver_adds_crt("gcc", ["-fopenmp", "-nostartfiles"])
+    assert not g.driver_adds_crt("clang", ["-fopenmp"])
 
 
 # -- the dialect's pieces, without a toolchain -------------------------------------------------

@@ -47,6 +47,8 @@ _PASSED_PREFIXES = ("-fopenacc-dim=", "-foffload-abi=", "-fcf-protection", "-fdi
                     "-O", "-g")
 _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
 _MAP_LINE = re.compile(r'^//:(FUNC_MAP|VAR_MAP) "([^"]*)"', re.M)
+_FUNC_DIMS = re.compile(r'^//:FUNC_MAP "([^"]*)"((?:[ \t]*,[ \t]*(?:0x[0-9a-fA-F]+|\d+))*)'
+                        r'[ \t]*$', re.M)
 _PTX_DEF = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
                       r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))", re.M)
 
@@ -223,6 +225,16 @@ def device_maps(ptx: str) -> tuple[list[str], list[str]]:
     return funcs, variables
 
 
+def func_dims(ptx: str) -> dict[str, tuple[int, ...]]:
+    """The launch dimensions a FUNC_MAP line gives after the name (`, 0x1, 0x20, 0x20`; only
+    OpenACC regions have them), by name."""
+    out = {}
+    for name, tail in _FUNC_DIMS.findall(ptx):
+        out[name] = tuple(int(d, 16) if d.startswith("0x") else int(d)
+                          for d in re.findall(r"0x[0-9a-fA-F]+|\d+", tail))
+    return out
+
+
 def cu_tag(source: str, code: bytes) -> str:
     """What qualifies a CU's statics: its source's name and a hash of its object, spelled as
     a PTX identifier allows. From content, not paths, so a cached compile stays right when
@@ -350,6 +362,43 @@ def place(elf: ElfFile, cus: list[tuple[str, str, list[Entry]]]) -> dict[str, Pl
     by symbol name, a static by its CU's source file among the binary's local symbols; that
     must then be unambiguous. An entry the link discarded is left out.
     """
+    at, by_name, by_file = _symbols(elf)
+    out: dict[str, Placed] = {}
+    for kind, name, step in (("function", FUNCS_SECTION, 8), ("variable", VARS_SECTION, 16)):
+        slots = table_slots(elf, name, step) or []
+        matched, pending = _match_runs(cus, kind, slots, at)
+        for pos, e in matched.items():
+            out[e.key] = _placed(e, slots[pos][0])
+        for label, source, entries in pending:
+            for e in entries:
+                found = by_name.get(e.host.host_name, set())
+                if len(found) > 1 and e.host.local:
+                    found = by_file.get((source, e.host.host_name), set())
+                if len(found) == 1:
+                    out[e.key] = _placed(e, next(iter(found)))
+                elif len(found) > 1:
+                    raise LinkError(f"{label}: the host binary has {len(found)} static "
+                                    f"'{e.host.host_name}' of {source} and no {name} to tell "
+                                    f"them apart (did -Wl,--gc-sections remove it?)")
+    return out
+
+
+def slot_keys(elf: ElfFile, cus: list[tuple[str, str, list[Entry]]]
+              ) -> dict[str, list[str | None]]:
+    """The key of every slot of the linked `.gnu.offload_funcs` ("function") and
+    `.gnu.offload_vars` ("variable"), in table order: what libgomp pairs position by position
+    with a registration's names. None for a slot offlink does not know."""
+    at = _symbols(elf)[0]
+    out: dict[str, list[str | None]] = {}
+    for kind, name, step in (("function", FUNCS_SECTION, 8), ("variable", VARS_SECTION, 16)):
+        slots = table_slots(elf, name, step) or []
+        matched = _match_runs(cus, kind, slots, at)[0]
+        out[kind] = [matched[i].key if i in matched else None for i in range(len(slots))]
+    return out
+
+
+def _symbols(elf: ElfFile):
+    """(address -> names, name -> addresses, (STT_FILE, local name) -> addresses)."""
     at: dict[int, set[str]] = {}
     by_name: dict[str, set[int]] = {}
     by_file: dict[tuple[str, str], set[int]] = {}  # (STT_FILE, name) of local symbols
@@ -367,37 +416,28 @@ def place(elf: ElfFile, cus: list[tuple[str, str, list[Entry]]]) -> dict[str, Pl
         if s.defined and s.name:
             at.setdefault(s.st_value, set()).add(s.name)
             by_name.setdefault(s.name, set()).add(s.st_value)
-    out: dict[str, Placed] = {}
-    for kind, name, step in (("function", FUNCS_SECTION, 8), ("variable", VARS_SECTION, 16)):
-        runs = [(label, source, [e for e in entries if e.host.kind == kind])
-                for label, source, entries in cus]
-        runs = [r for r in runs if r[2]]
-        if not runs:
+    return at, by_name, by_file
+
+
+def _match_runs(cus: list[tuple[str, str, list[Entry]]], kind: str,
+                slots: list[tuple[int, int]], at: dict[int, set[str]]):
+    """(slot index -> entry for every CU's run of `kind` entries found in the slots, the
+    CUs whose run was not found)."""
+    runs = [(label, source, [e for e in entries if e.host.kind == kind])
+            for label, source, entries in cus]
+    pending = [r for r in runs if r[2]]
+    matched: dict[int, Entry] = {}
+    pos = 0
+    while pending and pos < len(slots):
+        match = next((r for r in pending if _fits(r[2], slots, pos, at)), None)
+        if match is None:
+            pos += 1  # a slot from an object offlink does not know: not ours
             continue
-        slots = table_slots(elf, name, step) or []
-        pos = 0
-        pending = list(runs)
-        while pending and pos < len(slots):
-            match = next((r for r in pending if _fits(r[2], slots, pos, at)), None)
-            if match is None:
-                pos += 1  # a slot from an object offlink does not know: not ours
-                continue
-            pending.remove(match)
-            for j, e in enumerate(match[2]):
-                out[e.key] = _placed(e, slots[pos + j][0])
-            pos += len(match[2])
-        for label, source, entries in pending:
-            for e in entries:
-                found = by_name.get(e.host.host_name, set())
-                if len(found) > 1 and e.host.local:
-                    found = by_file.get((source, e.host.host_name), set())
-                if len(found) == 1:
-                    out[e.key] = _placed(e, next(iter(found)))
-                elif len(found) > 1:
-                    raise LinkError(f"{label}: the host binary has {len(found)} static "
-                                    f"'{e.host.host_name}' of {source} and no {name} to tell "
-                                    f"them apart (did -Wl,--gc-sections remove it?)")
-    return out
+        pending.remove(match)
+        for j, e in enumerate(match[2]):
+            matched[pos + j] = e
+        pos += len(match[2])
+    return matched, pending
 
 
 def _fits(entries: list[Entry], slots: list[tuple[int, int]], pos: int,

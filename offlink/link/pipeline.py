@@ -32,6 +32,7 @@ class LinkOptions:
     launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
     deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
     offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
+    gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (gomp_register.py)
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -143,12 +144,20 @@ def link(argv: list[str], options: LinkOptions) -> int:
         # The linker creates the file itself, so its mode is the plain link's (0777 & ~umask),
         # not mkstemp's 0600; the unique name stays reserved for this link in practice.
         os.unlink(staged)
-        host = host_link_argv(plan, staged, [placeholder, *_host_link_args(plan, targets)])
-        try:
-            runner.run(host, "host link", capture=False)
-        except ToolError as e:
-            raise ToolError(f"host link failed (exit status {e.exit_code}): "
-                            f"{runner.show(host)}", e.exit_code) from None
+        extra = [placeholder, *_host_link_args(plan, targets)]
+        host = host_link_argv(plan, staged, extra)
+        registration = None
+        from . import gomp_register
+
+        if gomp_register.enabled(options.gomp_register):
+            registration = gomp_register.Registration.for_link(plan, images, workdir,
+                                                               options.gomp_register)
+        if registration is not None:
+            registration.build()
+            host = registration.host_argv(host, len(host) - len(extra) - 2)
+        _host_link(host)
+        while registration is not None and not registration.check(staged):
+            _host_link(host)  # the registration in the order the link gave the host table
         timer.stage("host")
         from .fill import fill
         from .verify import verify
@@ -185,6 +194,14 @@ def link(argv: list[str], options: LinkOptions) -> int:
             print(f"offlink: temporary files kept in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _host_link(host: list[str]) -> None:
+    try:
+        runner.run(host, "host link", capture=False)
+    except ToolError as e:
+        raise ToolError(f"host link failed (exit status {e.exit_code}): "
+                        f"{runner.show(host)}", e.exit_code) from None
 
 
 def _targets(cus, options: LinkOptions) -> list[Target]:

@@ -120,6 +120,11 @@ class GccNvptxTarget(Target):
         placed = gcc.place(elf, self._links.get(image.path, []))
         return {key: (p.address, p.size, p.kind) for key, p in placed.items()}
 
+    def link_entries(self, image_path: str) -> list[tuple[str, str, list[gcc.Entry]]]:
+        """(label, source, paired entries) of every CU of the image linked at `image_path`,
+        in link order (link/gomp_register.py names the host table's slots with them)."""
+        return self._links.get(image_path, [])
+
     def _pair(self, cu, obj_path: str) -> tuple[list[gcc.Entry], str]:
         from ..elf import ElfFile
 

@@ -1,0 +1,77 @@
+/* LD_PRELOAD shim for tests/test_gcc_offload.py: records every GOMP_offload_register_ver and
+   GOMP_offload_unregister_ver call (GCC 12's nvptx_tdata) to $GOMP_SHIM_LOG, the PTX objects
+   to $GOMP_SHIM_LOG.ptx, then calls libgomp's own. Host addresses are written relative to
+   the module's load address (a PIE's link-time addresses). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ptx_obj { const char *code; size_t size; };
+struct nvptx_fn { const char *name; unsigned short dim[3]; };
+struct nvptx_tdata {
+  const struct ptx_obj *ptx_objs;
+  unsigned ptx_num;
+  const char *const *var_names;
+  unsigned var_num;
+  const struct nvptx_fn *fn_names;
+  unsigned fn_num;
+};
+
+typedef void (*gomp_fn)(unsigned, const void *, int, const void *);
+
+static void record(const char *what, unsigned version, const void *host_table, int type,
+                   const void *target_data) {
+  const char *path = getenv("GOMP_SHIM_LOG");
+  if (!path)
+    return;
+  FILE *f = fopen(path, "a");
+  if (!f)
+    return;
+  Dl_info info;
+  uintptr_t base = 0;
+  if (dladdr(host_table, &info) && info.dli_fbase)
+    base = (uintptr_t) info.dli_fbase;
+  const struct nvptx_tdata *d = target_data;
+  void *const *const *t = host_table;
+  uintptr_t nfuncs = (uintptr_t) (t[1] - t[0]), nvars = (uintptr_t) (t[3] - t[2]) / 2;
+  fprintf(f, "%s %#x %d ptx %u funcs %u/%lu vars %u/%lu\n", what, version, type, d->ptx_num,
+          d->fn_num, (unsigned long) nfuncs, d->var_num, (unsigned long) nvars);
+  for (unsigned i = 0; i < d->fn_num && i < nfuncs; i++)
+    fprintf(f, "func %s %lu %u %u %u\n", d->fn_names[i].name,
+            (unsigned long) ((uintptr_t) t[0][i] - base), d->fn_names[i].dim[0],
+            d->fn_names[i].dim[1], d->fn_names[i].dim[2]);
+  for (unsigned i = 0; i < d->var_num && i < nvars; i++)
+    fprintf(f, "var %s %lu %lu\n", d->var_names[i],
+            (unsigned long) ((uintptr_t) t[2][2 * i] - base),
+            (unsigned long) (uintptr_t) t[2][2 * i + 1]);
+  fclose(f);
+  if (strcmp(what, "register") == 0) {
+    char ptx_path[4096];
+    snprintf(ptx_path, sizeof ptx_path, "%s.ptx", path);
+    FILE *p = fopen(ptx_path, "wb");
+    if (p) {
+      for (unsigned i = 0; i < d->ptx_num; i++)
+        fwrite(d->ptx_objs[i].code, 1, d->ptx_objs[i].size, p);
+      fclose(p);
+    }
+  }
+}
+
+void GOMP_offload_register_ver(unsigned version, const void *host_table, int type,
+                               const void *target_data) {
+  record("register", version, host_table, type, target_data);
+  gomp_fn real = (gomp_fn) dlsym(RTLD_NEXT, "GOMP_offload_register_ver");
+  if (real)
+    real(version, host_table, type, target_data);
+}
+
+void GOMP_offload_unregister_ver(unsigned version, const void *host_table, int type,
+                                 const void *target_data) {
+  record("unregister", version, host_table, type, target_data);
+  gomp_fn real = (gomp_fn) dlsym(RTLD_NEXT, "GOMP_offload_unregister_ver");
+  if (real)
+    real(version, host_table, type, target_data);
+}
