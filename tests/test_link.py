@@ -255,3 +255,15 @@ def test_deep_verify_catches_a_table_that_does_not_match(offlink, tmp_path):
             (dataclasses.replace(good, section_addr=good.section_addr + 64), "expected")):
         with pytest.raises(LinkError, match=what):
             deep_verify(prog, bad)
+
+
+def test_archive_of_slim_lto_members(offlink, tmp_path):
+    # -flto objects keep their symbols in GCC's LTO symbol table, not in the ELF one: member
+    # selection must read that table, or lib.o's target code is silently left out.
+    build_objects(offlink, tmp_path, cflags=("-O2", "-flto"))
+    run(["ar", "rcs", "libfat.a", "lib.o", "unused.o"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "-flto", "main.o", "libfat.a", *config(offlink, "--libs"),
+         "-o", "prog"], cwd=tmp_path)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+    names = symbols(offlink, tmp_path / "prog")
+    assert "lib_side" in names and "unused_member" not in names

@@ -85,6 +85,9 @@ def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
 
 
 def _symbols(elf: ElfFile) -> tuple[set[str], set[str]]:
+    """Globals an object defines, and those it needs (strong references only)."""
+    if elf.is_lto_slim:
+        return _lto_symbols(elf)
     defined, undefined = set(), set()
     for s in elf.symbols():
         if not s.is_global or not s.name:
@@ -94,6 +97,34 @@ def _symbols(elf: ElfFile) -> tuple[set[str], set[str]]:
                 undefined.add(s.name)
         else:
             defined.add(s.name)
+    return defined, undefined
+
+
+# GCC's LTO symbol table (.gnu.lto_.symtab.*), what its linker plugin reads: per symbol a
+# name and a comdat group (NUL-terminated), a kind, a visibility, a u64 size, a u32 slot.
+_LTO_DEF, _LTO_WEAKDEF, _LTO_UNDEF, _LTO_WEAKUNDEF, _LTO_COMMON = range(5)
+
+
+def _lto_symbols(elf: ElfFile) -> tuple[set[str], set[str]]:
+    """A slim -flto object's globals: its ELF symbol table has none, its LTO table has them."""
+    defined, undefined = set(), set()
+    for section in elf.sections:
+        if not section.name.startswith(".gnu.lto_.symtab."):
+            continue
+        data = bytes(elf.content(section))
+        pos = 0
+        while pos < len(data):
+            name_end = data.find(b"\0", pos)
+            comdat_end = data.find(b"\0", name_end + 1) if name_end >= 0 else -1
+            if comdat_end < 0 or comdat_end + 15 > len(data):
+                raise FormatError(f"{elf.name}: corrupt LTO symbol table ({section.name})")
+            name = data[pos:name_end].decode("utf-8", "replace")
+            kind = data[comdat_end + 1]
+            if kind == _LTO_UNDEF:
+                undefined.add(name)
+            elif kind in (_LTO_DEF, _LTO_WEAKDEF, _LTO_COMMON):
+                defined.add(name)
+            pos = comdat_end + 15  # kind, visibility, size, slot
     return defined, undefined
 
 
