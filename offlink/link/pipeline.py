@@ -119,20 +119,15 @@ def link(argv: list[str], options: LinkOptions) -> int:
                 print(f"offlink: {target.name}: {len(compiled)} CUs, "
                       f"{len(compiled) - cached} compiled, {cached} from cache; image {image}",
                       file=sys.stderr)
-        import platform
-
         from ..formats.table import reserve
-        from .reserve import EM_BY_MACHINE, placeholder_object
+        from ..targets import host_e_machine
+        from .reserve import placeholder_object
 
         names = sorted({n for img in images for n in img.offers})
         layout = reserve(names, [i.target.name for i in images], [len(i.data) for i in images])
         placeholder = os.path.join(workdir, "offlink-table.o")
-        machine = EM_BY_MACHINE.get(platform.machine())
-        if machine is None:
-            raise UsageError(f"host machine '{platform.machine()}' is not supported "
-                             f"(x86-64 and AArch64 are)")
         with open(placeholder, "wb") as f:
-            f.write(placeholder_object(layout, [i.data for i in images], machine))
+            f.write(placeholder_object(layout, [i.data for i in images], host_e_machine()))
         timer.stage("reserve")
         out_dir = os.path.dirname(os.path.abspath(plan.output)) or "."
         try:

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import struct
 
+from ..elf import (
+    SHF_ALLOC,
+    SHF_GNU_RETAIN,
+    SHT_PROGBITS,
+    SHT_STRTAB,
+    SHT_SYMTAB,
+    STB_WEAK,
+    STT_OBJECT,
+    STV_HIDDEN,
+)
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout
-
-EM_BY_MACHINE = {"x86_64": 62, "aarch64": 183}
-SHF_ALLOC = 0x2
-SHF_GNU_RETAIN = 0x200000
-SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB = 1, 2, 3
-STB_WEAK, STT_OBJECT, STV_HIDDEN = 2, 1, 2
 
 
 def placeholder_object(layout: Layout, images: list[bytes], e_machine: int) -> bytes:

@@ -11,6 +11,7 @@ import os
 import platform
 from typing import TYPE_CHECKING
 
+from ..elf import EM_AARCH64, EM_X86_64
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,14 +21,25 @@ if TYPE_CHECKING:
     from ..link.extract import CU
     from ..link.plan import LinkPlan
 
-HOST_TRIPLES = {"x86_64": "x86_64-pc-linux-gnu", "aarch64": "aarch64-unknown-linux-gnu"}
+# The host machines offlink supports: the host target's triple and the ELF e_machine.
+HOSTS = {"x86_64": ("x86_64-pc-linux-gnu", EM_X86_64),
+         "aarch64": ("aarch64-unknown-linux-gnu", EM_AARCH64)}
+
+
+def _host() -> tuple[str, int]:
+    machine = platform.machine()
+    if machine not in HOSTS:
+        raise UsageError(f"host machine '{machine}' is not supported (x86-64 and AArch64 are)")
+    return HOSTS[machine]
 
 
 def host_triple() -> str:
-    machine = platform.machine()
-    if machine not in HOST_TRIPLES:
-        raise UsageError(f"host machine '{machine}' is not supported (x86-64 and AArch64 are)")
-    return HOST_TRIPLES[machine]
+    return _host()[0]
+
+
+def host_e_machine() -> int:
+    """e_machine of the objects offlink writes for the host link."""
+    return _host()[1]
 
 
 class Target:
