@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 all: test
 
-$(STAMP): pyproject.toml $(wildcard offlink/runtime/*.c offlink/runtime/*.h)
+$(STAMP): pyproject.toml setup.py $(wildcard offlink/runtime/*.c offlink/runtime/*.h)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'

@@ -194,8 +194,16 @@ def version_text() -> str:
     return f"offlink {__version__} (table core: {backend()})"
 
 
+def _one_line_warnings() -> None:
+    """Library warnings reach a command-line user as one `offlink: warning:` line each."""
+    import warnings
+
+    warnings.formatwarning = lambda message, *_args, **_kw: f"offlink: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    _one_line_warnings()
     if args and args[0] in ("cc", "link"):
         fn = cmd_cc if args[0] == "cc" else cmd_link
         raise SystemExit(_guard(lambda: fn(args[1:])))

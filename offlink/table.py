@@ -24,6 +24,17 @@ def _load_core():
     try:
         from ._ctable import Core  # type: ignore[import-not-found]
     except ImportError:
+        # An install whose C compile failed (the extension is optional) says so on first use
+        # instead of being silently slower; OFFLINK_PURE_PYTHON=1 asks for this core quietly.
+        import warnings
+
+        warnings.warn(
+            "the C table core (offlink._ctable) is not built in this install; using the "
+            "pure-Python core (same answers, slower). Reinstall offlink where a C compiler "
+            "works to build it.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         from ._pytable import Core
     return Core
 
