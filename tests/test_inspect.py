@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -135,4 +136,24 @@ def test_payload_that_inflates_past_its_bound_is_corrupt(offlink, tmp_path):
         assert proc.stderr == (f"offlink: error: {obj}: section {PAYLOAD}: corrupt payload "
                                f"(the code inflates to {why})\n")
         assert peak < most, f"{argv[0]} {obj.name}: {peak >> 20} MiB"
+    assert not (tmp_path / "prog").exists()
+
+
+def test_section_name_table_out_of_range_is_corrupt(offlink, tmp_path):
+    fat = fat_object(offlink, tmp_path)
+    data = bytearray(fat.read_bytes())
+    (shnum,) = struct.unpack_from("<H", data, 60)
+    text = next(int(ln.split("[")[1].split("]")[0]) for ln in
+                run(["readelf", "-S", "-W", fat]).stdout.splitlines() if " .text " in ln)
+    for index, why in [(shnum, f"section name table index {shnum}, but {shnum} sections"),
+                       (0xFEFF, f"section name table index {0xFEFF}, but {shnum} sections"),
+                       (text, f"section name table {text} is not a string table")]:
+        struct.pack_into("<H", data, 62, index)  # e_shstrndx
+        bad = tmp_path / "bad.o"
+        bad.write_bytes(data)
+        for argv in (["inspect", bad], ["inspect", "--json", bad],
+                     ["link", "gcc", bad, "-o", tmp_path / "prog"]):
+            proc = run([offlink, *argv], check=False)
+            assert (proc.returncode, proc.stdout) == (1, ""), argv
+            assert proc.stderr == f"offlink: error: {bad}: corrupt ELF ({why})\n"
     assert not (tmp_path / "prog").exists()
