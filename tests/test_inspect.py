@@ -157,3 +157,34 @@ def test_section_name_table_out_of_range_is_corrupt(offlink, tmp_path):
             assert (proc.returncode, proc.stdout) == (1, ""), argv
             assert proc.stderr == f"offlink: error: {bad}: corrupt ELF ({why})\n"
     assert not (tmp_path / "prog").exists()
+
+
+def test_damaged_image_is_named(offlink, built, tmp_path):
+    from offlink import Table
+
+    prog = built / "multi_cu"
+    data = bytearray(prog.read_bytes())
+    (target,) = Table.open(prog).targets
+    start = data.find(target.image)
+    assert start > 0 and data.find(target.image, start + 1) < 0
+    data[start + len(target.image) // 2] ^= 0x01  # one bit: the table's own checksum still holds
+    bad = tmp_path / "prog"
+    bad.write_bytes(data)
+    line = (f"offlink: error: {bad}: .openmp_target: the image of target {target.name} is "
+            f"damaged (image checksum mismatch)\n")
+    for argv in (["inspect", bad], ["inspect", "--json", bad],
+                 ["inspect", bad, "--symbol", "op_mul"]):
+        proc = run([offlink, *argv], check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", line), argv
+
+
+def test_every_damaged_image_is_named():
+    from offlink.formats import table as tf
+    from offlink.table import Table
+
+    images = [tf.ImageSpec(name, "shared-object", name.encode() * 50) for name in "abc"]
+    blob = bytearray(tf.build_table(images, [tf.RowSpec("f", 0x100, 1, "function")]))
+    assert Table(bytes(blob)).damaged_targets() == []
+    for name in "ac":
+        blob[blob.rfind(name.encode() * 50) + 7] ^= 0x20
+    assert Table(bytes(blob)).damaged_targets() == ["a", "c"]
