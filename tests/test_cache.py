@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from conftest import run
 
+from offlink.link import cache as cache_module
 from offlink.link.cache import Cache, parse_size
 
 N = 40
@@ -262,7 +264,8 @@ def test_compiler_identity_follows_the_compiler(tmp_path):
     assert Cache(str(tmp_path)).tool_identity(str(tmp_path / "missing")) is None
 
 
-def test_compiler_version_is_probed_once_across_links(tmp_path):
+def test_compiler_version_is_probed_once_across_links(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # as if the tool were installed long ago
     log = tmp_path / "probes"
     tool = tmp_path / "mycc"
     tool.write_text(f"#!/bin/sh\necho probe >> {log}\necho mycc 1.0\n")
@@ -270,6 +273,69 @@ def test_compiler_version_is_probed_once_across_links(tmp_path):
     idents = {Cache(str(tmp_path / "c")).tool_identity(str(tool)) for _ in range(3)}
     assert len(idents) == 1 and None not in idents
     assert log.read_text().count("probe") == 1  # later links reuse the stored identity
+
+
+def same_size_rewrite(tool: Path, text: str, st: os.stat_result) -> None:
+    """Rewrite `tool` in place with `text` (same size) and put its old mtime back."""
+    assert len(text) == st.st_size
+    tool.write_text(text)
+    os.utime(tool, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = tool.stat()
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def test_same_size_rewrite_within_one_tick_is_noticed(tmp_path):
+    # Same size, same mtime, same --version: only the content tells the two builds apart.
+    tool = tmp_path / "mycc"
+    tool.write_text("#!/bin/sh\necho mycc 1.0\n# build A\n")
+    tool.chmod(0o755)
+    st = tool.stat()
+    first = Cache(str(tmp_path / "c")).tool_identity(str(tool))
+    same_size_rewrite(tool, "#!/bin/sh\necho mycc 1.0\n# build B\n", st)
+    assert Cache(str(tmp_path / "c")).tool_identity(str(tool)) != first
+    # A tool changed this recently is not remembered: its stamp could repeat with other bytes.
+    assert not (tmp_path / "c" / "tools").exists()
+
+
+def test_remembered_tool_changed_in_place_or_replaced_is_noticed(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # remember every probe
+    tool = tmp_path / "mycc"
+    tool.write_text("#!/bin/sh\necho mycc 1.0\n# build A\n")
+    tool.chmod(0o755)
+    st = tool.stat()
+    first = Cache(str(tmp_path / "c")).tool_identity(str(tool))
+    assert len(os.listdir(tmp_path / "c" / "tools")) == 1
+    # In place: ctime moves on (wait for the clock to tick past the first write).
+    for _ in range(500):
+        same_size_rewrite(tool, "#!/bin/sh\necho mycc 1.0\n# build B\n", st)
+        if tool.stat().st_ctime_ns != st.st_ctime_ns:
+            break
+        time.sleep(0.005)
+    second = Cache(str(tmp_path / "c")).tool_identity(str(tool))
+    assert second not in (first, None)
+    # Replaced by another file of the same size and mtime: the inode differs.
+    new = tmp_path / "mycc.new"
+    new.write_text("#!/bin/sh\necho mycc 1.0\n# build C\n")
+    new.chmod(0o755)
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, tool)
+    assert Cache(str(tmp_path / "c")).tool_identity(str(tool)) not in (first, second, None)
+
+
+def test_runtime_library_key_follows_a_same_size_rewrite_of_the_compiler(tmp_path):
+    from offlink.runtime.build import _key
+
+    cc = tmp_path / "mycc"
+    cc.write_text("#!/bin/sh\nexec gcc \"$@\" # A\n")
+    cc.chmod(0o755)
+    st = cc.stat()
+    first = _key([str(cc)], "ar")
+    for _ in range(500):  # until the clock ticks past the first write: ctime then differs
+        same_size_rewrite(cc, "#!/bin/sh\nexec gcc \"$@\" # B\n", st)
+        if cc.stat().st_ctime_ns != st.st_ctime_ns:
+            break
+        time.sleep(0.005)
+    assert _key([str(cc)], "ar") != first
 
 
 def test_normalise_replaces_temporary_paths_in_and_as_words():

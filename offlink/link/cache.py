@@ -2,7 +2,8 @@
 
 An object's key covers all the target compile depends on: the CU's code, kind and offered
 list, the target, the compile command with its temporary paths taken out, the compiler's
-identity (resolved path, size, mtime and its `--version` output, probed once per link) and
+identity (resolved path, content hash and `--version` output, probed once per link and
+remembered by the file's device, inode, size, mtime and ctime) and
 offlink's own version and cache format. With -g the working directory is in it too (debug
 info records it). An image's key covers its objects' keys, the image link command, the
 linker's identity and the working directory. A relink with nothing changed runs neither a
@@ -44,6 +45,7 @@ _HEADER = struct.Struct("<8sIQ32s")  # magic, metadata size, data size, sha256(m
 DEFAULT_SIZE = 1 << 30
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _STALE_TEMP = 3600  # seconds after which a temporary file is taken as a crashed writer's
+_SETTLED = 2.0  # seconds since a tool's last change after which its stat stamp is trusted
 
 
 def parse_size(text: str) -> int:
@@ -66,6 +68,24 @@ def default_dir() -> str:
         return os.environ["OFFLINK_CACHE_DIR"]
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(xdg, "offlink")
+
+
+def file_stamp(st: os.stat_result) -> str:
+    """What tells one version of a file from the next without reading it: device, inode,
+    size, and mtime and ctime in nanoseconds (a same-size rewrite that puts the old mtime
+    back still moves ctime, which no user can set)."""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _content_hash(path: str) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
 
 
 def _hash(*parts: str | bytes) -> str:
@@ -133,9 +153,11 @@ class Cache:
 
     # -- keys ----------------------------------------------------------------------------
     def tool_identity(self, tool: str) -> str | None:
-        """Resolved path, size, mtime and `--version` output of a tool; None if not found.
+        """The identity of a tool: its resolved path, a SHA-256 of its content and its
+        `--version` output; None if not found.
 
-        Probed once per tool per link (a few ms for gcc).
+        Probed once per tool per link (a few ms for gcc), and remembered across links by the
+        file's stat stamp (`file_stamp`), so a relink neither hashes nor runs the tool.
         """
         with self._lock:
             if tool in self._identities:
@@ -145,18 +167,21 @@ class Cache:
         if found is not None:
             real = os.path.realpath(found)
             st = os.stat(real)
-            stamp = _hash(found, real, str(st.st_size), str(st.st_mtime_ns))
+            stamp = _hash(found, real, file_stamp(st))
             ident = self._known_tool(stamp)
             if ident is None:
-                ident = _hash(real, str(st.st_size), str(st.st_mtime_ns), _version(found))
-                self._remember_tool(stamp, ident)
+                ident = _hash(real, _content_hash(real), _version(found))
+                # A file changed within one timestamp tick of this probe could later show
+                # the same stamp with other content ("racy git"): remember only settled files.
+                if time.time() - st.st_ctime > _SETTLED:
+                    self._remember_tool(stamp, ident)
         with self._lock:
             self._identities[tool] = ident
         return ident
 
     def _known_tool(self, stamp: str) -> str | None:
-        """A tool identity probed by an earlier link: the same file, size and mtime have the
-        same `--version`, so relinks skip the probe (a few ms a compiler)."""
+        """A tool identity probed by an earlier link: the same file (device, inode, size,
+        mtime and ctime) has the same content and `--version`, so relinks skip the probe."""
         try:
             with open(os.path.join(self.root, "tools", stamp), encoding="ascii") as f:
                 ident = f.read()

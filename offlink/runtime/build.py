@@ -42,9 +42,12 @@ def _compiler() -> list[str]:
 def _key(cc: list[str], ar: str) -> str:
     """Hash of everything the library depends on: sources, headers, flags and the tools.
 
-    The tools are identified by their resolved path, size and mtime: no subprocess, so a
-    cache hit stays cheap (`offlink config --libs` runs in every build).
+    The tools are identified by their resolved path and stat stamp (device, inode, size,
+    mtime and ctime): no subprocess and no read, so a cache hit stays cheap (`offlink config
+    --libs` runs in every build).
     """
+    from ..link.cache import file_stamp
+
     h = hashlib.sha256()
     for path in [*sources(), *sorted(RUNTIME_DIR.glob("*.h"))]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -54,7 +57,7 @@ def _key(cc: list[str], ar: str) -> str:
         if found:
             real = os.path.realpath(found)
             st = os.stat(real)
-            h.update(f"\0{real}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+            h.update(f"\0{real}\0{file_stamp(st)}".encode())
     return h.hexdigest()[:20]
 
 
