@@ -114,8 +114,14 @@ class ElfFile:
         if strndx == 0xFFFF and raw:
             strndx = raw[0][6]
         names = b""
-        if 0 < strndx < shnum:
+        if strndx != 0:  # SHN_UNDEF: no section names
+            if strndx >= shnum:
+                raise FormatError(f"{self.name}: corrupt ELF (section name table index "
+                                  f"{strndx}, but {shnum} sections)")
             s = raw[strndx]
+            if s[1] != SHT_STRTAB:
+                raise FormatError(f"{self.name}: corrupt ELF (section name table {strndx} is "
+                                  f"not a string table)")
             names = self._bytes(s[4], s[5], "section names")
         out = []
         for i, (name, sh_type, flags, addr, off, size, link, _info, align, _ent) in enumerate(raw):

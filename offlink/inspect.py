@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .elf import ElfFile, archive_members, is_archive
-from .errors import FormatError
+from .errors import FormatError, TableError
 from .formats.table import SECTION
+
+if TYPE_CHECKING:
+    from .elf import Section
+    from .table import Table
 
 
 def inspect_file(path: str) -> dict:
@@ -30,9 +35,7 @@ def inspect_file(path: str) -> dict:
             raise FormatError(f"{path}: no {SECTION} section (not linked with offlink, or no "
                               f"target code in its inputs)")
         return {"file": path, "kind": "object", "cus": cus}
-    from .table import Table
-
-    table = Table(bytes(elf.content(section)), section.sh_addr, path)
+    table = _checked_table(elf, section, path)
     return {
         "file": path,
         "kind": "module",
@@ -47,6 +50,21 @@ def inspect_file(path: str) -> dict:
                         for s in table.symbols],
         },
     }
+
+
+def _checked_table(elf: ElfFile, section: Section, path: str) -> Table:
+    """The table with every checksum checked, its images' included: a damaged image is
+    named here rather than found when the runtime loads it."""
+    from .table import Table
+
+    table = Table(bytes(elf.content(section)), section.sh_addr, path)
+    damaged = table.damaged_targets()
+    if damaged:
+        which = (f"image of target {damaged[0]} is" if len(damaged) == 1
+                 else f"images of targets {', '.join(damaged)} are")
+        raise TableError("bad-image-checksum", f"{path}: {SECTION}: the {which} damaged "
+                                               f"(image checksum mismatch)")
+    return table
 
 
 def demangle(names: list[str]) -> dict[str, str]:
@@ -67,14 +85,13 @@ def demangle(names: list[str]) -> dict[str, str]:
 def explain(path: str, name: str | None, address: int | None) -> str:
     """Why a name or an address is, or is not, in a binary's table: what the runtime sees."""
     from .link.fill import host_symbols
-    from .table import Table
 
     elf = ElfFile.open(path)
     section = elf.section(SECTION)
     if section is None:
         raise FormatError(f"{path}: no {SECTION} section (not linked with offlink, or no "
                           f"target code in its inputs): every pointer stays a host pointer")
-    table = Table(bytes(elf.content(section)), section.sh_addr, path)
+    table = _checked_table(elf, section, path)
     host = host_symbols(elf)
     lines = []
     if name is not None:

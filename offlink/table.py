@@ -137,6 +137,17 @@ class Table:
             out.append(Target(name.decode(), IMAGE_KIND_NAMES[kind], image))
         return out
 
+    def damaged_targets(self) -> list[str]:
+        """The targets whose image fails its checksum. Opening a table checks the metadata
+        only; the runtime checks an image when it loads it, inspect checks them all."""
+        damaged = []
+        for i in range(self._core.n_targets):
+            try:
+                self._core.check_image(i)
+            except ValueError:
+                damaged.append(self._core.target(i)[0].decode())
+        return damaged
+
     def target(self, name: str) -> Target:
         """One target's image, its checksum verified."""
         names = [self._core.target(i)[0].decode() for i in range(self._core.n_targets)]

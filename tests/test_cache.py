@@ -3,13 +3,16 @@ change of forty, corrupt entries rebuilt, links sharing a cache at once, evictio
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from conftest import run
 
+from offlink.link import cache as cache_module
 from offlink.link.cache import Cache, parse_size
 
 N = 40
@@ -185,6 +188,130 @@ def test_target_launcher_option_and_env(offlink, forty, tmp_path):
     assert "target launcher 'no-such-launcher' not found" in proc.stderr.splitlines()[-1]
 
 
+def runtime_library(offlink, env: dict) -> Path:
+    (lib,) = [w for w in run([offlink, "config", "--libs"], env=env).stdout.split()
+              if w.endswith(".a")]
+    return Path(lib)
+
+
+def test_corrupt_runtime_library_is_rebuilt(offlink, forty, tmp_path):
+    env = env_for(tmp_path / "cache")
+    lib = runtime_library(offlink, env)
+    good = lib.read_bytes()
+    seal = Path(f"{lib}.sha256")
+    damages = [lambda: lib.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:]),
+               lambda: lib.write_bytes(good[: len(good) // 2]),
+               lambda: seal.unlink()]  # a library without its seal is not trusted either
+    for damage in damages:
+        damage()
+        assert runtime_library(offlink, env) == lib
+        assert lib.read_bytes() == good
+        assert seal.read_text() == f"{len(good)} {hashlib.sha256(good).hexdigest()}\n"
+    args = [str(forty / "main.o"), str(forty / "unit17.o"), str(lib), "-ldl", "-lpthread"]
+    run([offlink, "link", "--no-cache", "gcc", *args, "-o", tmp_path / "prog"], env=env)
+    assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
+
+
+def modes(root: Path) -> tuple[set[int], set[int]]:
+    """The permission bits of the folders (root included) and of the files under `root`."""
+    folders, files = {root.stat().st_mode & 0o7777}, set()
+    for p in root.rglob("*"):
+        (folders if p.is_dir() else files).add(p.stat().st_mode & 0o7777)
+    return folders, files
+
+
+def fill_cache(root: Path, monkeypatch) -> None:
+    """An entry, a remembered tool identity and the runtime library, made in `root`."""
+    from offlink.runtime.build import runtime_library
+
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(root))
+    monkeypatch.setattr(cache_module, "_SETTLED", -1.0)
+    cache = Cache.open()
+    assert cache is not None
+    cache.put("ab" + "0" * 62, {}, b"entry")
+    assert cache.tool_identity("gcc")
+    runtime_library()
+
+
+def test_private_cache_folders_are_0700_and_files_0600(tmp_path, monkeypatch):
+    monkeypatch.delenv("OFFLINK_CACHE_SHARED", raising=False)
+    old = os.umask(0o022)
+    try:
+        fill_cache(tmp_path / "home" / ".cache" / "offlink", monkeypatch)
+    finally:
+        os.umask(old)
+    folders, files = modes(tmp_path / "home")
+    assert folders == {0o700}
+    root = tmp_path / "home" / ".cache" / "offlink"
+    assert {p.stat().st_mode & 0o777 for p in root.rglob("*") if p.is_file()
+            and not p.name.endswith(".a")} == {0o600}
+
+
+def test_shared_cache_follows_the_umask(tmp_path, monkeypatch):
+    monkeypatch.setenv("OFFLINK_CACHE_SHARED", "1")
+    old = os.umask(0o002)
+    try:
+        fill_cache(tmp_path / "team", monkeypatch)
+    finally:
+        os.umask(old)
+    folders, files = modes(tmp_path / "team")
+    assert folders == {0o775} and files == {0o664}
+
+
+def test_cache_folder_others_can_write_is_refused(offlink, forty, tmp_path):
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)
+    libs = run([offlink, "config", "--libs"]).stdout.split()
+    link = [offlink, "link", "gcc", forty / "main.o", forty / "unit17.o", *libs,
+            "-o", tmp_path / "prog"]
+    why = (f"offlink: error: cache folder {shared} is writable by other users: its entries end "
+           f"up in the programs you link; choose another OFFLINK_CACHE_DIR, or set "
+           f"OFFLINK_CACHE_SHARED=1 if everyone who can write there is trusted\n")
+    for argv in ([offlink, "config", "--libs"], link):
+        proc = run(argv, env=env_for(shared), check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", why), argv
+    assert not (tmp_path / "prog").exists() and not list(shared.iterdir())
+    env = env_for(shared, OFFLINK_CACHE_SHARED="1")  # the user says its writers are trusted
+    run([offlink, "config", "--libs"], env=env)
+    run(link, env=env)
+    assert (shared / "objects").is_dir() and (shared / "runtime").is_dir()
+
+
+def test_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch):
+    from offlink.errors import UsageError
+
+    monkeypatch.delenv("OFFLINK_CACHE_SHARED", raising=False)
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(os, "geteuid", lambda: tmp_path.stat().st_uid + 1)
+    with pytest.raises(UsageError, match=f"cache folder {tmp_path} belongs to another user"):
+        Cache.open()
+    monkeypatch.setenv("OFFLINK_CACHE_SHARED", "1")
+    assert Cache.open() is not None
+
+
+def test_temporary_files_never_follow_a_planted_name(tmp_path, monkeypatch):
+    import threading
+
+    cache = Cache(str(tmp_path / "c"))
+    key = "cd" + "0" * 62
+    path = cache._path(key)
+    os.makedirs(os.path.dirname(path))
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    monkeypatch.setattr(cache_module, "_temp_path", lambda p: p + ".tmp-planted",
+                        raising=False)
+    for planted in (f"{path}.tmp-{os.getpid()}-{threading.get_ident()}",  # once predictable
+                    f"{path}.tmp-planted"):
+        os.symlink(victim, planted)
+    cache.put(key, {}, b"entry")
+    assert victim.read_bytes() == b"precious"
+    assert cache.get(key) is None  # the write was given up, not sent elsewhere
+    monkeypatch.undo()
+    cache.put(key, {}, b"entry")  # a fresh name is never a planted one
+    assert cache.get(key).data == b"entry" and victim.read_bytes() == b"precious"
+
+
 # -- units ---------------------------------------------------------------------------------
 
 def test_parse_size():
@@ -262,7 +389,8 @@ def test_compiler_identity_follows_the_compiler(tmp_path):
     assert Cache(str(tmp_path)).tool_identity(str(tmp_path / "missing")) is None
 
 
-def test_compiler_version_is_probed_once_across_links(tmp_path):
+def test_compiler_version_is_probed_once_across_links(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # as if the tool were installed long ago
     log = tmp_path / "probes"
     tool = tmp_path / "mycc"
     tool.write_text(f"#!/bin/sh\necho probe >> {log}\necho mycc 1.0\n")
@@ -270,6 +398,69 @@ def test_compiler_version_is_probed_once_across_links(tmp_path):
     idents = {Cache(str(tmp_path / "c")).tool_identity(str(tool)) for _ in range(3)}
     assert len(idents) == 1 and None not in idents
     assert log.read_text().count("probe") == 1  # later links reuse the stored identity
+
+
+def same_size_rewrite(tool: Path, text: str, st: os.stat_result) -> None:
+    """Rewrite `tool` in place with `text` (same size) and put its old mtime back."""
+    assert len(text) == st.st_size
+    tool.write_text(text)
+    os.utime(tool, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = tool.stat()
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def test_same_size_rewrite_within_one_tick_is_noticed(tmp_path):
+    # Same size, same mtime, same --version: only the content tells the two builds apart.
+    tool = tmp_path / "mycc"
+    tool.write_text("#!/bin/sh\necho mycc 1.0\n# build A\n")
+    tool.chmod(0o755)
+    st = tool.stat()
+    first = Cache(str(tmp_path / "c")).tool_identity(str(tool))
+    same_size_rewrite(tool, "#!/bin/sh\necho mycc 1.0\n# build B\n", st)
+    assert Cache(str(tmp_path / "c")).tool_identity(str(tool)) != first
+    # A tool changed this recently is not remembered: its stamp could repeat with other bytes.
+    assert not (tmp_path / "c" / "tools").exists()
+
+
+def test_remembered_tool_changed_in_place_or_replaced_is_noticed(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # remember every probe
+    tool = tmp_path / "mycc"
+    tool.write_text("#!/bin/sh\necho mycc 1.0\n# build A\n")
+    tool.chmod(0o755)
+    st = tool.stat()
+    first = Cache(str(tmp_path / "c")).tool_identity(str(tool))
+    assert len(os.listdir(tmp_path / "c" / "tools")) == 1
+    # In place: ctime moves on (wait for the clock to tick past the first write).
+    for _ in range(500):
+        same_size_rewrite(tool, "#!/bin/sh\necho mycc 1.0\n# build B\n", st)
+        if tool.stat().st_ctime_ns != st.st_ctime_ns:
+            break
+        time.sleep(0.005)
+    second = Cache(str(tmp_path / "c")).tool_identity(str(tool))
+    assert second not in (first, None)
+    # Replaced by another file of the same size and mtime: the inode differs.
+    new = tmp_path / "mycc.new"
+    new.write_text("#!/bin/sh\necho mycc 1.0\n# build C\n")
+    new.chmod(0o755)
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, tool)
+    assert Cache(str(tmp_path / "c")).tool_identity(str(tool)) not in (first, second, None)
+
+
+def test_runtime_library_key_follows_a_same_size_rewrite_of_the_compiler(tmp_path):
+    from offlink.runtime.build import _key
+
+    cc = tmp_path / "mycc"
+    cc.write_text("#!/bin/sh\nexec gcc \"$@\" # A\n")
+    cc.chmod(0o755)
+    st = cc.stat()
+    first = _key([str(cc)], "ar")
+    for _ in range(500):  # until the clock ticks past the first write: ctime then differs
+        same_size_rewrite(cc, "#!/bin/sh\nexec gcc \"$@\" # B\n", st)
+        if cc.stat().st_ctime_ns != st.st_ctime_ns:
+            break
+        time.sleep(0.005)
+    assert _key([str(cc)], "ar") != first
 
 
 def test_normalise_replaces_temporary_paths_in_and_as_words():

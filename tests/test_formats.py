@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -36,7 +37,13 @@ def golden_payload() -> bytes:
 def test_golden_blobs_unchanged():
     # A change here is a format change: bump the version and say so in formats/*.md.
     assert golden_table() == (GOLDEN / "table-v1.bin").read_bytes()
-    assert golden_payload() == (GOLDEN / "payload-v1.bin").read_bytes()
+    assert golden_payload() == (GOLDEN / "payload-v2.bin").read_bytes()
+
+
+def test_version_1_payloads_are_still_read():
+    # Written by offlink before the header declared the code's size.
+    (old,) = pl.parse_records((GOLDEN / "payload-v1.bin").read_bytes(), "old.o")
+    assert old == pl.parse_records(golden_payload(), "new.o")[0]
 
 
 def test_sizes_match_the_spec():
@@ -164,6 +171,8 @@ def test_payload_round_trip_and_concatenation():
     (lambda b: b[:-20], "truncated payload"),
     (lambda b: b"X" + b[1:], "bad magic"),
     (lambda b: b[:8] + b"\x09\x00" + b[10:], "payload version 9"),
+    (lambda b: b[:10] + b"\x03\x00" + b[12:], r"corrupt payload \(unknown flags 0x0003\)"),
+    (lambda b: b[:10] + b"\x00\x80" + b[12:], r"corrupt payload \(unknown flags 0x8000\)"),
     (lambda b: b[:40] + bytes([b[40] ^ 0xFF]) + b[41:], "checksum mismatch"),
 ])
 def test_payload_corruption_is_one_clear_error(mutate, message):
@@ -195,3 +204,86 @@ def test_struct_reader_refuses_short_bodies(cut):
     body = golden_payload()[pl.HEADER_SIZE:]
     with pytest.raises(ValueError):
         pl._parse_body(body[:-cut - 8] if cut > 7 else body[:cut])
+
+
+# -- inflation is bounded ------------------------------------------------------------------
+
+def zero_bomb(mib: int) -> bytes:
+    """The start of a zlib stream of `mib` MiB of zeros, about 1 KiB per MiB (no end: a reader
+    that stops where it should never gets there)."""
+    zeros = bytes(1 << 20)
+    z = zlib.compressobj(9)
+    first = z.compress(zeros) + z.flush(zlib.Z_FULL_FLUSH)
+    again = z.compress(zeros) + z.flush(zlib.Z_FULL_FLUSH)  # the same bytes every time
+    return first + again * (mib - 1)
+
+
+def forged_record(stored: bytes, code_size: int | None, flags: int = pl.FLAG_ZLIB) -> bytes:
+    """A record with valid CRC around `stored` code; version 1 when `code_size` is None."""
+    _, body_decl = pl.declarations()
+    body = body_decl.build(dict(target="x86_64-pc-linux-gnu", code_kind="c", source="a.c",
+                                compiler="gcc", options=[], offered=[], code=stored))
+    body += bytes(-len(body) % 8)
+    if code_size is None:
+        head = struct.pack("<8sHHIQ", pl.MAGIC, 1, flags, zlib.crc32(body), len(body))
+    else:
+        head = struct.pack("<8sHHIQQ", pl.MAGIC, 2, flags, zlib.crc32(body), len(body),
+                           code_size)
+    return head + body
+
+
+def parse_peak(record: bytes) -> tuple[str, int]:
+    """The error parsing `record` raises, and the most memory Python held meanwhile."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError) as e:
+            pl.parse_records(record, "a.o: section gnu.target_lto_x")
+        return str(e.value), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_inflation_stops_at_the_size_the_header_declares():
+    bomb = zero_bomb(1024)  # 1 MiB that inflates to 1 GiB
+    message, peak = parse_peak(forged_record(bomb, 4096))
+    assert message == ("a.o: section gnu.target_lto_x: corrupt payload (the code inflates to "
+                       "more than the 4096 bytes its header declares)")
+    assert peak < len(bomb) * 3 + (1 << 20)  # the record and its copies, not the code
+
+
+def test_version_1_inflation_is_bounded_by_the_limit(monkeypatch):
+    monkeypatch.setattr(pl, "MAX_CODE_SIZE", 1 << 20, raising=False)
+    message, peak = parse_peak(forged_record(zero_bomb(64), None))
+    assert message.endswith("corrupt payload (the code inflates to more than the "
+                            "1048576-byte limit)")
+    assert peak < 4 << 20
+
+
+def test_declared_code_size_is_checked():
+    code = b"int twice(int x) { return 2 * x; }\n"
+    packed = zlib.compress(code)
+    (p,) = pl.parse_records(forged_record(packed, len(code)), "a.o")
+    assert p.code == code
+    for record, message in [
+        (forged_record(packed, len(code) + 1), f"inflates to {len(code)} bytes, its header "
+                                               f"declares {len(code) + 1}"),
+        (forged_record(packed, len(code) - 1), f"more than the {len(code) - 1} bytes"),
+        (forged_record(packed, pl.MAX_CODE_SIZE + 1), "more than the 268435456-byte limit"),
+        (forged_record(packed + b"junk", len(code)), "bad compressed code"),
+        (forged_record(packed[:-3], len(code)), "bad compressed code"),
+        (forged_record(b"\x78\x9c\xff\xff", len(code)), "bad compressed code"),
+        (forged_record(code, len(code) + 8, flags=0), "the header declares 43 bytes of code, "
+                                                      "the record holds 35"),
+    ]:
+        with pytest.raises(FormatError, match=re.escape(message)):
+            pl.parse_records(record, "a.o")
+    (p,) = pl.parse_records(forged_record(code, len(code), flags=0), "a.o")
+    assert p.code == code
+
+
+def test_code_over_the_limit_is_not_written(monkeypatch):
+    monkeypatch.setattr(pl, "MAX_CODE_SIZE", 100)
+    with pytest.raises(FormatError, match="more than a payload holds"):
+        pl.build_record(pl.Payload("x86_64-pc-linux-gnu", "c", "big.c", "gcc", (), bytes(101)))

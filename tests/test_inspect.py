@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import struct
+import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 from conftest import ROOT, copy_sample, make_sample, run
 
+PAYLOAD = "gnu.target_lto_x86_64-pc-linux-gnu"
 SCHEMA = json.loads((ROOT / "offlink" / "inspect.schema.json").read_text())
 
 
@@ -86,3 +90,101 @@ def test_explain_a_name_and_an_address(offlink, built):
     assert "neither in the table nor defined" in out
     proc = run([offlink, "inspect", prog, "--address", "zzz"], check=False)
     assert proc.returncode != 0 and "--address takes a number" in proc.stderr
+
+
+def measured(argv) -> tuple[subprocess.CompletedProcess, int]:
+    """Run a command; its result and its peak resident memory in bytes (from wait4)."""
+    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = proc.stdout.read(), proc.stderr.read()  # one line each at most
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stdout.close()
+    proc.stderr.close()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), usage.ru_maxrss * 1024
+
+
+def fat_object(offlink, d: Path) -> Path:
+    (d / "a.c").write_text("int twice(int x) { return 2 * x; }\n")
+    run([offlink, "cc", "gcc", "-c", "a.c", "-o", "a.o"], cwd=d)
+    return d / "a.o"
+
+
+def with_payload(obj: Path, record: bytes, out: Path) -> Path:
+    """`obj` with its payload section replaced by `record`."""
+    blob = out.with_suffix(".payload")
+    blob.write_bytes(record)
+    run(["objcopy", "--update-section", f"{PAYLOAD}={blob}", obj, out])
+    return out
+
+
+def test_payload_that_inflates_past_its_bound_is_corrupt(offlink, tmp_path):
+    from test_formats import forged_record, zero_bomb
+
+    fat = fat_object(offlink, tmp_path)
+    bomb = zero_bomb(1024)  # 1 MiB in the object, 1 GiB of zeros once inflated
+    declared = with_payload(fat, forged_record(bomb, 4096), tmp_path / "declared.o")
+    v1 = with_payload(fat, forged_record(bomb, None), tmp_path / "v1.o")
+    for obj, argv, why, most in [
+        (declared, ["inspect"], "more than the 4096 bytes its header declares", 200 << 20),
+        (declared, ["link", "gcc"], "more than the 4096 bytes its header declares", 200 << 20),
+        (v1, ["inspect"], "more than the 268435456-byte limit", 800 << 20),  # no declared size
+    ]:
+        proc, peak = measured([offlink, *argv, obj, "-o", tmp_path / "prog"]
+                              if argv[0] == "link" else [offlink, *argv, obj])
+        assert (proc.returncode, proc.stdout) == (1, "")
+        assert proc.stderr == (f"offlink: error: {obj}: section {PAYLOAD}: corrupt payload "
+                               f"(the code inflates to {why})\n")
+        assert peak < most, f"{argv[0]} {obj.name}: {peak >> 20} MiB"
+    assert not (tmp_path / "prog").exists()
+
+
+def test_section_name_table_out_of_range_is_corrupt(offlink, tmp_path):
+    fat = fat_object(offlink, tmp_path)
+    data = bytearray(fat.read_bytes())
+    (shnum,) = struct.unpack_from("<H", data, 60)
+    text = next(int(ln.split("[")[1].split("]")[0]) for ln in
+                run(["readelf", "-S", "-W", fat]).stdout.splitlines() if " .text " in ln)
+    for index, why in [(shnum, f"section name table index {shnum}, but {shnum} sections"),
+                       (0xFEFF, f"section name table index {0xFEFF}, but {shnum} sections"),
+                       (text, f"section name table {text} is not a string table")]:
+        struct.pack_into("<H", data, 62, index)  # e_shstrndx
+        bad = tmp_path / "bad.o"
+        bad.write_bytes(data)
+        for argv in (["inspect", bad], ["inspect", "--json", bad],
+                     ["link", "gcc", bad, "-o", tmp_path / "prog"]):
+            proc = run([offlink, *argv], check=False)
+            assert (proc.returncode, proc.stdout) == (1, ""), argv
+            assert proc.stderr == f"offlink: error: {bad}: corrupt ELF ({why})\n"
+    assert not (tmp_path / "prog").exists()
+
+
+def test_damaged_image_is_named(offlink, built, tmp_path):
+    from offlink import Table
+
+    prog = built / "multi_cu"
+    data = bytearray(prog.read_bytes())
+    (target,) = Table.open(prog).targets
+    start = data.find(target.image)
+    assert start > 0 and data.find(target.image, start + 1) < 0
+    data[start + len(target.image) // 2] ^= 0x01  # one bit: the table's own checksum still holds
+    bad = tmp_path / "prog"
+    bad.write_bytes(data)
+    line = (f"offlink: error: {bad}: .openmp_target: the image of target {target.name} is "
+            f"damaged (image checksum mismatch)\n")
+    for argv in (["inspect", bad], ["inspect", "--json", bad],
+                 ["inspect", bad, "--symbol", "op_mul"]):
+        proc = run([offlink, *argv], check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", line), argv
+
+
+def test_every_damaged_image_is_named():
+    from offlink.formats import table as tf
+    from offlink.table import Table
+
+    images = [tf.ImageSpec(name, "shared-object", name.encode() * 50) for name in "abc"]
+    blob = bytearray(tf.build_table(images, [tf.RowSpec("f", 0x100, 1, "function")]))
+    assert Table(bytes(blob)).damaged_targets() == []
+    for name in "ac":
+        blob[blob.rfind(name.encode() * 50) + 7] ^= 0x20
+    assert Table(bytes(blob)).damaged_targets() == ["a", "c"]

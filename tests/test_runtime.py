@@ -459,7 +459,8 @@ def test_library_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert build.libs() == [str(lib), "-ldl", "-lpthread"]
     assert build.cflags() == [f"-I{build.RUNTIME_DIR}"]
     assert (build.RUNTIME_DIR / "offlink.h").is_file()
-    assert [p.name for p in lib.parent.iterdir()] == ["libofflink.a"]  # no leftovers
+    # No leftovers: the library and its seal (size and SHA-256) only.
+    assert sorted(p.name for p in lib.parent.iterdir()) == ["libofflink.a", "libofflink.a.sha256"]
 
 
 def test_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -486,7 +487,8 @@ def test_concurrent_builds(tmp_path: Path) -> None:
     lib = Path(paths.pop())
     assert subprocess.run(["ar", "t", str(lib)], capture_output=True, text=True,
                           check=True).stdout.split() == [p.stem + ".o" for p in build.sources()]
-    assert [p.name for p in lib.parent.iterdir()] == ["libofflink.a"]
+    assert sorted(p.name for p in lib.parent.iterdir()) == ["libofflink.a", "libofflink.a.sha256"]
+    assert build._intact(lib)  # whichever build renamed last, library and seal agree
 
 
 def test_build_failure_is_a_tool_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

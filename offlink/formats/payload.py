@@ -1,8 +1,12 @@
-"""The fat-object payload: section `gnu.target_lto_<target>`, format version 1 (formats/payload.md).
+"""The fat-object payload: section `gnu.target_lto_<target>`, format version 2 (formats/payload.md).
 
 One record holds what the target compiler needs for one CU at link time. A relocatable link
 (`ld -r`) concatenates same-named sections, so a section holds one or more records back to
 back; each record is 8-aligned and a multiple of 8 long, so no padding appears between them.
+
+Version 2 added `code_size` to the header: the code's size once inflated, so a reader inflates
+at most that much (and never more than MAX_CODE_SIZE); version 1 records are still read,
+bounded by MAX_CODE_SIZE alone.
 """
 
 from __future__ import annotations
@@ -15,13 +19,19 @@ from ..errors import FormatError
 from . import PAYLOAD_SECTION_PREFIX
 
 MAGIC = b"OFLKCU\0\1"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # versions this reader accepts
 SECTION_PREFIX = PAYLOAD_SECTION_PREFIX
 
 CODE_KINDS = {"c": 1, "c++": 2, "cuda": 3, "llvm-bc": 4, "object": 5}
 FLAG_ZLIB = 1
+KNOWN_FLAGS = FLAG_ZLIB
+# The most code one record may hold once inflated. Preprocessed sources and bitcode of real
+# CUs stay far below it; it bounds what a forged record can cost (memory and time).
+MAX_CODE_SIZE = 256 << 20
 
-HEADER_STRUCT = struct.Struct("<8sHHIQ")  # magic, version, flags, body_crc32, body_size
+V1_HEADER_STRUCT = struct.Struct("<8sHHIQ")  # magic, version, flags, body_crc32, body_size
+HEADER_STRUCT = struct.Struct("<8sHHIQQ")  # ... then code_size (version 2)
 HEADER_SIZE = HEADER_STRUCT.size
 
 
@@ -52,6 +62,7 @@ def declarations():
             "flags" / Int16ul,  # bit 0: code is zlib-compressed
             "body_crc32" / Int32ul,
             "body_size" / Int64ul,
+            "code_size" / Int64ul,  # the code's size once inflated
         )
 
         Body = Struct(
@@ -90,6 +101,9 @@ class Payload:
 def build_record(p: Payload) -> bytes:
     if p.code_kind not in CODE_KINDS:
         raise FormatError(f"unknown code kind '{p.code_kind}'")
+    if len(p.code) > MAX_CODE_SIZE:
+        raise FormatError(f"{p.source}: {len(p.code)} bytes of target code is more than a "
+                          f"payload holds ({MAX_CODE_SIZE} bytes)")
     code = zlib.compress(p.code, 6)
     record_header, body_decl = declarations()
     body = body_decl.build(dict(target=p.target, code_kind=p.code_kind, source=p.source,
@@ -97,7 +111,7 @@ def build_record(p: Payload) -> bytes:
                            offered=list(p.offered), code=code))
     body += b"\0" * (-len(body) % 8)
     head = record_header.build(dict(version=VERSION, flags=FLAG_ZLIB, body_crc32=zlib.crc32(body),
-                                   body_size=len(body)))
+                                   body_size=len(body), code_size=len(p.code)))
     return head + body
 
 
@@ -109,28 +123,66 @@ def parse_records(data: bytes, where: str) -> list[Payload]:
         if data[pos : pos + 8] == b"\0" * min(8, len(data) - pos):  # alignment padding
             pos += 8
             continue
-        if len(data) - pos < HEADER_SIZE:
+        if len(data) - pos < V1_HEADER_STRUCT.size:
             raise FormatError(f"{where}: truncated payload header")
-        magic, version, flags, crc, size = HEADER_STRUCT.unpack_from(data, pos)
+        magic, version, flags, crc, size = V1_HEADER_STRUCT.unpack_from(data, pos)
         if magic != MAGIC:
             raise FormatError(f"{where}: corrupt payload (bad magic at offset {pos})")
-        if version != VERSION:
+        if version not in READS:
             raise FormatError(f"{where}: payload version {version} is not supported "
-                              f"(this offlink reads version {VERSION})")
-        body = data[pos + HEADER_SIZE : pos + HEADER_SIZE + size]
+                              f"(this offlink reads versions {READS[0]} to {READS[-1]})")
+        if flags & ~KNOWN_FLAGS:
+            raise FormatError(f"{where}: corrupt payload (unknown flags {flags:#06x})")
+        head = V1_HEADER_STRUCT.size
+        declared = None  # version 1 declares no code size
+        if version >= 2:
+            if len(data) - pos < HEADER_STRUCT.size:
+                raise FormatError(f"{where}: truncated payload header")
+            head = HEADER_STRUCT.size
+            declared = HEADER_STRUCT.unpack_from(data, pos)[-1]
+            if declared > MAX_CODE_SIZE:
+                raise FormatError(f"{where}: corrupt payload (declares {declared} bytes of "
+                                  f"code, more than the {MAX_CODE_SIZE}-byte limit)")
+        body = data[pos + head : pos + head + size]
         if len(body) != size:
             raise FormatError(f"{where}: truncated payload ({len(body)} of {size} bytes)")
         if zlib.crc32(body) != crc:
             raise FormatError(f"{where}: corrupt payload (checksum mismatch)")
         try:
             fields = _parse_body(body)
-            code = zlib.decompress(fields[-1]) if flags & FLAG_ZLIB else fields[-1]
-        except (ValueError, zlib.error, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError) as e:
             raise FormatError(f"{where}: corrupt payload ({type(e).__name__})") from None
+        code = _code(fields[-1], bool(flags & FLAG_ZLIB), declared, where)
         target, kind, source, compiler, options, offered, _ = fields
         out.append(Payload(target, kind, source, compiler, options, code, offered))
-        pos += HEADER_SIZE + size
+        pos += head + size
     return out
+
+
+def _code(stored: bytes, compressed: bool, declared: int | None, where: str) -> bytes:
+    """The record's code: inflated as a stream that stops one byte past the declared size
+    (or past MAX_CODE_SIZE for version 1), so a forged record costs no more than that."""
+    if not compressed:
+        if declared is not None and declared != len(stored):
+            raise FormatError(f"{where}: corrupt payload (the header declares {declared} "
+                              f"bytes of code, the record holds {len(stored)})")
+        return stored
+    limit = MAX_CODE_SIZE if declared is None else declared
+    inflater = zlib.decompressobj()
+    try:
+        code = inflater.decompress(stored, limit + 1)
+    except zlib.error:
+        raise FormatError(f"{where}: corrupt payload (bad compressed code)") from None
+    if len(code) > limit:
+        what = (f"the {declared} bytes its header declares" if declared is not None
+                else f"the {MAX_CODE_SIZE}-byte limit")
+        raise FormatError(f"{where}: corrupt payload (the code inflates to more than {what})")
+    if not inflater.eof or inflater.unused_data:
+        raise FormatError(f"{where}: corrupt payload (bad compressed code)")
+    if declared is not None and len(code) != declared:
+        raise FormatError(f"{where}: corrupt payload (the code inflates to {len(code)} bytes, "
+                          f"its header declares {declared})")
+    return code
 
 
 _KIND_NAMES = {v: k for k, v in CODE_KINDS.items()}

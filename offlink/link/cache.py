@@ -2,18 +2,21 @@
 
 An object's key covers all the target compile depends on: the CU's code, kind and offered
 list, the target, the compile command with its temporary paths taken out, the compiler's
-identity (resolved path, size, mtime and its `--version` output, probed once per link) and
-offlink's own version and cache format. With -g the working directory is in it too (debug
-info records it). An image's key covers its objects' keys, the image link command, the
-linker's identity and the working directory. A relink with nothing changed runs neither a
-compile nor the device link.
+identity (resolved path, content hash and `--version` output, probed once per link and
+remembered by the file's device, inode, size, mtime and ctime) and offlink's own version and
+cache format. With -g the working directory is in it too (debug info records it). An image's
+key covers its objects' keys, the image link command, the linker's identity and the working
+directory. A relink with nothing changed runs neither a compile nor the device link.
 
 Entries live in `OFFLINK_CACHE_DIR/objects` (default `$XDG_CACHE_HOME/offlink`, beside the
 runtime library's `runtime/`), one file each: a header with a SHA-256 of the rest, then JSON
-metadata, then the bytes. Written under a temporary name and renamed, so links sharing the
-cache never see half an entry; a corrupt entry is dropped and rebuilt. The total size is kept
-under `OFFLINK_CACHE_SIZE` (default 1G) by removing the least recently used entries (a hit
-refreshes an entry's mtime). `--no-cache` or `OFFLINK_NO_CACHE=1` turn the cache off.
+metadata, then the bytes. Written under a fresh temporary name (O_EXCL|O_NOFOLLOW) and
+renamed, so links sharing the cache never see half an entry; a corrupt entry is dropped and
+rebuilt. The SHA-256 catches damage, not forgery: folders are made 0700 and a cache folder
+others can write to is refused, unless OFFLINK_CACHE_SHARED=1 says its writers are trusted.
+The total size is kept under `OFFLINK_CACHE_SIZE` (default 1G) by removing the least recently
+used entries (a hit refreshes an entry's mtime). `--no-cache` or `OFFLINK_NO_CACHE=1` turn
+the cache off.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import struct
 import sys
 import threading
@@ -44,6 +48,7 @@ _HEADER = struct.Struct("<8sIQ32s")  # magic, metadata size, data size, sha256(m
 DEFAULT_SIZE = 1 << 30
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _STALE_TEMP = 3600  # seconds after which a temporary file is taken as a crashed writer's
+_SETTLED = 2.0  # seconds since a tool's last change after which its stat stamp is trusted
 
 
 def parse_size(text: str) -> int:
@@ -66,6 +71,71 @@ def default_dir() -> str:
         return os.environ["OFFLINK_CACHE_DIR"]
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(xdg, "offlink")
+
+
+def shared() -> bool:
+    """OFFLINK_CACHE_SHARED=1: the cache is shared with other users (README, "The cache")."""
+    return os.environ.get("OFFLINK_CACHE_SHARED", "") not in ("", "0")
+
+
+def make_dirs(path: str) -> None:
+    """Create `path` and its missing parents: mode 0700, or as the umask allows for a shared
+    cache (whose folders then inherit a setgid bit of the folder above)."""
+    mode = 0o777 if shared() else 0o700
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, mode)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
+
+
+def trusted_root(root: str) -> str:
+    """`root`, created if missing, once it is known that nobody but this user can plant
+    entries there; a shared cache (OFFLINK_CACHE_SHARED=1) trusts whoever can write to it.
+
+    Raises UsageError for a private cache folder that belongs to another user or that others
+    may write to; OSError when it cannot be created.
+    """
+    make_dirs(root)
+    if shared():
+        return root
+    st = os.stat(root)
+    why = None
+    if st.st_uid != os.geteuid():
+        why = "belongs to another user"
+    elif st.st_mode & 0o022:
+        why = "is writable by other users"
+    if why:
+        raise UsageError(f"cache folder {root} {why}: its entries end up in the programs you "
+                         f"link; choose another OFFLINK_CACHE_DIR, or set OFFLINK_CACHE_SHARED=1 "
+                         f"if everyone who can write there is trusted")
+    return root
+
+
+def file_stamp(st: os.stat_result) -> str:
+    """What tells one version of a file from the next without reading it: device, inode,
+    size, and mtime and ctime in nanoseconds (a same-size rewrite that puts the old mtime
+    back still moves ctime, which no user can set)."""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _content_hash(path: str) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
 
 
 def _hash(*parts: str | bytes) -> str:
@@ -129,13 +199,20 @@ class Cache:
         limit = parse_size(size) if size else DEFAULT_SIZE
         if limit == 0:
             return None
-        return cls(default_dir(), limit)
+        root = default_dir()
+        try:
+            trusted_root(root)
+        except OSError:
+            pass  # not writable: every store is skipped, as for a full disk
+        return cls(root, limit)
 
     # -- keys ----------------------------------------------------------------------------
     def tool_identity(self, tool: str) -> str | None:
-        """Resolved path, size, mtime and `--version` output of a tool; None if not found.
+        """The identity of a tool: its resolved path, a SHA-256 of its content and its
+        `--version` output; None if not found.
 
-        Probed once per tool per link (a few ms for gcc).
+        Probed once per tool per link (a few ms for gcc), and remembered across links by the
+        file's stat stamp (`file_stamp`), so a relink neither hashes nor runs the tool.
         """
         with self._lock:
             if tool in self._identities:
@@ -145,18 +222,21 @@ class Cache:
         if found is not None:
             real = os.path.realpath(found)
             st = os.stat(real)
-            stamp = _hash(found, real, str(st.st_size), str(st.st_mtime_ns))
+            stamp = _hash(found, real, file_stamp(st))
             ident = self._known_tool(stamp)
             if ident is None:
-                ident = _hash(real, str(st.st_size), str(st.st_mtime_ns), _version(found))
-                self._remember_tool(stamp, ident)
+                ident = _hash(real, _content_hash(real), _version(found))
+                # A file changed within one timestamp tick of this probe could later show
+                # the same stamp with other content ("racy git"): remember only settled files.
+                if time.time() - st.st_ctime > _SETTLED:
+                    self._remember_tool(stamp, ident)
         with self._lock:
             self._identities[tool] = ident
         return ident
 
     def _known_tool(self, stamp: str) -> str | None:
-        """A tool identity probed by an earlier link: the same file, size and mtime have the
-        same `--version`, so relinks skip the probe (a few ms a compiler)."""
+        """A tool identity probed by an earlier link: the same file (device, inode, size,
+        mtime and ctime) has the same content and `--version`, so relinks skip the probe."""
         try:
             with open(os.path.join(self.root, "tools", stamp), encoding="ascii") as f:
                 ident = f.read()
@@ -305,20 +385,39 @@ def _version(tool: str) -> bytes:
         return f"no --version: {type(e).__name__}".encode()
 
 
-def _write_atomic(path: str, data: bytes) -> bool:
-    """Write under a temporary name and rename, so a reader never sees half a file; False
-    when the cache cannot be written (skipped, never an error)."""
-    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+def _temp_path(path: str) -> str:
+    return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write under a fresh temporary name and rename, so a reader never sees half a file.
+
+    The temporary file is created with O_EXCL|O_NOFOLLOW (a name planted there, file or
+    symbolic link, makes the write fail rather than go elsewhere), mode 0600, or 0666 less
+    the umask in a shared cache. Raises OSError.
+    """
+    make_dirs(os.path.dirname(path))
+    tmp = _temp_path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o666 if shared() else 0o600)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _write_atomic(path: str, data: bytes) -> bool:
+    """write_atomic, or False when the cache cannot be written (skipped, never an error)."""
+    try:
+        write_atomic(path, data)
         return True
     except OSError as e:
         if runner.VERBOSE:
-            print(f"offlink: cannot write the cache ({e.strerror}: {tmp})", file=sys.stderr)
-        _unlink(tmp)
+            print(f"offlink: cannot write the cache ({e.strerror}: {e.filename or path})",
+                  file=sys.stderr)
         return False
 
 

@@ -2,7 +2,9 @@
 
 The library is compiled from the sources shipped in this package, once per set of sources and
 compiler, into a cache directory: `OFFLINK_CACHE_DIR`, else `$XDG_CACHE_HOME/offlink`, else
-`~/.cache/offlink`. `offlink config --cflags/--libs` prints `cflags()` and `libs()`.
+`~/.cache/offlink`. Its size and SHA-256 are kept beside it and checked on every use; a
+library that does not match is rebuilt. `offlink config --cflags/--libs` prints `cflags()`
+and `libs()`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from ..errors import ToolError
 
 RUNTIME_DIR = Path(__file__).resolve().parent
 LIBRARY = "libofflink.a"
+SEAL = ".sha256"  # beside the library: "<size> <sha256>\n" of what was built
 # -fvisibility=hidden keeps the table core (ofl_*) and the runtime's helpers out of the
 # module's dynamic symbols; offlink.h marks the public offlink_* API default.
 CFLAGS = ["-O2", "-fPIC", "-fvisibility=hidden", "-std=c11", "-pthread", "-Wall", "-Wextra"]
@@ -29,10 +33,15 @@ def sources() -> list[Path]:
 
 
 def cache_dir() -> Path:
-    """offlink's cache folder, shared with the link cache (`runtime/` beside `objects/`)."""
-    from ..link.cache import default_dir
+    """offlink's cache folder, shared with the link cache (`runtime/` beside `objects/`),
+    created 0700 if missing and refused when others could plant a library there."""
+    from ..link.cache import default_dir, trusted_root
 
-    return Path(default_dir())
+    root = default_dir()
+    try:
+        return Path(trusted_root(root))
+    except OSError as e:
+        raise ToolError(f"cannot create the cache folder {root}: {e.strerror}") from None
 
 
 def _compiler() -> list[str]:
@@ -42,9 +51,12 @@ def _compiler() -> list[str]:
 def _key(cc: list[str], ar: str) -> str:
     """Hash of everything the library depends on: sources, headers, flags and the tools.
 
-    The tools are identified by their resolved path, size and mtime: no subprocess, so a
-    cache hit stays cheap (`offlink config --libs` runs in every build).
+    The tools are identified by their resolved path and stat stamp (device, inode, size,
+    mtime and ctime): no subprocess and no read, so a cache hit stays cheap (`offlink config
+    --libs` runs in every build).
     """
+    from ..link.cache import file_stamp
+
     h = hashlib.sha256()
     for path in [*sources(), *sorted(RUNTIME_DIR.glob("*.h"))]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -54,7 +66,7 @@ def _key(cc: list[str], ar: str) -> str:
         if found:
             real = os.path.realpath(found)
             st = os.stat(real)
-            h.update(f"\0{real}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+            h.update(f"\0{real}\0{file_stamp(st)}".encode())
     return h.hexdigest()[:20]
 
 
@@ -64,11 +76,27 @@ def _run(argv: list[str]) -> None:
     runner.run(argv, "building the offlink runtime")
 
 
+def _seal(library: Path) -> str:
+    """What is kept beside the library: its size and SHA-256."""
+    data = library.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}\n"
+
+
+def _intact(library: Path) -> bool:
+    """The cached library is the one built: its size and SHA-256 match the seal beside it."""
+    try:
+        return _seal(library) == library.with_name(library.name + SEAL).read_text("ascii")
+    except (OSError, ValueError):
+        return False
+
+
 def runtime_library() -> Path:
-    """Path to libofflink.a, built first if this set of sources and compiler has none yet.
+    """Path to libofflink.a, built first if this set of sources and compiler has none yet,
+    or if the cached one does not match the size and hash kept beside it (then rebuilt).
 
     Safe when several processes build at once: each builds in its own temporary directory
-    and renames the result into place; the last rename wins with identical content.
+    and renames the result into place, then its seal; the last rename wins with identical
+    content, and a library seen without its seal is only built once more.
     """
     missing = [p for p in sources() if not p.is_file()]
     if missing:
@@ -76,9 +104,17 @@ def runtime_library() -> Path:
     cc = _compiler()
     ar = os.environ.get("AR") or "ar"
     target = cache_dir() / "runtime" / _key(cc, ar) / LIBRARY
-    if target.is_file():
+    if _intact(target):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    from .. import run as runner
+    from ..link.cache import make_dirs, write_atomic
+
+    if runner.VERBOSE and target.exists():
+        print(f"offlink: {target} does not match its seal; rebuilding it", file=sys.stderr)
+    try:
+        make_dirs(str(target.parent))
+    except OSError as e:
+        raise ToolError(f"cannot create {target.parent}: {e.strerror}") from None
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as tmp:
         objects = []
         for src in sources():
@@ -87,7 +123,12 @@ def runtime_library() -> Path:
             objects.append(str(obj))
         archive = Path(tmp) / LIBRARY
         _run([ar, "rcsD", str(archive), *objects])  # D: no timestamps, reproducible
+        seal = _seal(archive)
         os.replace(archive, target)
+    try:
+        write_atomic(str(target) + SEAL, seal.encode("ascii"))
+    except OSError as e:
+        raise ToolError(f"cannot write {target}{SEAL}: {e.strerror}") from None
     return target
 
 
