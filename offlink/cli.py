@@ -174,7 +174,11 @@ def _report(e: BaseException) -> int:
 
 def _guard(fn: Callable[[], int]) -> int:
     try:
-        return fn()
+        code = fn()
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except OfflinkError as e:
         return _report(e)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP during a link (jobserver.py)
@@ -186,6 +190,17 @@ def _guard(fn: Callable[[], int]) -> int:
         print(f"offlink: error: internal error: {type(e).__name__}: {e} (run with --traceback "
               f"and report it)", file=sys.stderr)
         return 70
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`offlink inspect X | head -1`): end quietly, with the
+    status of a Unix tool ended by SIGPIPE. Later writes (and the flush at exit) go nowhere."""
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def version_text() -> str:

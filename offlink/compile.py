@@ -18,6 +18,7 @@ from . import run as runner
 from .errors import OfflinkError, ToolError, UsageError
 from .formats.payload import Payload, build_record
 from .gccargs import Word, expand_response_files, language_of, words
+from .link.plan import check_driver
 from .targets import Target, resolve
 
 # Preprocessing-only options: used when preprocessing, dropped from the target compile.
@@ -57,6 +58,7 @@ def plan_compile(argv: list[str], targets: list[str],
     if not argv:
         raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
     compiler, args = argv[0], argv[1:]
+    check_driver(compiler, "cc")
     args = expand_response_files(args)
     ws = words(args)
     opts = {w.option for w in ws}
@@ -131,6 +133,7 @@ def run_compile(plan: CompilePlan) -> int:
     With one -o output the host compile writes a staged file beside it, so a failure
     anywhere leaves the previous output as it was.
     """
+    _check_outputs(plan)
     single = plan.output_given
     with tempfile.TemporaryDirectory(prefix="offlink-cc-") as tmp:
         staged = ""
@@ -164,6 +167,27 @@ def run_compile(plan: CompilePlan) -> int:
             if staged and os.path.exists(staged):
                 os.unlink(staged)
     return 0
+
+
+def _check_outputs(plan: CompilePlan) -> None:
+    """Refuse, before any work, an output that is a folder or the source itself (the host
+    compile writes a staged file, so the compiler's own check would not see it)."""
+    import stat
+
+    for src in plan.sources:
+        try:
+            out = os.stat(src.output)
+        except OSError:
+            continue
+        if stat.S_ISDIR(out.st_mode):
+            raise UsageError(f"cannot write {src.output}: it is a directory (-o names the "
+                             f"output file)")
+        try:
+            st = os.stat(src.path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            raise UsageError(f"input file '{src.path}' is the same as output file")
 
 
 def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list) -> None:

@@ -173,3 +173,87 @@ def test_output_folder_missing(ws):
     ws.cc("gcc", "-c", "a.c", "-o", "a.o")
     ws.fails(ws.link("gcc", "a.o", "-o", "nodir/prog"), "cannot write nodir/prog")
     ws.clean(ws.root / "prog")
+
+
+def test_input_named_as_the_output_is_refused_before_any_work(ws):
+    ws.write("main.c", "int io(void);\nint main(void) { return io(); }\n")
+    ws.write("io.c", "int io(void) { return 0; }\n")
+    ws.cc("gcc", "-c", "main.c", "-o", "main.o")
+    ws.cc("gcc", "-c", "io.c", "-o", "io.o")
+    io = (ws.root / "io.o").read_bytes()
+    (ws.root / "alias.o").symlink_to("io.o")
+    for args in (["-o", "io.o"], ["-oio.o"], ["-Wl,-o,io.o"], ["-Xlinker", "--output=io.o"],
+                 ["-o", str(ws.root / "alias.o")]):
+        ws.fails(ws.link("gcc", "main.o", "io.o", *args),
+                        "input file 'io.o' is the same as output file")
+        assert (ws.root / "io.o").read_bytes() == io, args
+    ws.fails(ws.link("gcc", "main.o", "alias.o", "-o", "io.o"),
+             "input file 'alias.o' is the same as output file 'io.o'")
+    # Objects without target code take the plain link's way: refused there too.
+    run(["gcc", "-c", "io.c", "-o", "plain.o"], cwd=ws.root)
+    plain = (ws.root / "plain.o").read_bytes()
+    ws.fails(ws.link("gcc", "main.o", "plain.o", "-Wl,--output=plain.o"), "same as output")
+    assert (ws.root / "plain.o").read_bytes() == plain
+    # offlink cc writes a staged file, so the compiler's own check never sees the source.
+    (ws.root / "copy.c").write_text("int copy;\n")
+    ws.fails(ws.cc("gcc", "-c", "copy.c", "-o", "copy.c", check=False), "same as output")
+    assert (ws.root / "copy.c").read_text() == "int copy;\n"
+    assert list(ws.tmp.iterdir()) == []
+
+
+def test_output_that_is_a_directory_is_one_clear_line(ws):
+    ws.write("a.c", GOOD)
+    (ws.root / "out").mkdir()
+    ws.fails(ws.cc("gcc", "-c", "a.c", "-o", "out", check=False),
+             "cannot write out: it is a directory")
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    run(["gcc", "-c", "a.c", "-o", "plain.o"], cwd=ws.root)
+    for obj in ("a.o", "plain.o"):
+        ws.fails(ws.link("gcc", obj, "-o", "out"), "cannot write out: it is a directory")
+    assert list((ws.root / "out").iterdir()) == []
+    ws.clean(ws.root / "prog")
+
+
+def test_inspect_into_a_closed_pipe_ends_quietly(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    assert ws.link("gcc", "a.o", "-o", "app").returncode == 0
+    import subprocess
+
+    for args in (["app"], ["--json", "app"], ["a.o"]):
+        read, write = os.pipe()
+        os.close(read)  # `| head -1` that has already gone
+        try:
+            proc = subprocess.run([ws.offlink, "inspect", *args], cwd=ws.root, stdout=write,
+                                  stderr=subprocess.PIPE, text=True)
+        finally:
+            os.close(write)
+        assert proc.stderr == "", proc.stderr
+        assert proc.returncode == 141, proc.returncode  # as a tool ended by SIGPIPE
+    proc = subprocess.run(f"{ws.offlink} inspect app | head -1", cwd=ws.root, shell=True,
+                          capture_output=True, text=True)
+    assert proc.stdout.startswith("app: ") and proc.stderr == "", proc.stderr
+
+
+def test_failing_plain_link_ends_with_one_offlink_line(ws):
+    ws.write("u.c", "int missing(void);\nint main(void) { return missing(); }\n")
+    run(["gcc", "-c", "u.c", "-o", "u.o"], cwd=ws.root)
+    plain = run(["gcc", "u.o", "-o", "prog"], cwd=ws.root, check=False)
+    proc = ws.link("gcc", "u.o", "-o", "prog")
+    last = ws.fails(proc, "link failed (exit status 1): gcc u.o -o prog")
+    assert proc.returncode == plain.returncode == 1
+    # The linker's own message comes first, as the plain link prints it.
+    assert proc.stderr == plain.stderr + last + "\n"
+    assert list(ws.tmp.iterdir()) == []
+
+
+def test_forgotten_compiler_word_is_named(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    ws.fails(ws.link("a.o", "-o", "prog"),
+             "the first word after `offlink link`", "must be the compiler driver (gcc, g++, "
+             "clang", "not 'a.o'")
+    ws.fails(ws.cc("a.c", "-c", "-o", "b.o", check=False),
+             "the first word after `offlink cc`", "not 'a.c'")
+    assert not (ws.root / "b.o").exists()
+    ws.clean(ws.root / "prog")

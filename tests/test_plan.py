@@ -151,3 +151,17 @@ def test_output_named_to_the_linker():
         assert "prog" not in " ".join(p.base_args), argv
     assert plan_link(["gcc", "-Wl,--gc-sections,-o,prog", "a.o"]).base_args == \
         ["-Wl,--gc-sections", "a.o"]
+
+
+@pytest.mark.parametrize("first", ["a.o", "lib/libx.a", "libz.so.1.3", "main.c", "-o", "x.lo"])
+def test_first_word_must_be_the_driver(first):
+    with pytest.raises(UsageError, match="must be the compiler driver"):
+        plan_link([first, "b.o", "-o", "app"])
+    with pytest.raises(UsageError, match="must be the compiler driver"):
+        plan_compile([first, "-c", "b.c"], ["host"])
+
+
+@pytest.mark.parametrize("driver", ["gcc", "/usr/bin/g++-12", "clang-19", "cc",
+                                    "x86_64-linux-gnu-gcc"])
+def test_drivers_are_accepted(driver):
+    assert plan_link([driver, "a.o"]).driver == driver

@@ -65,6 +65,7 @@ class _Timer:
 def link(argv: list[str], options: LinkOptions) -> int:
     timer = _Timer(options.timings)
     plan = plan_link(argv)
+    check_output(plan)
     timer.stage("plan")
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
@@ -191,6 +192,30 @@ def link(argv: list[str], options: LinkOptions) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def check_output(plan: LinkPlan) -> None:
+    """Refuse, before any work, an output that is a folder or one of the inputs (through any
+    name: device and inode compared), which the link would replace (gcc refuses it too)."""
+    try:
+        out = os.stat(plan.output)
+    except OSError:
+        return  # not there yet (a missing folder is reported when the output is written)
+    import stat
+
+    if stat.S_ISDIR(out.st_mode):
+        raise UsageError(f"cannot write {plan.output}: it is a directory (-o names the output "
+                         f"file)")
+    for i in plan.inputs:
+        if i.kind != "file":
+            continue
+        try:
+            st = os.stat(i.path)
+        except OSError:
+            continue  # the linker says what is missing
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            same = "" if i.path == plan.output else f" '{plan.output}'"
+            raise UsageError(f"input file '{i.path}' is the same as output file{same}")
+
+
 def _host_link(host: list[str]) -> None:
     try:
         runner.run(host, "host link", capture=False)
@@ -220,14 +245,10 @@ def _plain(plan: LinkPlan, options: LinkOptions) -> int:
     if options.dry_run:
         print(runner.show(plan.argv))
         return 0
-    if runner.VERBOSE:
-        print(f"offlink: {runner.show(plan.argv)}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvp(plan.argv[0], plan.argv)
-    except OSError as e:
-        raise ToolError(f"linker '{plan.argv[0]}': {e.strerror}", 127) from None
+    status = runner.pass_through(plan.argv, "linker")
+    if status != 0:
+        raise ToolError(f"link failed (exit status {status}): {runner.show(plan.argv)}", status)
+    return 0
 
 
 def _dry_run(plan, cus, targets, workdir) -> int:
