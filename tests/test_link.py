@@ -267,3 +267,48 @@ def test_archive_of_slim_lto_members(offlink, tmp_path):
     assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
     names = symbols(offlink, tmp_path / "prog")
     assert "lib_side" in names and "unused_member" not in names
+
+
+def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path, monkeypatch):
+    """A registration whose order never settles ends in one error, not an endless relink;
+    the handlers offlink sets for the link are the caller's again afterwards."""
+    import signal
+
+    import pytest
+
+    from offlink.errors import LinkError
+    from offlink.link import gomp_register, pipeline
+
+    build_objects(offlink, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    links = []
+    real_host_link = pipeline._host_link
+
+    def host_link(argv):
+        links.append(argv)
+        if len(links) > 10:
+            raise AssertionError("the host link is repeated without bound")
+        real_host_link(argv)
+
+    class NeverSettles:
+        def build(self):
+            pass
+
+        def host_argv(self, host, extra_at):
+            return host
+
+        def check(self, path):
+            return False
+
+    monkeypatch.setattr(pipeline, "_host_link", host_link)
+    monkeypatch.setattr(gomp_register, "enabled", lambda flag: True)
+    monkeypatch.setattr(gomp_register.Registration, "for_link",
+                        classmethod(lambda cls, *args: NeverSettles()))
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    libs = config(offlink, "--libs")
+    with pytest.raises(LinkError, match="did not settle in 3 links"):
+        pipeline.link(["gcc", "main.o", "lib.o", *libs, "-o", "prog"], pipeline.LinkOptions())
+    assert len(links) == 3
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert not (tmp_path / "prog").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 from .plan import LinkPlan, host_link_argv, plan_link
 
 
+HOST_RELINKS = 2  # at most this many host links after the first (gomp_register's order)
+
+
 @dataclass
 class LinkOptions:
     targets: list[str] = field(default_factory=list)  # empty: every target the inputs have
@@ -87,6 +90,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
     from ..jobserver import slots_for, stop_on_signals
 
+    import signal
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     keep = options.save_temps
     workdir = tempfile.mkdtemp(prefix="offlink-link-")
     staged = None
@@ -152,8 +158,17 @@ def link(argv: list[str], options: LinkOptions) -> int:
             registration.build()
             host = registration.host_argv(host, len(host) - len(extra) - 2)
         _host_link(host)
-        while registration is not None and not registration.check(staged):
-            _host_link(host)  # the registration in the order the link gave the host table
+        if registration is not None:
+            # A relink writes the registration in the order the link gave the host table;
+            # that order must then hold, so a bounded number of links settles it.
+            for _ in range(HOST_RELINKS):
+                if registration.check(staged):
+                    break
+                _host_link(host)
+            else:
+                if not registration.check(staged):
+                    raise LinkError(f"--gomp-register: the host table's order did not settle "
+                                    f"in {HOST_RELINKS + 1} links")
         timer.stage("host")
         from .fill import fill
         from .verify import verify
@@ -190,6 +205,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
             print(f"offlink: temporary files kept in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+        for sig, handler in handlers.items():  # as they were (offlink used as a library)
+            if handler is not None and signal.getsignal(sig) is not handler:
+                signal.signal(sig, handler)
 
 
 def check_output(plan: LinkPlan) -> None:
