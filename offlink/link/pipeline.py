@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ..targets import Target
 from .plan import LinkPlan, host_link_argv, plan_link
 
-
 HOST_RELINKS = 2  # at most this many host links after the first (gomp_register's order)
 
 
@@ -86,11 +85,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
             raise LinkError(f"-static: target {t.name}: {t.static_link_problem}; link "
                             f"without -static")
     import shutil
+    import signal
     import tempfile
 
     from ..jobserver import slots_for, stop_on_signals
-
-    import signal
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     keep = options.save_temps
