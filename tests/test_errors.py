@@ -257,3 +257,29 @@ def test_forgotten_compiler_word_is_named(ws):
              "the first word after `offlink cc`", "not 'a.c'")
     assert not (ws.root / "b.o").exists()
     ws.clean(ws.root / "prog")
+
+
+def test_link_killed_during_the_host_link_leaves_nothing_after_the_next_link(ws):
+    """SIGKILL cannot be cleaned up after: the killed link leaves no file beside the output,
+    and the next link sweeps away the work folder it left in TMPDIR."""
+    import signal
+    import subprocess
+
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    killer = ws.root / "killing-gcc"
+    # The host link (the one with offlink's placeholder): link, then SIGKILL offlink.
+    killer.write_text(f'#!/bin/sh\n{shutil.which("gcc")} "$@" || exit 1\n'
+                      'case "$*" in *offlink-table.o*) kill -KILL $PPID;; esac\n')
+    killer.chmod(0o755)
+    proc = subprocess.run([ws.offlink, "link", str(killer), "a.o", "-o", "prog"], cwd=ws.root,
+                          env=ws.env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert (ws.root / "prog").read_text() == "previous output"
+    litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
+    assert litter == [], litter
+    assert [p.name for p in ws.tmp.iterdir()][0].startswith("offlink-link-")
+    # A link of another output in the same TMPDIR sweeps the dead link's work folder.
+    assert ws.link("gcc", "a.o", "-o", "other").returncode == 0
+    ws.clean(ws.root / "prog")
+    assert run([ws.root / "other"]).returncode == 0

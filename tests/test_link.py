@@ -312,3 +312,77 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
     assert {s: signal.getsignal(s) for s in before} == before
     assert not (tmp_path / "prog").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def _install_across_file_systems(tmp_path, monkeypatch, unnamed: bool):
+    import errno
+
+    from offlink.link import staging
+
+    real_rename = os.rename
+
+    def rename(src, dst):  # as if TMPDIR were on another file system than the output
+        if str(src).endswith("staged-prog"):
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(staging.os, "rename", rename)
+    if unnamed:  # the O_TMPFILE is linked into place: no named file on the way
+        def no_named_file(*args, **kwargs):
+            raise AssertionError("fell back to a named temporary file")
+
+        monkeypatch.setattr(staging.tempfile, "mkstemp", no_named_file)
+    else:  # no way to name an O_TMPFILE: the named, locked fallback
+        real_isdir = os.path.isdir
+        monkeypatch.setattr(staging.os.path, "isdir",
+                            lambda p: False if p == "/proc/self/fd" else real_isdir(p))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "prog").write_text("previous output")
+    staged = tmp_path / "staged-prog"
+    staged.write_bytes(b"\x7fELF new output" * 1000)
+    staged.chmod(0o751)
+    slot = staging.OutputSlot(str(out / "prog"))
+    assert slot.unnamed == unnamed
+    # Before the install the previous output is whole and nothing else is in its folder.
+    assert [p.name for p in out.iterdir()] == ["prog"]
+    assert (out / "prog").read_text() == "previous output"
+    slot.install(str(staged))
+    slot.close()
+    assert (out / "prog").read_bytes() == staged.read_bytes()
+    assert (out / "prog").stat().st_mode & 0o777 == 0o751
+    assert [p.name for p in out.iterdir()] == ["prog"]
+
+
+def test_output_installed_from_another_file_system_through_o_tmpfile(tmp_path, monkeypatch):
+    _install_across_file_systems(tmp_path, monkeypatch, unnamed=True)
+
+
+def test_output_installed_from_another_file_system_without_o_tmpfile(tmp_path, monkeypatch):
+    _install_across_file_systems(tmp_path, monkeypatch, unnamed=False)
+
+
+def test_staged_file_of_a_dead_link_is_swept_by_the_next_link_of_that_output(tmp_path):
+    """Where no O_TMPFILE can be used, a killed link may leave `.prog.offlink-*`; the next
+    slot for the same output removes it, but never one that a running link holds locked."""
+    import fcntl
+
+    from offlink.link import staging
+
+    dead = tmp_path / ".prog.offlink-dead1234"
+    dead.write_text("half a binary")
+    alive = tmp_path / ".prog.offlink-alive567"
+    alive.write_text("being written")
+    other = tmp_path / ".other.offlink-dead999"
+    other.write_text("another output's")
+    with open(alive, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        pid = os.fork()
+        if pid == 0:  # another process: flock locks are per open file, not per process
+            try:
+                staging.OutputSlot(str(tmp_path / "prog")).close()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    assert not dead.exists()
+    assert alive.exists() and other.exists()

@@ -1,8 +1,8 @@
 """`offlink link`: the stages in order, from a command line to a verified output.
 
 plan -> extract -> compile -> device -> reserve -> host -> fill -> verify. The output is written
-under a temporary name beside the final one and moved into place only when verified, so a
-failure leaves the previous output as it was.
+in the work folder and moved into place only when verified, so a failure leaves the previous
+output as it was, and a killed link nothing beside it (staging.py).
 """
 
 from __future__ import annotations
@@ -84,16 +84,15 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if plan.static and t.static_link_problem:
             raise LinkError(f"-static: target {t.name}: {t.static_link_problem}; link "
                             f"without -static")
-    import shutil
     import signal
-    import tempfile
 
     from ..jobserver import slots_for, stop_on_signals
+    from .staging import OutputSlot, WorkFolder
 
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    keep = options.save_temps
-    workdir = tempfile.mkdtemp(prefix="offlink-link-")
-    staged = None
+    work = WorkFolder(options.save_temps)
+    workdir = work.path
+    slot = None
     slots = None
     cache = None
     try:
@@ -134,16 +133,11 @@ def link(argv: list[str], options: LinkOptions) -> int:
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine()))
         timer.stage("reserve")
-        out_dir = os.path.dirname(os.path.abspath(plan.output)) or "."
-        try:
-            fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(plan.output)}.",
-                                          dir=out_dir)
-        except OSError as e:
-            raise LinkError(f"cannot write {plan.output}: {e.strerror}") from None
-        os.close(fd)
-        # The linker creates the file itself, so its mode is the plain link's (0777 & ~umask),
-        # not mkstemp's 0600; the unique name stays reserved for this link in practice.
-        os.unlink(staged)
+        # The linker writes into the work folder (a killed link leaves nothing beside the
+        # output) and creates the file itself, so its mode is the plain link's.
+        slot = OutputSlot(plan.output)
+        os.mkdir(os.path.join(workdir, "out"))
+        staged = os.path.join(workdir, "out", os.path.basename(plan.output))
         extra = [placeholder, *_host_link_args(plan, targets)]
         host = host_link_argv(plan, staged, extra)
         registration = None
@@ -188,8 +182,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if filled.dropped and runner.VERBOSE:
             print(f"offlink: not in the host binary (discarded or inlined there): "
                   f"{', '.join(filled.dropped)}", file=sys.stderr)
-        os.replace(staged, plan.output)
-        staged = None
+        slot.install(staged)
         if cache is not None:
             cache.trim()
         timer.report()
@@ -197,12 +190,11 @@ def link(argv: list[str], options: LinkOptions) -> int:
     finally:
         if slots is not None:
             slots.close()
-        if staged and os.path.exists(staged):
-            os.unlink(staged)
-        if keep:
+        if slot is not None:
+            slot.close()
+        work.close()
+        if options.save_temps:
             print(f"offlink: temporary files kept in {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
         for sig, handler in handlers.items():  # as they were (offlink used as a library)
             if handler is not None and signal.getsignal(sig) is not handler:
                 signal.signal(sig, handler)
