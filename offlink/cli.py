@@ -126,9 +126,31 @@ def cmd_cc(argv: list[str]) -> int:
             os.execvp(rest[0], rest)
         except OSError as e:
             raise OfflinkError(f"compiler '{rest[0]}': {e.strerror}") from None
-    from .link.pipeline import LinkOptions, link
+    return _compile_and_link(rest, targets, tuple(opts.get("--offload-symbol") or ()),
+                             list(opts.get("--offload-target") or []))
 
-    return link(rest, LinkOptions(targets=list(opts.get("--offload-target") or [])))
+
+def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, ...],
+                      link_targets: list[str]) -> int:
+    """`offlink cc gcc a.c b.c -o app`: each source compiled to a fat object (so the link
+    has their target code, never a silent host-only binary), then `offlink link`."""
+    from .compile import plan_compile, plan_compile_and_link, run_compile
+    from .link.pipeline import LinkOptions, link
+    from .link.staging import WorkFolder
+
+    if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
+        return link(argv, LinkOptions(targets=link_targets))
+    work = WorkFolder(keep=False)  # the objects: gone after the link, swept if killed
+    try:
+        onestep = plan_compile_and_link(argv, work.path)
+        assert onestep is not None
+        for compile_argv in onestep.compiles:
+            plan = plan_compile(compile_argv, targets, offered)
+            assert plan is not None
+            run_compile(plan)
+        return link(onestep.link, LinkOptions(targets=link_targets))
+    finally:
+        work.close()
 
 
 def cmd_link(argv: list[str]) -> int:

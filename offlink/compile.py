@@ -84,6 +84,66 @@ def plan_compile(argv: list[str], targets: list[str],
                        tgt, tuple(offered), output is not None)
 
 
+@dataclass(frozen=True)
+class OneStepPlan:
+    """`COMPILER a.c b.c -o app` (compile and link in one step) as offlink does it: each
+    source compiled to a fat object, then `offlink link` of the same command with the
+    objects in the sources' places."""
+
+    compiles: list[list[str]]  # `COMPILER ... -c SOURCE -o OBJECT`, one per source
+    link: list[str]
+
+
+TWO_STEPS = ("compile each source with `offlink cc COMPILER -c SOURCE -o OBJECT`, then link "
+             "the objects with `offlink link COMPILER OBJECTS... -o OUTPUT`")
+
+
+def plan_compile_and_link(argv: list[str], obj_dir: str) -> OneStepPlan | None:
+    """Plan a compile-and-link command; None when no input is a C or C++ source (a link of
+    objects: pass it to `offlink link` as it is). The objects go into `obj_dir`."""
+    compiler, args = argv[0], expand_response_files(argv[1:])
+    ws = words(args)
+    opts = {w.option for w in ws}
+    output = next((w.value for w in reversed(ws) if w.option == "-o"), "a.out")
+    common: list[str] = []  # the options of every compile, as spelled
+    link = [compiler]
+    sources: list[tuple[str, str | None]] = []  # (source, the -x in force for it)
+    x_lang: str | None = None
+    for w in ws:
+        spelled = args[w.index : w.index + w.count]
+        if w.option == "-x":
+            x_lang = None if w.value == "none" else w.value
+            link += spelled
+            continue
+        if w.option == "" and w.value == "-" and language_of("-", x_lang, compiler):
+            raise UsageError(f"cc: a source read from stdin cannot be compiled and linked in "
+                             f"one step with target code; {TWO_STEPS}")
+        if w.option == "" and language_of(w.value, x_lang, compiler):
+            obj = os.path.join(obj_dir, f"{len(sources)}-"
+                                        f"{os.path.splitext(os.path.basename(w.value))[0]}.o")
+            sources.append((w.value, x_lang))
+            # An object where a -x language is in force would be read as that language.
+            link += ["-x", "none", obj, "-x", x_lang] if x_lang else [obj]
+            continue
+        link += spelled
+        if w.option not in ("", "--", "-o", "-l"):
+            common += spelled
+    if not sources:
+        return None
+    deps = []
+    if opts & {"-MD", "-MMD"}:  # gcc names the depfile and its target after the link output
+        if "-MF" not in opts:
+            deps += ["-MF", os.path.splitext(output)[0] + ".d"]
+        if not opts & {"-MT", "-MQ"}:
+            deps += ["-MT", output]
+    compiles = []
+    for i, (src, lang) in enumerate(sources):
+        obj = os.path.join(obj_dir, f"{i}-{os.path.splitext(os.path.basename(src))[0]}.o")
+        compiles.append([compiler, *common, *deps, "-c", *(["-x", lang] if lang else []), src,
+                         "-o", obj])
+    return OneStepPlan(compiles, link)
+
+
 def _split_options(args: list[str], ws: list[Word]) -> tuple[list[str], list[str]]:
     """Options for preprocessing and for the target compile, spelled as the user wrote them."""
     pre: list[str] = []

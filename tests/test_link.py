@@ -386,3 +386,21 @@ def test_staged_file_of_a_dead_link_is_swept_by_the_next_link_of_that_output(tmp
         os.waitpid(pid, 0)
     assert not dead.exists()
     assert alive.exists() and other.exists()
+
+
+def test_cc_compiles_and_links_in_one_step_with_the_target_code(offlink, tmp_path):
+    """`offlink cc gcc a.c b.c -o app` (autoconf's and many makefiles' way): each source is
+    compiled to a fat object, so the program has its table and runs its target code."""
+    (tmp_path / "lib.c").write_text(LIB)
+    (tmp_path / "main.c").write_text(MAIN)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    run([offlink, "cc", "gcc", "-O2", "-MMD", *config(offlink, "--cflags"), "main.c", "lib.c",
+         *config(offlink, "--libs"), "-o", "prog"], cwd=tmp_path, env=env)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+    assert {"lib_twice", "lib_side"} <= symbols(offlink, tmp_path / "prog")
+    assert (tmp_path / "prog.d").read_text().startswith("prog:")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.c", "main.c", "prog", "prog.d",
+                                                          "tmpdir"]
+    assert list(tmp.iterdir()) == []
