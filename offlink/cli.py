@@ -140,7 +140,7 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
 
     if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
         return link(argv, LinkOptions(targets=link_targets))
-    work = WorkFolder(keep=False)  # the objects: gone after the link, swept if killed
+    work = WorkFolder(keep=False, kind="cc")  # the objects: gone after the link, swept if killed
     try:
         onestep = plan_compile_and_link(argv, work.path)
         assert onestep is not None

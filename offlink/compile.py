@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import run as runner
-from .errors import OfflinkError, ToolError, UsageError
+from .errors import ToolError, UsageError
 from .formats.payload import Payload, build_record
 from .gccargs import Word, expand_response_files, language_of, words
 from .link.plan import check_driver
+
+if TYPE_CHECKING:
+    from .link.staging import OutputSlot
 from .targets import Target, resolve
 
 # Preprocessing-only options: used when preprocessing, dropped from the target compile.
@@ -190,42 +193,40 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
 def run_compile(plan: CompilePlan) -> int:
     """Preprocess for every target beside the host compile, then write each fat object.
 
-    With one -o output the host compile writes a staged file beside it, so a failure
-    anywhere leaves the previous output as it was.
+    With one -o output the host compile writes into the work folder, and the fat object
+    replaces the output whole, so a failure leaves the previous output as it was and a killed
+    compile nothing beside it (link/staging.py).
     """
+    from .link.staging import OutputSlot, WorkFolder
+
     _check_outputs(plan)
     single = plan.output_given
-    with tempfile.TemporaryDirectory(prefix="offlink-cc-") as tmp:
-        staged = ""
+    slot = OutputSlot(plan.sources[0].output) if single else None
+    work = WorkFolder(keep=False, kind="cc")
+    tmp = work.path
+    staged = os.path.join(tmp, "host.o") if single else ""
+    jobs: list = []
+    try:
+        _start_preprocessing(plan, tmp, jobs)
         if single:
-            out_dir = os.path.dirname(os.path.abspath(plan.sources[0].output))
             try:
-                fd, staged = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
-            except OSError as e:
-                raise OfflinkError(f"cannot write {plan.sources[0].output}: {e.strerror}") \
-                    from None
-            os.close(fd)
-        jobs: list = []
-        try:
-            _start_preprocessing(plan, tmp, jobs)
-            if single:
-                try:
-                    runner.run(host_argv(plan, staged), "host compile", capture=False)
-                except ToolError as e:
-                    raise ToolError(f"host compile failed (exit status {e.exit_code}): "
-                                    f"{runner.show(plan.argv)}", e.exit_code) from None
-            _wait(jobs)
-            if not single:
-                runner.run(plan.argv, "host compile", capture=False)
-            for si, src in enumerate(plan.sources):
-                _add_payloads(plan, si, src, tmp, staged)
-        finally:
-            for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
-                if proc.returncode is None:
-                    proc.kill()
-                    proc.wait()
-            if staged and os.path.exists(staged):
-                os.unlink(staged)
+                runner.run(host_argv(plan, staged), "host compile", capture=False)
+            except ToolError as e:
+                raise ToolError(f"host compile failed (exit status {e.exit_code}): "
+                                f"{runner.show(plan.argv)}", e.exit_code) from None
+        _wait(jobs)
+        if not single:
+            runner.run(plan.argv, "host compile", capture=False)
+        for si, src in enumerate(plan.sources):
+            _add_payloads(plan, si, src, tmp, staged, slot)
+    finally:
+        for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait()
+        if slot is not None:
+            slot.close()
+        work.close()
     return 0
 
 
@@ -277,7 +278,8 @@ def _wait(jobs: list) -> None:
         raise failed
 
 
-def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str) -> None:
+def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str,
+                  slot: OutputSlot | None) -> None:
     """Add the payload sections to the host object and move the result to the output."""
     args = []
     for target in plan.targets:
@@ -293,20 +295,17 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
         args += ["--add-section", f"{name}={blob}",
                  "--set-section-flags", f"{name}=exclude,readonly,contents"]
     host_obj = host_obj or src.output
-    out_dir = os.path.dirname(os.path.abspath(src.output))
+    fat = os.path.join(tmp, f"{si}-fat.o")
+    runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
+    os.chmod(fat, 0o666 & ~_umask())
+    if slot is None:  # several sources: each object compiled in place, replaced whole
+        from .link.staging import OutputSlot
+
+        slot = OutputSlot(src.output)
     try:
-        fd, fat = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
-    except OSError as e:
-        raise OfflinkError(f"cannot write {src.output}: {e.strerror}") from None
-    os.close(fd)
-    try:
-        runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
-        os.chmod(fat, 0o666 & ~_umask())
-        os.replace(fat, src.output)
-    except BaseException:
-        if os.path.exists(fat):
-            os.unlink(fat)
-        raise
+        slot.install(fat)
+    finally:
+        slot.close()
 
 
 def _umask() -> int:

@@ -96,7 +96,7 @@ def pass_through(argv: Sequence[str], what: str) -> int:
         try:
             child.append(os.posix_spawnp(argv[0], list(argv), os.environ))
         except OSError as e:
-            raise ToolError(f"{what}: '{argv[0]}': {e.strerror}", 127) from None
+            raise ToolError(f"{what} '{argv[0]}': {e.strerror}", 127) from None
         for signum in pending:
             os.kill(child[0], signum)
         _, status = os.waitpid(child[0], 0)

@@ -283,3 +283,25 @@ def test_link_killed_during_the_host_link_leaves_nothing_after_the_next_link(ws)
     assert ws.link("gcc", "a.o", "-o", "other").returncode == 0
     ws.clean(ws.root / "prog")
     assert run([ws.root / "other"]).returncode == 0
+
+
+def test_cc_killed_during_the_host_compile_leaves_nothing_after_the_next_one(ws):
+    import signal
+    import subprocess
+
+    ws.write("a.c", GOOD)
+    (ws.root / "a.o").write_text("previous output")
+    killer = ws.root / "killing-gcc"
+    # The host compile (not the -E capture of the target code): compile, then SIGKILL offlink.
+    killer.write_text(f'#!/bin/sh\n{shutil.which("gcc")} "$@" || exit 1\n'
+                      'case " $* " in *" -E "*) ;; *) kill -KILL $PPID;; esac\n')
+    killer.chmod(0o755)
+    proc = subprocess.run([ws.offlink, "cc", str(killer), "-c", "a.c", "-o", "a.o"],
+                          cwd=ws.root, env=ws.env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert (ws.root / "a.o").read_text() == "previous output"
+    litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
+    assert litter == [], litter
+    ws.cc("gcc", "-c", "a.c", "-o", "b.o")
+    assert list(ws.tmp.iterdir()) == []
+    assert "gnu.target_lto_" in run(["readelf", "-S", "-W", ws.root / "b.o"]).stdout

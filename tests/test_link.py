@@ -404,3 +404,38 @@ def test_cc_compiles_and_links_in_one_step_with_the_target_code(offlink, tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.c", "main.c", "prog", "prog.d",
                                                           "tmpdir"]
     assert list(tmp.iterdir()) == []
+
+
+def test_work_folder_taken_by_another_sweep_before_its_lock(tmp_path, monkeypatch):
+    """Parallel compiles and links sweep each other's TMPDIR: a folder swept between its
+    mkdtemp and its lock is replaced by a new one, never an error (seen under make -j2)."""
+    import shutil
+    import tempfile
+
+    from offlink.link import staging
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real_mkdtemp = tempfile.mkdtemp
+    made = []
+
+    def mkdtemp(**kwargs):
+        path = real_mkdtemp(**kwargs)
+        made.append(path)
+        if len(made) == 1:
+            shutil.rmtree(path)  # what another offlink's sweep does to an unlocked folder
+        return path
+
+    monkeypatch.setattr(staging.tempfile, "mkdtemp", mkdtemp)
+    work = staging.WorkFolder(keep=False, kind="cc")
+    assert len(made) == 2 and work.path == made[1] and os.path.isdir(work.path)
+    # Locked while in use: a sweep (here by another process) leaves it alone.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            staging.WorkFolder(keep=False).close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.path.isdir(work.path)
+    work.close()
+    assert os.listdir(tmp_path) == []

@@ -1,8 +1,9 @@
 """Where a link's temporary files live, so that even a killed link (SIGKILL) leaves nothing
 that looks like output, and nothing the next link does not sweep away.
 
-- The work folder (`offlink-link-*` in TMPDIR) is locked (flock on the folder) while its link
-  runs; a link that finds an unlocked one, whose owner is gone, removes it.
+- The work folder (`offlink-link-*`, `offlink-cc-*` in TMPDIR) is locked (flock on the folder)
+  while its link or compile runs; the next one that finds an unlocked one (its owner is gone)
+  removes it.
 - The host linker writes into the work folder, never beside the output. The finished file
   reaches the output folder by rename (same file system) or as an unnamed O_TMPFILE given its
   name only when complete; where the file system has no O_TMPFILE, a `.NAME.offlink-*` file
@@ -20,7 +21,7 @@ import tempfile
 
 from ..errors import LinkError
 
-WORK_PREFIX = "offlink-link-"
+WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-"}  # `offlink link`, `offlink cc`
 KEPT_PREFIX = "offlink-temps-"  # --save-temps: kept on purpose, never swept
 
 
@@ -61,17 +62,23 @@ def _sweep(folder: str, prefix: str, want_dir: bool) -> None:
 
 
 class WorkFolder:
-    """This link's temporary folder, locked while the link runs."""
+    """A link's or compile's temporary folder, locked while it runs."""
 
-    def __init__(self, keep: bool):
+    def __init__(self, keep: bool, kind: str = "link"):
         self.keep = keep
         if not keep:
-            _sweep(tempfile.gettempdir(), WORK_PREFIX, want_dir=True)
+            for prefix in WORK_PREFIXES.values():
+                _sweep(tempfile.gettempdir(), prefix, want_dir=True)
         while True:
-            self.path = tempfile.mkdtemp(prefix=KEPT_PREFIX if keep else WORK_PREFIX)
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+            # Another offlink's sweep may take the folder between mkdtemp and the lock (it
+            # is not locked yet): then it is gone, and this takes another.
+            self.path = tempfile.mkdtemp(prefix=KEPT_PREFIX if keep else WORK_PREFIXES[kind])
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue
             fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:  # a sweep may have taken it between mkdtemp and the lock: then another
+            try:
                 if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
                     break
             except FileNotFoundError:
