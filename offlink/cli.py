@@ -203,6 +203,8 @@ def _guard(fn: Callable[[], int]) -> int:
         return _stdout_closed()
     except OfflinkError as e:
         return _report(e)
+    except OSError as e:  # the system refused a file operation: not a bug in offlink
+        return _report(OfflinkError(_os_error_text(e)))
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP during a link (jobserver.py)
         print("offlink: interrupted", file=sys.stderr)
         return 128 + getattr(e, "signum", 2)
@@ -212,6 +214,15 @@ def _guard(fn: Callable[[], int]) -> int:
         print(f"offlink: error: internal error: {type(e).__name__}: {e} (run with --traceback "
               f"and report it)", file=sys.stderr)
         return 70
+
+
+def _os_error_text(e: OSError) -> str:
+    """'OUTPUT: Is a directory' for a failed rename onto a folder, 'FILE: reason' else."""
+    name = e.filename2 if e.filename2 is not None else e.filename
+    reason = e.strerror or str(e)
+    if name is None:
+        return reason
+    return f"{os.fsdecode(name) if isinstance(name, bytes) else name}: {reason}"
 
 
 def _stdout_closed() -> int:

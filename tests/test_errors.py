@@ -305,3 +305,17 @@ def test_cc_killed_during_the_host_compile_leaves_nothing_after_the_next_one(ws)
     ws.cc("gcc", "-c", "a.c", "-o", "b.o")
     assert list(ws.tmp.iterdir()) == []
     assert "gnu.target_lto_" in run(["readelf", "-S", "-W", ws.root / "b.o"]).stdout
+
+
+def test_extract_to_a_directory_is_one_line(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    assert ws.link("gcc", "a.o", "-o", "app").returncode == 0
+    (ws.root / "out").mkdir()
+    proc = run([ws.offlink, "extract", "app", "--target", "host", "--output", "out"],
+               cwd=ws.root, env=ws.env, check=False)
+    last = ws.fails(proc, "out: Is a directory")
+    assert "internal error" not in last
+    assert list((ws.root / "out").iterdir()) == []
+    litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
+    assert litter == [], litter
