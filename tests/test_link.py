@@ -439,3 +439,35 @@ def test_work_folder_taken_by_another_sweep_before_its_lock(tmp_path, monkeypatc
     assert os.path.isdir(work.path)
     work.close()
     assert os.listdir(tmp_path) == []
+
+
+def test_output_that_is_a_fifo_is_written_into_not_replaced(offlink, tmp_path):
+    """`-o /dev/null` (configure scripts) or a FIFO: written into, as ld does, never replaced
+    by a regular file (which for /dev/null, as root, would break the machine)."""
+    import stat
+    import threading
+
+    build_objects(offlink, tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "prog"],
+        cwd=tmp_path)
+    fifo = tmp_path / "fifo"
+    for argv in (["link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "fifo"],
+                 ["cc", "gcc", "-O2", *config(offlink, "--cflags"), "-c", "lib.c", "-o",
+                  "fifo"]):
+        os.mkfifo(fifo)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+        reader.start()
+        proc = run([offlink, *argv], cwd=tmp_path, check=False)
+        if not stat.S_ISFIFO(fifo.stat().st_mode):
+            fifo.unlink()
+            raise AssertionError(f"{argv[0]}: the FIFO was replaced by a regular file")
+        if proc.returncode != 0:
+            with open(fifo, "wb"):  # let the reader end
+                pass
+        reader.join(30)
+        assert proc.returncode == 0, proc.stderr
+        expected = tmp_path / ("prog" if argv[0] == "link" else "lib.o")
+        assert got == [expected.read_bytes()]
+        fifo.unlink()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -101,6 +101,14 @@ class OutputSlot:
         self.prefix = f".{os.path.basename(output)}.offlink-"
         self._fd: int | None = None
         self.unnamed = False  # an O_TMPFILE is open (linking it into place may still fail)
+        try:
+            mode = os.lstat(output).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        # -o /dev/null, a FIFO: written into, never replaced (ld does the same)
+        self.special = not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode))
+        if self.special:
+            return
         _sweep(self.folder, self.prefix, want_dir=False)
         try:
             if not os.path.isdir("/proc/self/fd"):  # no way to name an O_TMPFILE later
@@ -117,6 +125,13 @@ class OutputSlot:
     def install(self, staged: str) -> None:
         """Move the finished file `staged` to the output, atomically: the previous output
         stays until the new one replaces it whole."""
+        if self.special:
+            try:
+                with open(staged, "rb") as src, open(self.output, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            except OSError as e:
+                raise LinkError(f"cannot write {self.output}: {e.strerror}") from None
+            return
         try:
             os.rename(staged, self.output)
             return
