@@ -455,8 +455,9 @@ def test_output_that_is_a_fifo_is_written_into_not_replaced(offlink, tmp_path):
                  ["cc", "gcc", "-O2", *config(offlink, "--cflags"), "-c", "lib.c", "-o",
                   "fifo"]):
         os.mkfifo(fifo)
-        got = []
-        reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda out=got: out.append(fifo.read_bytes()),
+                                  daemon=True)
         reader.start()
         proc = run([offlink, *argv], cwd=tmp_path, check=False)
         if not stat.S_ISFIFO(fifo.stat().st_mode):
