@@ -126,9 +126,31 @@ def cmd_cc(argv: list[str]) -> int:
             os.execvp(rest[0], rest)
         except OSError as e:
             raise OfflinkError(f"compiler '{rest[0]}': {e.strerror}") from None
-    from .link.pipeline import LinkOptions, link
+    return _compile_and_link(rest, targets, tuple(opts.get("--offload-symbol") or ()),
+                             list(opts.get("--offload-target") or []))
 
-    return link(rest, LinkOptions(targets=list(opts.get("--offload-target") or [])))
+
+def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, ...],
+                      link_targets: list[str]) -> int:
+    """`offlink cc gcc a.c b.c -o app`: each source compiled to a fat object (so the link
+    has their target code, never a silent host-only binary), then `offlink link`."""
+    from .compile import plan_compile, plan_compile_and_link, run_compile
+    from .link.pipeline import LinkOptions, link
+    from .link.staging import WorkFolder
+
+    if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
+        return link(argv, LinkOptions(targets=link_targets))
+    work = WorkFolder(keep=False, kind="cc")  # the objects: gone after the link, swept if killed
+    try:
+        onestep = plan_compile_and_link(argv, work.path)
+        assert onestep is not None
+        for compile_argv in onestep.compiles:
+            plan = plan_compile(compile_argv, targets, offered)
+            assert plan is not None
+            run_compile(plan)
+        return link(onestep.link, LinkOptions(targets=link_targets))
+    finally:
+        work.close()
 
 
 def cmd_link(argv: list[str]) -> int:
@@ -174,9 +196,15 @@ def _report(e: BaseException) -> int:
 
 def _guard(fn: Callable[[], int]) -> int:
     try:
-        return fn()
+        code = fn()
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except OfflinkError as e:
         return _report(e)
+    except OSError as e:  # the system refused a file operation: not a bug in offlink
+        return _report(OfflinkError(_os_error_text(e)))
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP during a link (jobserver.py)
         print("offlink: interrupted", file=sys.stderr)
         return 128 + getattr(e, "signum", 2)
@@ -186,6 +214,26 @@ def _guard(fn: Callable[[], int]) -> int:
         print(f"offlink: error: internal error: {type(e).__name__}: {e} (run with --traceback "
               f"and report it)", file=sys.stderr)
         return 70
+
+
+def _os_error_text(e: OSError) -> str:
+    """'OUTPUT: Is a directory' for a failed rename onto a folder, 'FILE: reason' else."""
+    name = e.filename2 if e.filename2 is not None else e.filename
+    reason = e.strerror or str(e)
+    if name is None:
+        return reason
+    return f"{os.fsdecode(name) if isinstance(name, bytes) else name}: {reason}"
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`offlink inspect X | head -1`): end quietly, with the
+    status of a Unix tool ended by SIGPIPE. Later writes (and the flush at exit) go nowhere."""
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 def version_text() -> str:

@@ -11,13 +11,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import run as runner
-from .errors import OfflinkError, ToolError, UsageError
+from .errors import ToolError, UsageError
 from .formats.payload import Payload, build_record
 from .gccargs import Word, expand_response_files, language_of, words
+from .link.plan import check_driver
+
+if TYPE_CHECKING:
+    from .link.staging import OutputSlot
 from .targets import Target, resolve
 
 # Preprocessing-only options: used when preprocessing, dropped from the target compile.
@@ -57,6 +61,7 @@ def plan_compile(argv: list[str], targets: list[str],
     if not argv:
         raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
     compiler, args = argv[0], argv[1:]
+    check_driver(compiler, "cc")
     args = expand_response_files(args)
     ws = words(args)
     opts = {w.option for w in ws}
@@ -80,6 +85,66 @@ def plan_compile(argv: list[str], targets: list[str],
     pre, tgt = _split_options(args, ws)
     return CompilePlan(compiler, list(argv), args, sources, [resolve(t) for t in targets], pre,
                        tgt, tuple(offered), output is not None)
+
+
+@dataclass(frozen=True)
+class OneStepPlan:
+    """`COMPILER a.c b.c -o app` (compile and link in one step) as offlink does it: each
+    source compiled to a fat object, then `offlink link` of the same command with the
+    objects in the sources' places."""
+
+    compiles: list[list[str]]  # `COMPILER ... -c SOURCE -o OBJECT`, one per source
+    link: list[str]
+
+
+TWO_STEPS = ("compile each source with `offlink cc COMPILER -c SOURCE -o OBJECT`, then link "
+             "the objects with `offlink link COMPILER OBJECTS... -o OUTPUT`")
+
+
+def plan_compile_and_link(argv: list[str], obj_dir: str) -> OneStepPlan | None:
+    """Plan a compile-and-link command; None when no input is a C or C++ source (a link of
+    objects: pass it to `offlink link` as it is). The objects go into `obj_dir`."""
+    compiler, args = argv[0], expand_response_files(argv[1:])
+    ws = words(args)
+    opts = {w.option for w in ws}
+    output = next((w.value for w in reversed(ws) if w.option == "-o"), "a.out")
+    common: list[str] = []  # the options of every compile, as spelled
+    link = [compiler]
+    sources: list[tuple[str, str | None]] = []  # (source, the -x in force for it)
+    x_lang: str | None = None
+    for w in ws:
+        spelled = args[w.index : w.index + w.count]
+        if w.option == "-x":
+            x_lang = None if w.value == "none" else w.value
+            link += spelled
+            continue
+        if w.option == "" and w.value == "-" and language_of("-", x_lang, compiler):
+            raise UsageError(f"cc: a source read from stdin cannot be compiled and linked in "
+                             f"one step with target code; {TWO_STEPS}")
+        if w.option == "" and language_of(w.value, x_lang, compiler):
+            obj = os.path.join(obj_dir, f"{len(sources)}-"
+                                        f"{os.path.splitext(os.path.basename(w.value))[0]}.o")
+            sources.append((w.value, x_lang))
+            # An object where a -x language is in force would be read as that language.
+            link += ["-x", "none", obj, "-x", x_lang] if x_lang else [obj]
+            continue
+        link += spelled
+        if w.option not in ("", "--", "-o", "-l"):
+            common += spelled
+    if not sources:
+        return None
+    deps = []
+    if opts & {"-MD", "-MMD"}:  # gcc names the depfile and its target after the link output
+        if "-MF" not in opts:
+            deps += ["-MF", os.path.splitext(output)[0] + ".d"]
+        if not opts & {"-MT", "-MQ"}:
+            deps += ["-MT", output]
+    compiles = []
+    for i, (src, lang) in enumerate(sources):
+        obj = os.path.join(obj_dir, f"{i}-{os.path.splitext(os.path.basename(src))[0]}.o")
+        compiles.append([compiler, *common, *deps, "-c", *(["-x", lang] if lang else []), src,
+                         "-o", obj])
+    return OneStepPlan(compiles, link)
 
 
 def _split_options(args: list[str], ws: list[Word]) -> tuple[list[str], list[str]]:
@@ -128,42 +193,62 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
 def run_compile(plan: CompilePlan) -> int:
     """Preprocess for every target beside the host compile, then write each fat object.
 
-    With one -o output the host compile writes a staged file beside it, so a failure
-    anywhere leaves the previous output as it was.
+    With one -o output the host compile writes into the work folder, and the fat object
+    replaces the output whole, so a failure leaves the previous output as it was and a killed
+    compile nothing beside it (link/staging.py).
     """
+    from .link.staging import OutputSlot, WorkFolder
+
+    _check_outputs(plan)
     single = plan.output_given
-    with tempfile.TemporaryDirectory(prefix="offlink-cc-") as tmp:
-        staged = ""
+    slot = OutputSlot(plan.sources[0].output) if single else None
+    work = WorkFolder(keep=False, kind="cc")
+    tmp = work.path
+    staged = os.path.join(tmp, "host.o") if single else ""
+    jobs: list = []
+    try:
+        _start_preprocessing(plan, tmp, jobs)
         if single:
-            out_dir = os.path.dirname(os.path.abspath(plan.sources[0].output))
             try:
-                fd, staged = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
-            except OSError as e:
-                raise OfflinkError(f"cannot write {plan.sources[0].output}: {e.strerror}") \
-                    from None
-            os.close(fd)
-        jobs: list = []
-        try:
-            _start_preprocessing(plan, tmp, jobs)
-            if single:
-                try:
-                    runner.run(host_argv(plan, staged), "host compile", capture=False)
-                except ToolError as e:
-                    raise ToolError(f"host compile failed (exit status {e.exit_code}): "
-                                    f"{runner.show(plan.argv)}", e.exit_code) from None
-            _wait(jobs)
-            if not single:
-                runner.run(plan.argv, "host compile", capture=False)
-            for si, src in enumerate(plan.sources):
-                _add_payloads(plan, si, src, tmp, staged)
-        finally:
-            for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
-                if proc.returncode is None:
-                    proc.kill()
-                    proc.wait()
-            if staged and os.path.exists(staged):
-                os.unlink(staged)
+                runner.run(host_argv(plan, staged), "host compile", capture=False)
+            except ToolError as e:
+                raise ToolError(f"host compile failed (exit status {e.exit_code}): "
+                                f"{runner.show(plan.argv)}", e.exit_code) from None
+        _wait(jobs)
+        if not single:
+            runner.run(plan.argv, "host compile", capture=False)
+        for si, src in enumerate(plan.sources):
+            _add_payloads(plan, si, src, tmp, staged, slot)
+    finally:
+        for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait()
+        if slot is not None:
+            slot.close()
+        work.close()
     return 0
+
+
+def _check_outputs(plan: CompilePlan) -> None:
+    """Refuse, before any work, an output that is a folder or the source itself (the host
+    compile writes a staged file, so the compiler's own check would not see it)."""
+    import stat
+
+    for src in plan.sources:
+        try:
+            out = os.stat(src.output)
+        except OSError:
+            continue
+        if stat.S_ISDIR(out.st_mode):
+            raise UsageError(f"cannot write {src.output}: it is a directory (-o names the "
+                             f"output file)")
+        try:
+            st = os.stat(src.path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            raise UsageError(f"input file '{src.path}' is the same as output file")
 
 
 def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list) -> None:
@@ -193,7 +278,8 @@ def _wait(jobs: list) -> None:
         raise failed
 
 
-def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str) -> None:
+def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str,
+                  slot: OutputSlot | None) -> None:
     """Add the payload sections to the host object and move the result to the output."""
     args = []
     for target in plan.targets:
@@ -209,20 +295,17 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
         args += ["--add-section", f"{name}={blob}",
                  "--set-section-flags", f"{name}=exclude,readonly,contents"]
     host_obj = host_obj or src.output
-    out_dir = os.path.dirname(os.path.abspath(src.output))
+    fat = os.path.join(tmp, f"{si}-fat.o")
+    runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
+    os.chmod(fat, 0o666 & ~_umask())
+    if slot is None:  # several sources: each object compiled in place, replaced whole
+        from .link.staging import OutputSlot
+
+        slot = OutputSlot(src.output)
     try:
-        fd, fat = tempfile.mkstemp(prefix=".offlink-", suffix=".o", dir=out_dir)
-    except OSError as e:
-        raise OfflinkError(f"cannot write {src.output}: {e.strerror}") from None
-    os.close(fd)
-    try:
-        runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
-        os.chmod(fat, 0o666 & ~_umask())
-        os.replace(fat, src.output)
-    except BaseException:
-        if os.path.exists(fat):
-            os.unlink(fat)
-        raise
+        slot.install(fat)
+    finally:
+        slot.close()
 
 
 def _umask() -> int:

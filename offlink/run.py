@@ -62,3 +62,47 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
         raise ToolError(f"{what} failed (exit status {proc.returncode}): {show(argv)}",
                         exit_code=status, output=out)
     return proc
+
+
+def pass_through(argv: Sequence[str], what: str) -> int:
+    """Run a tool on offlink's own stdin, stdout and stderr, as exec would, and return its
+    exit status (128+N where signal N ended it).
+
+    A signal that would end offlink while it waits (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) is
+    passed on to the tool instead, so the tool decides, as it would without offlink between;
+    the handlers in force before are restored afterwards.
+    """
+    import signal
+
+    if VERBOSE:
+        print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child: list[int] = []
+    pending: list[int] = []
+
+    def forward(signum, frame) -> None:
+        if child:
+            os.kill(child[0], signum)
+        else:
+            pending.append(signum)
+
+    signals = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+    before = {s: signal.getsignal(s) for s in signals}
+    try:
+        for s in signals:
+            if before[s] is not signal.SIG_IGN:  # an ignored signal stays ignored, as for exec
+                signal.signal(s, forward)
+        try:
+            child.append(os.posix_spawnp(argv[0], list(argv), os.environ))
+        except OSError as e:
+            raise ToolError(f"{what} '{argv[0]}': {e.strerror}", 127) from None
+        for signum in pending:
+            os.kill(child[0], signum)
+        _, status = os.waitpid(child[0], 0)
+    finally:
+        for s, handler in before.items():
+            if handler is not None:
+                signal.signal(s, handler)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else \
+        128 + os.WTERMSIG(status)

@@ -173,3 +173,149 @@ def test_output_folder_missing(ws):
     ws.cc("gcc", "-c", "a.c", "-o", "a.o")
     ws.fails(ws.link("gcc", "a.o", "-o", "nodir/prog"), "cannot write nodir/prog")
     ws.clean(ws.root / "prog")
+
+
+def test_input_named_as_the_output_is_refused_before_any_work(ws):
+    ws.write("main.c", "int io(void);\nint main(void) { return io(); }\n")
+    ws.write("io.c", "int io(void) { return 0; }\n")
+    ws.cc("gcc", "-c", "main.c", "-o", "main.o")
+    ws.cc("gcc", "-c", "io.c", "-o", "io.o")
+    io = (ws.root / "io.o").read_bytes()
+    (ws.root / "alias.o").symlink_to("io.o")
+    for args in (["-o", "io.o"], ["-oio.o"], ["-Wl,-o,io.o"], ["-Xlinker", "--output=io.o"],
+                 ["-o", str(ws.root / "alias.o")]):
+        ws.fails(ws.link("gcc", "main.o", "io.o", *args),
+                        "input file 'io.o' is the same as output file")
+        assert (ws.root / "io.o").read_bytes() == io, args
+    ws.fails(ws.link("gcc", "main.o", "alias.o", "-o", "io.o"),
+             "input file 'alias.o' is the same as output file 'io.o'")
+    # Objects without target code take the plain link's way: refused there too.
+    run(["gcc", "-c", "io.c", "-o", "plain.o"], cwd=ws.root)
+    plain = (ws.root / "plain.o").read_bytes()
+    ws.fails(ws.link("gcc", "main.o", "plain.o", "-Wl,--output=plain.o"), "same as output")
+    assert (ws.root / "plain.o").read_bytes() == plain
+    # offlink cc writes a staged file, so the compiler's own check never sees the source.
+    (ws.root / "copy.c").write_text("int copy;\n")
+    ws.fails(ws.cc("gcc", "-c", "copy.c", "-o", "copy.c", check=False), "same as output")
+    assert (ws.root / "copy.c").read_text() == "int copy;\n"
+    assert list(ws.tmp.iterdir()) == []
+
+
+def test_output_that_is_a_directory_is_one_clear_line(ws):
+    ws.write("a.c", GOOD)
+    (ws.root / "out").mkdir()
+    ws.fails(ws.cc("gcc", "-c", "a.c", "-o", "out", check=False),
+             "cannot write out: it is a directory")
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    run(["gcc", "-c", "a.c", "-o", "plain.o"], cwd=ws.root)
+    for obj in ("a.o", "plain.o"):
+        ws.fails(ws.link("gcc", obj, "-o", "out"), "cannot write out: it is a directory")
+    assert list((ws.root / "out").iterdir()) == []
+    ws.clean(ws.root / "prog")
+
+
+def test_inspect_into_a_closed_pipe_ends_quietly(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    assert ws.link("gcc", "a.o", "-o", "app").returncode == 0
+    import subprocess
+
+    for args in (["app"], ["--json", "app"], ["a.o"]):
+        read, write = os.pipe()
+        os.close(read)  # `| head -1` that has already gone
+        try:
+            proc = subprocess.run([ws.offlink, "inspect", *args], cwd=ws.root, stdout=write,
+                                  stderr=subprocess.PIPE, text=True)
+        finally:
+            os.close(write)
+        assert proc.stderr == "", proc.stderr
+        assert proc.returncode == 141, proc.returncode  # as a tool ended by SIGPIPE
+    proc = subprocess.run(f"{ws.offlink} inspect app | head -1", cwd=ws.root, shell=True,
+                          capture_output=True, text=True)
+    assert proc.stdout.startswith("app: ") and proc.stderr == "", proc.stderr
+
+
+def test_failing_plain_link_ends_with_one_offlink_line(ws):
+    ws.write("u.c", "int missing(void);\nint main(void) { return missing(); }\n")
+    run(["gcc", "-c", "u.c", "-o", "u.o"], cwd=ws.root)
+    plain = run(["gcc", "u.o", "-o", "prog"], cwd=ws.root, check=False)
+    proc = ws.link("gcc", "u.o", "-o", "prog")
+    last = ws.fails(proc, "link failed (exit status 1): gcc u.o -o prog")
+    assert proc.returncode == plain.returncode == 1
+    # The linker's own message comes first, as the plain link prints it.
+    assert proc.stderr == plain.stderr + last + "\n"
+    assert list(ws.tmp.iterdir()) == []
+
+
+def test_forgotten_compiler_word_is_named(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    ws.fails(ws.link("a.o", "-o", "prog"),
+             "the first word after `offlink link`", "must be the compiler driver (gcc, g++, "
+             "clang", "not 'a.o'")
+    ws.fails(ws.cc("a.c", "-c", "-o", "b.o", check=False),
+             "the first word after `offlink cc`", "not 'a.c'")
+    assert not (ws.root / "b.o").exists()
+    ws.clean(ws.root / "prog")
+
+
+def test_link_killed_during_the_host_link_leaves_nothing_after_the_next_link(ws):
+    """SIGKILL cannot be cleaned up after: the killed link leaves no file beside the output,
+    and the next link sweeps away the work folder it left in TMPDIR."""
+    import signal
+    import subprocess
+
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    killer = ws.root / "killing-gcc"
+    # The host link (the one with offlink's placeholder): link, then SIGKILL offlink.
+    killer.write_text(f'#!/bin/sh\n{shutil.which("gcc")} "$@" || exit 1\n'
+                      'case "$*" in *offlink-table.o*) kill -KILL $PPID;; esac\n')
+    killer.chmod(0o755)
+    proc = subprocess.run([ws.offlink, "link", str(killer), "a.o", "-o", "prog"], cwd=ws.root,
+                          env=ws.env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert (ws.root / "prog").read_text() == "previous output"
+    litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
+    assert litter == [], litter
+    assert [p.name for p in ws.tmp.iterdir()][0].startswith("offlink-link-")
+    # A link of another output in the same TMPDIR sweeps the dead link's work folder.
+    assert ws.link("gcc", "a.o", "-o", "other").returncode == 0
+    ws.clean(ws.root / "prog")
+    assert run([ws.root / "other"]).returncode == 0
+
+
+def test_cc_killed_during_the_host_compile_leaves_nothing_after_the_next_one(ws):
+    import signal
+    import subprocess
+
+    ws.write("a.c", GOOD)
+    (ws.root / "a.o").write_text("previous output")
+    killer = ws.root / "killing-gcc"
+    # The host compile (not the -E capture of the target code): compile, then SIGKILL offlink.
+    killer.write_text(f'#!/bin/sh\n{shutil.which("gcc")} "$@" || exit 1\n'
+                      'case " $* " in *" -E "*) ;; *) kill -KILL $PPID;; esac\n')
+    killer.chmod(0o755)
+    proc = subprocess.run([ws.offlink, "cc", str(killer), "-c", "a.c", "-o", "a.o"],
+                          cwd=ws.root, env=ws.env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert (ws.root / "a.o").read_text() == "previous output"
+    litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
+    assert litter == [], litter
+    ws.cc("gcc", "-c", "a.c", "-o", "b.o")
+    assert list(ws.tmp.iterdir()) == []
+    assert "gnu.target_lto_" in run(["readelf", "-S", "-W", ws.root / "b.o"]).stdout
+
+
+def test_extract_to_a_directory_is_one_line(ws):
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    assert ws.link("gcc", "a.o", "-o", "app").returncode == 0
+    (ws.root / "out").mkdir()
+    proc = run([ws.offlink, "extract", "app", "--target", "host", "--output", "out"],
+               cwd=ws.root, env=ws.env, check=False)
+    last = ws.fails(proc, "out: Is a directory")
+    assert "internal error" not in last
+    assert list((ws.root / "out").iterdir()) == []
+    litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
+    assert litter == [], litter

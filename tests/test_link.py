@@ -267,3 +267,208 @@ def test_archive_of_slim_lto_members(offlink, tmp_path):
     assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
     names = symbols(offlink, tmp_path / "prog")
     assert "lib_side" in names and "unused_member" not in names
+
+
+def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path, monkeypatch):
+    """A registration whose order never settles ends in one error, not an endless relink;
+    the handlers offlink sets for the link are the caller's again afterwards."""
+    import signal
+
+    import pytest
+
+    from offlink.errors import LinkError
+    from offlink.link import gomp_register, pipeline
+
+    build_objects(offlink, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    links = []
+    real_host_link = pipeline._host_link
+
+    def host_link(argv):
+        links.append(argv)
+        if len(links) > 10:
+            raise AssertionError("the host link is repeated without bound")
+        real_host_link(argv)
+
+    class NeverSettles:
+        def build(self):
+            pass
+
+        def host_argv(self, host, extra_at):
+            return host
+
+        def check(self, path):
+            return False
+
+    monkeypatch.setattr(pipeline, "_host_link", host_link)
+    monkeypatch.setattr(gomp_register, "enabled", lambda flag: True)
+    monkeypatch.setattr(gomp_register.Registration, "for_link",
+                        classmethod(lambda cls, *args: NeverSettles()))
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    libs = config(offlink, "--libs")
+    with pytest.raises(LinkError, match="did not settle in 3 links"):
+        pipeline.link(["gcc", "main.o", "lib.o", *libs, "-o", "prog"], pipeline.LinkOptions())
+    assert len(links) == 3
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert not (tmp_path / "prog").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def _install_across_file_systems(tmp_path, monkeypatch, unnamed: bool):
+    import errno
+
+    from offlink.link import staging
+
+    real_rename = os.rename
+
+    def rename(src, dst):  # as if TMPDIR were on another file system than the output
+        if str(src).endswith("staged-prog"):
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(staging.os, "rename", rename)
+    if unnamed:  # the O_TMPFILE is linked into place: no named file on the way
+        def no_named_file(*args, **kwargs):
+            raise AssertionError("fell back to a named temporary file")
+
+        monkeypatch.setattr(staging.tempfile, "mkstemp", no_named_file)
+    else:  # no way to name an O_TMPFILE: the named, locked fallback
+        real_isdir = os.path.isdir
+        monkeypatch.setattr(staging.os.path, "isdir",
+                            lambda p: False if p == "/proc/self/fd" else real_isdir(p))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "prog").write_text("previous output")
+    staged = tmp_path / "staged-prog"
+    staged.write_bytes(b"\x7fELF new output" * 1000)
+    staged.chmod(0o751)
+    slot = staging.OutputSlot(str(out / "prog"))
+    assert slot.unnamed == unnamed
+    # Before the install the previous output is whole and nothing else is in its folder.
+    assert [p.name for p in out.iterdir()] == ["prog"]
+    assert (out / "prog").read_text() == "previous output"
+    slot.install(str(staged))
+    slot.close()
+    assert (out / "prog").read_bytes() == staged.read_bytes()
+    assert (out / "prog").stat().st_mode & 0o777 == 0o751
+    assert [p.name for p in out.iterdir()] == ["prog"]
+
+
+def test_output_installed_from_another_file_system_through_o_tmpfile(tmp_path, monkeypatch):
+    _install_across_file_systems(tmp_path, monkeypatch, unnamed=True)
+
+
+def test_output_installed_from_another_file_system_without_o_tmpfile(tmp_path, monkeypatch):
+    _install_across_file_systems(tmp_path, monkeypatch, unnamed=False)
+
+
+def test_staged_file_of_a_dead_link_is_swept_by_the_next_link_of_that_output(tmp_path):
+    """Where no O_TMPFILE can be used, a killed link may leave `.prog.offlink-*`; the next
+    slot for the same output removes it, but never one that a running link holds locked."""
+    import fcntl
+
+    from offlink.link import staging
+
+    dead = tmp_path / ".prog.offlink-dead1234"
+    dead.write_text("half a binary")
+    alive = tmp_path / ".prog.offlink-alive567"
+    alive.write_text("being written")
+    other = tmp_path / ".other.offlink-dead999"
+    other.write_text("another output's")
+    with open(alive, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        pid = os.fork()
+        if pid == 0:  # another process: flock locks are per open file, not per process
+            try:
+                staging.OutputSlot(str(tmp_path / "prog")).close()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    assert not dead.exists()
+    assert alive.exists() and other.exists()
+
+
+def test_cc_compiles_and_links_in_one_step_with_the_target_code(offlink, tmp_path):
+    """`offlink cc gcc a.c b.c -o app` (autoconf's and many makefiles' way): each source is
+    compiled to a fat object, so the program has its table and runs its target code."""
+    (tmp_path / "lib.c").write_text(LIB)
+    (tmp_path / "main.c").write_text(MAIN)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    run([offlink, "cc", "gcc", "-O2", "-MMD", *config(offlink, "--cflags"), "main.c", "lib.c",
+         *config(offlink, "--libs"), "-o", "prog"], cwd=tmp_path, env=env)
+    assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
+    assert {"lib_twice", "lib_side"} <= symbols(offlink, tmp_path / "prog")
+    assert (tmp_path / "prog.d").read_text().startswith("prog:")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib.c", "main.c", "prog", "prog.d",
+                                                          "tmpdir"]
+    assert list(tmp.iterdir()) == []
+
+
+def test_work_folder_taken_by_another_sweep_before_its_lock(tmp_path, monkeypatch):
+    """Parallel compiles and links sweep each other's TMPDIR: a folder swept between its
+    mkdtemp and its lock is replaced by a new one, never an error (seen under make -j2)."""
+    import shutil
+    import tempfile
+
+    from offlink.link import staging
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real_mkdtemp = tempfile.mkdtemp
+    made = []
+
+    def mkdtemp(**kwargs):
+        path = real_mkdtemp(**kwargs)
+        made.append(path)
+        if len(made) == 1:
+            shutil.rmtree(path)  # what another offlink's sweep does to an unlocked folder
+        return path
+
+    monkeypatch.setattr(staging.tempfile, "mkdtemp", mkdtemp)
+    work = staging.WorkFolder(keep=False, kind="cc")
+    assert len(made) == 2 and work.path == made[1] and os.path.isdir(work.path)
+    # Locked while in use: a sweep (here by another process) leaves it alone.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            staging.WorkFolder(keep=False).close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.path.isdir(work.path)
+    work.close()
+    assert os.listdir(tmp_path) == []
+
+
+def test_output_that_is_a_fifo_is_written_into_not_replaced(offlink, tmp_path):
+    """`-o /dev/null` (configure scripts) or a FIFO: written into, as ld does, never replaced
+    by a regular file (which for /dev/null, as root, would break the machine)."""
+    import stat
+    import threading
+
+    build_objects(offlink, tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "prog"],
+        cwd=tmp_path)
+    fifo = tmp_path / "fifo"
+    for argv in (["link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "fifo"],
+                 ["cc", "gcc", "-O2", *config(offlink, "--cflags"), "-c", "lib.c", "-o",
+                  "fifo"]):
+        os.mkfifo(fifo)
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda out=got: out.append(fifo.read_bytes()),
+                                  daemon=True)
+        reader.start()
+        proc = run([offlink, *argv], cwd=tmp_path, check=False)
+        if not stat.S_ISFIFO(fifo.stat().st_mode):
+            fifo.unlink()
+            raise AssertionError(f"{argv[0]}: the FIFO was replaced by a regular file")
+        if proc.returncode != 0:
+            with open(fifo, "wb"):  # let the reader end
+                pass
+        reader.join(30)
+        assert proc.returncode == 0, proc.stderr
+        expected = tmp_path / ("prog" if argv[0] == "link" else "lib.o")
+        assert got == [expected.read_bytes()]
+        fifo.unlink()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -151,3 +151,44 @@ def test_output_named_to_the_linker():
         assert "prog" not in " ".join(p.base_args), argv
     assert plan_link(["gcc", "-Wl,--gc-sections,-o,prog", "a.o"]).base_args == \
         ["-Wl,--gc-sections", "a.o"]
+
+
+@pytest.mark.parametrize("first", ["a.o", "lib/libx.a", "libz.so.1.3", "main.c", "-o", "x.lo"])
+def test_first_word_must_be_the_driver(first):
+    with pytest.raises(UsageError, match="must be the compiler driver"):
+        plan_link([first, "b.o", "-o", "app"])
+    with pytest.raises(UsageError, match="must be the compiler driver"):
+        plan_compile([first, "-c", "b.c"], ["host"])
+
+
+@pytest.mark.parametrize("driver", ["gcc", "/usr/bin/g++-12", "clang-19", "cc",
+                                    "x86_64-linux-gnu-gcc"])
+def test_drivers_are_accepted(driver):
+    assert plan_link([driver, "a.o"]).driver == driver
+
+
+def test_compile_and_link_in_one_step():
+    from offlink.compile import plan_compile_and_link
+
+    p = plan_compile_and_link(["gcc", "-O2", "-DX=1", "a.c", "lib.o", "sub/b.c", "-lm", "-L.",
+                               "-o", "app"], "W")
+    assert p is not None
+    assert p.compiles == [["gcc", "-O2", "-DX=1", "-L.", "-c", "a.c", "-o", "W/0-a.o"],
+                          ["gcc", "-O2", "-DX=1", "-L.", "-c", "sub/b.c", "-o", "W/1-b.o"]]
+    assert p.link == ["gcc", "-O2", "-DX=1", "W/0-a.o", "lib.o", "W/1-b.o", "-lm", "-L.", "-o",
+                      "app"]
+    # -x in force: the source is compiled as that language, its object read as an object.
+    p = plan_compile_and_link(["gcc", "-x", "c", "prog.in", "-x", "none", "z.o"], "W")
+    assert p is not None
+    assert p.compiles == [["gcc", "-c", "-x", "c", "prog.in", "-o", "W/0-prog.o"]]
+    assert p.link == ["gcc", "-x", "c", "-x", "none", "W/0-prog.o", "-x", "c", "-x", "none",
+                      "z.o"]
+    # The depfile is named after the link output, as gcc names it.
+    p = plan_compile_and_link(["gcc", "-MMD", "a.c", "-o", "out/app"], "W")
+    assert p is not None
+    assert p.compiles == [["gcc", "-MMD", "-MF", "out/app.d", "-MT", "out/app", "-c", "a.c",
+                           "-o", "W/0-a.o"]]
+    # No source: a link, passed on as it is.
+    assert plan_compile_and_link(["gcc", "a.o", "x.s", "-o", "app"], "W") is None
+    with pytest.raises(UsageError, match="stdin .* `offlink cc COMPILER -c"):
+        plan_compile_and_link(["gcc", "-x", "c", "-", "-o", "app"], "W")

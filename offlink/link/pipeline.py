@@ -1,8 +1,8 @@
 """`offlink link`: the stages in order, from a command line to a verified output.
 
 plan -> extract -> compile -> device -> reserve -> host -> fill -> verify. The output is written
-under a temporary name beside the final one and moved into place only when verified, so a
-failure leaves the previous output as it was.
+in the work folder and moved into place only when verified, so a failure leaves the previous
+output as it was, and a killed link nothing beside it (staging.py).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from ..errors import LinkError, ToolError, UsageError
 if TYPE_CHECKING:
     from ..targets import Target
 from .plan import LinkPlan, host_link_argv, plan_link
+
+HOST_RELINKS = 2  # at most this many host links after the first (gomp_register's order)
 
 
 @dataclass
@@ -65,6 +67,7 @@ class _Timer:
 def link(argv: list[str], options: LinkOptions) -> int:
     timer = _Timer(options.timings)
     plan = plan_link(argv)
+    check_output(plan)
     timer.stage("plan")
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
@@ -81,14 +84,15 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if plan.static and t.static_link_problem:
             raise LinkError(f"-static: target {t.name}: {t.static_link_problem}; link "
                             f"without -static")
-    import shutil
-    import tempfile
+    import signal
 
     from ..jobserver import slots_for, stop_on_signals
+    from .staging import OutputSlot, WorkFolder
 
-    keep = options.save_temps
-    workdir = tempfile.mkdtemp(prefix="offlink-link-")
-    staged = None
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    work = WorkFolder(options.save_temps)
+    workdir = work.path
+    slot = None
     slots = None
     cache = None
     try:
@@ -129,16 +133,11 @@ def link(argv: list[str], options: LinkOptions) -> int:
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine()))
         timer.stage("reserve")
-        out_dir = os.path.dirname(os.path.abspath(plan.output)) or "."
-        try:
-            fd, staged = tempfile.mkstemp(prefix=f".{os.path.basename(plan.output)}.",
-                                          dir=out_dir)
-        except OSError as e:
-            raise LinkError(f"cannot write {plan.output}: {e.strerror}") from None
-        os.close(fd)
-        # The linker creates the file itself, so its mode is the plain link's (0777 & ~umask),
-        # not mkstemp's 0600; the unique name stays reserved for this link in practice.
-        os.unlink(staged)
+        # The linker writes into the work folder (a killed link leaves nothing beside the
+        # output) and creates the file itself, so its mode is the plain link's.
+        slot = OutputSlot(plan.output)
+        os.mkdir(os.path.join(workdir, "out"))
+        staged = os.path.join(workdir, "out", os.path.basename(plan.output))
         extra = [placeholder, *_host_link_args(plan, targets)]
         host = host_link_argv(plan, staged, extra)
         registration = None
@@ -151,8 +150,17 @@ def link(argv: list[str], options: LinkOptions) -> int:
             registration.build()
             host = registration.host_argv(host, len(host) - len(extra) - 2)
         _host_link(host)
-        while registration is not None and not registration.check(staged):
-            _host_link(host)  # the registration in the order the link gave the host table
+        if registration is not None:
+            # A relink writes the registration in the order the link gave the host table;
+            # that order must then hold, so a bounded number of links settles it.
+            for _ in range(HOST_RELINKS):
+                if registration.check(staged):
+                    break
+                _host_link(host)
+            else:
+                if not registration.check(staged):
+                    raise LinkError(f"--gomp-register: the host table's order did not settle "
+                                    f"in {HOST_RELINKS + 1} links")
         timer.stage("host")
         from .fill import fill
         from .verify import verify
@@ -174,8 +182,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if filled.dropped and runner.VERBOSE:
             print(f"offlink: not in the host binary (discarded or inlined there): "
                   f"{', '.join(filled.dropped)}", file=sys.stderr)
-        os.replace(staged, plan.output)
-        staged = None
+        slot.install(staged)
         if cache is not None:
             cache.trim()
         timer.report()
@@ -183,12 +190,38 @@ def link(argv: list[str], options: LinkOptions) -> int:
     finally:
         if slots is not None:
             slots.close()
-        if staged and os.path.exists(staged):
-            os.unlink(staged)
-        if keep:
+        if slot is not None:
+            slot.close()
+        work.close()
+        if options.save_temps:
             print(f"offlink: temporary files kept in {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        for sig, handler in handlers.items():  # as they were (offlink used as a library)
+            if handler is not None and signal.getsignal(sig) is not handler:
+                signal.signal(sig, handler)
+
+
+def check_output(plan: LinkPlan) -> None:
+    """Refuse, before any work, an output that is a folder or one of the inputs (through any
+    name: device and inode compared), which the link would replace (gcc refuses it too)."""
+    try:
+        out = os.stat(plan.output)
+    except OSError:
+        return  # not there yet (a missing folder is reported when the output is written)
+    import stat
+
+    if stat.S_ISDIR(out.st_mode):
+        raise UsageError(f"cannot write {plan.output}: it is a directory (-o names the output "
+                         f"file)")
+    for i in plan.inputs:
+        if i.kind != "file":
+            continue
+        try:
+            st = os.stat(i.path)
+        except OSError:
+            continue  # the linker says what is missing
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            same = "" if i.path == plan.output else f" '{plan.output}'"
+            raise UsageError(f"input file '{i.path}' is the same as output file{same}")
 
 
 def _host_link(host: list[str]) -> None:
@@ -220,14 +253,10 @@ def _plain(plan: LinkPlan, options: LinkOptions) -> int:
     if options.dry_run:
         print(runner.show(plan.argv))
         return 0
-    if runner.VERBOSE:
-        print(f"offlink: {runner.show(plan.argv)}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvp(plan.argv[0], plan.argv)
-    except OSError as e:
-        raise ToolError(f"linker '{plan.argv[0]}': {e.strerror}", 127) from None
+    status = runner.pass_through(plan.argv, "linker")
+    if status != 0:
+        raise ToolError(f"link failed (exit status {status}): {runner.show(plan.argv)}", status)
+    return 0
 
 
 def _dry_run(plan, cus, targets, workdir) -> int:

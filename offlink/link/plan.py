@@ -9,6 +9,10 @@ from ..errors import UsageError
 from ..gccargs import expand_response_files, linker_options, words
 
 STRIP_ALL = {"-s", "--strip-all"}
+# Words that name a link input, never the compiler driver (`offlink link a.o b.o -o app`).
+INPUT_SUFFIXES = (".o", ".obj", ".lo", ".a", ".so", ".c", ".i", ".ii", ".cc", ".cp", ".cxx",
+                  ".cpp", ".c++", ".C", ".s", ".S")
+DRIVER_EXAMPLES = "gcc, g++, clang, cc"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ def plan_link(argv: list[str]) -> LinkPlan:
     if not argv:
         raise UsageError("link: missing linker command (offlink link [OPTIONS] LINKER ARGS...)")
     driver = argv[0]
+    check_driver(driver, "link")
     args = expand_response_files(argv[1:])
     ws = words(args)
     output = "a.out"
@@ -127,6 +132,16 @@ def plan_link(argv: list[str]) -> LinkPlan:
         inputs = [replace(i, static=True) for i in inputs]
     return LinkPlan(driver, list(argv), output, mode, static, pie, strip, lto, inputs, lib_dirs,
                     base)
+
+
+def check_driver(driver: str, command: str) -> None:
+    """Refuse a first word that is an option or an input file: the compiler word was left out
+    (which would run the first object as the linker and fail far from the cause)."""
+    base = os.path.basename(driver)
+    if driver.startswith("-") or base.endswith(INPUT_SUFFIXES) or ".so." in base:
+        raise UsageError(f"{command}: the first word after `offlink {command}` (and its own "
+                         f"options) must be the compiler driver ({DRIVER_EXAMPLES}...), not "
+                         f"'{driver}'; e.g. offlink {command} gcc ...")
 
 
 def _linker_items(items: list[str]) -> tuple[list[str], bool, str | None]:

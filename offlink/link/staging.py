@@ -1,0 +1,207 @@
+"""Where a link's temporary files live, so that even a killed link (SIGKILL) leaves nothing
+that looks like output, and nothing the next link does not sweep away.
+
+- The work folder (`offlink-link-*`, `offlink-cc-*` in TMPDIR) is locked (flock on the folder)
+  while its link or compile runs; the next one that finds an unlocked one (its owner is gone)
+  removes it.
+- The host linker writes into the work folder, never beside the output. The finished file
+  reaches the output folder by rename (same file system) or as an unnamed O_TMPFILE given its
+  name only when complete; where the file system has no O_TMPFILE, a `.NAME.offlink-*` file
+  locked while written, which the next link of the same output removes if its owner is gone.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+import stat
+import tempfile
+
+from ..errors import LinkError
+
+WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-"}  # `offlink link`, `offlink cc`
+KEPT_PREFIX = "offlink-temps-"  # --save-temps: kept on purpose, never swept
+
+
+def _unlocked(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _sweep(folder: str, prefix: str, want_dir: bool) -> None:
+    """Remove what a killed offlink left in `folder`: `prefix*` entries of this user that no
+    running offlink holds locked."""
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+    except OSError:
+        return
+    uid = os.getuid()
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if want_dir else 0))
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != uid or stat.S_ISDIR(st.st_mode) != want_dir or not _unlocked(fd):
+                continue
+            if want_dir:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+class WorkFolder:
+    """A link's or compile's temporary folder, locked while it runs."""
+
+    def __init__(self, keep: bool, kind: str = "link"):
+        self.keep = keep
+        if not keep:
+            for prefix in WORK_PREFIXES.values():
+                _sweep(tempfile.gettempdir(), prefix, want_dir=True)
+        while True:
+            # Another offlink's sweep may take the folder between mkdtemp and the lock (it
+            # is not locked yet): then it is gone, and this takes another.
+            self.path = tempfile.mkdtemp(prefix=KEPT_PREFIX if keep else WORK_PREFIXES[kind])
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
+
+    def close(self) -> None:
+        if not self.keep:
+            shutil.rmtree(self.path, ignore_errors=True)
+        os.close(self._fd)
+
+
+class OutputSlot:
+    """The output's place, claimed before the host link (so an output folder that cannot be
+    written is reported before the linker runs) and filled by `install`."""
+
+    def __init__(self, output: str):
+        self.output = output
+        self.folder = os.path.dirname(os.path.abspath(output))
+        self.prefix = f".{os.path.basename(output)}.offlink-"
+        self._fd: int | None = None
+        self.unnamed = False  # an O_TMPFILE is open (linking it into place may still fail)
+        try:
+            mode = os.lstat(output).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        # -o /dev/null, a FIFO: written into, never replaced (ld does the same)
+        self.special = not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode))
+        if self.special:
+            return
+        _sweep(self.folder, self.prefix, want_dir=False)
+        try:
+            if not os.path.isdir("/proc/self/fd"):  # no way to name an O_TMPFILE later
+                raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+            self._fd = os.open(self.folder, os.O_TMPFILE | os.O_WRONLY, 0o600)
+            self.unnamed = True
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise LinkError(f"cannot write {output}: {e.strerror}") from None
+            if not os.access(self.folder, os.W_OK):
+                raise LinkError(f"cannot write {output}: {os.strerror(errno.EACCES)}") \
+                    from None
+
+    def install(self, staged: str) -> None:
+        """Move the finished file `staged` to the output, atomically: the previous output
+        stays until the new one replaces it whole."""
+        if self.special:
+            try:
+                with open(staged, "rb") as src, open(self.output, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            except OSError as e:
+                raise LinkError(f"cannot write {self.output}: {e.strerror}") from None
+            return
+        try:
+            os.rename(staged, self.output)
+            return
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                raise LinkError(f"cannot write {self.output}: {e.strerror}") from None
+        if self._fd is not None:
+            try:
+                self._copy(staged)
+                fcntl.flock(self._fd, fcntl.LOCK_EX)  # a name appears: the sweep must wait
+                named = self._link_unnamed()
+            except OSError as e:
+                if e.errno not in (errno.EXDEV, errno.EPERM, errno.ENOENT, errno.EOPNOTSUPP):
+                    raise LinkError(f"cannot write {self.output}: {e.strerror}") from None
+                # linkat through /proc refused (some kernels and containers): a named file
+                self.close()
+            else:
+                self._replace(named)
+                return
+        try:
+            fd, named = tempfile.mkstemp(prefix=self.prefix, dir=self.folder)
+        except OSError as e:
+            raise LinkError(f"cannot write {self.output}: {e.strerror}") from None
+        self._fd = fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # locked while written: the sweep must wait
+            self._copy(staged)
+        except OSError as e:
+            os.unlink(named)
+            raise LinkError(f"cannot write {self.output}: {e.strerror}") from None
+        self._replace(named)
+
+    def _copy(self, staged: str) -> None:
+        assert self._fd is not None
+        with open(staged, "rb") as src:
+            size = os.fstat(src.fileno()).st_size
+            copied = 0
+            while copied < size:
+                n = os.sendfile(self._fd, src.fileno(), copied, size - copied)
+                if n == 0:
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                copied += n
+            os.fchmod(self._fd, stat.S_IMODE(os.fstat(src.fileno()).st_mode))
+
+    def _replace(self, named: str) -> None:
+        try:
+            os.replace(named, self.output)
+        except OSError as e:
+            os.unlink(named)
+            raise LinkError(f"cannot write {self.output}: {e.strerror}") from None
+
+    def _link_unnamed(self) -> str:
+        """Give the O_TMPFILE a name in the output folder (linkat through /proc)."""
+        # A dir fd makes os.link call linkat(AT_SYMLINK_FOLLOW); without one, CPython calls
+        # link(2), which links the /proc symlink itself and fails with EXDEV.
+        folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(100):
+                name = os.path.basename(tempfile.mktemp(prefix=self.prefix, dir=self.folder))
+                try:
+                    os.link(f"/proc/self/fd/{self._fd}", name, dst_dir_fd=folder,
+                            follow_symlinks=True)
+                    return os.path.join(self.folder, name)
+                except FileExistsError:
+                    continue
+        finally:
+            os.close(folder)
+        raise OSError(errno.EEXIST, os.strerror(errno.EEXIST))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
