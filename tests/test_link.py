@@ -177,6 +177,33 @@ def test_fill_changes_nothing_outside_the_section(offlink, tmp_path):
     assert before[offset:offset + size] != after[offset:offset + size]
 
 
+def test_fill_and_verify_read_only_headers_symbols_and_the_section(offlink, tmp_path):
+    """What fill and verify read of the linked binary does not grow with its size: a binary
+    with 64 MiB more after its last section is opened, searched and its table read within a
+    few MiB of memory (before: the whole file was read in)."""
+    import tracemalloc
+
+    from offlink.elf import ElfFile
+    from offlink.link.fill import host_symbols
+
+    build_objects(offlink, tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "prog"],
+        cwd=tmp_path)
+    prog = tmp_path / "prog"
+    table = ElfFile.open(prog).content(ElfFile.open(prog).section(".openmp_target")).tobytes()
+    os.truncate(prog, prog.stat().st_size + (64 << 20))  # a hole: no disk, no page cache
+    tracemalloc.start()
+    try:
+        elf = ElfFile.open(prog)
+        section = elf.section(".openmp_target")
+        assert bytes(elf.content(section)) == table
+        assert "lib_twice" in host_symbols(elf)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"{peak} bytes allocated to read a table of {len(table)}"
+
+
 def test_jobs_option_and_env(offlink, tmp_path):
     build_objects(offlink, tmp_path)
     env = {**os.environ, "OFFLINK_JOBS": "1"}

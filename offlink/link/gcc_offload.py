@@ -28,6 +28,7 @@ from ..elf import (
     Symbol,
 )
 from ..errors import FormatError, LinkError
+from .extract import CU
 
 OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"
@@ -76,6 +77,15 @@ class Entry:
     @property
     def kind(self) -> str:
         return "link-variable" if self.host.link else self.host.kind
+
+
+@dataclass(frozen=True)
+class GccCU(CU):
+    """A GCC offload object's CU, with what its host side says (read once, at extract): the
+    host table entries in table order and the external functions it defines."""
+
+    host_entries: tuple[HostEntry, ...] = ()
+    global_functions: frozenset[str] = frozenset()
 
 
 # -- the host object -------------------------------------------------------------------------
@@ -188,13 +198,13 @@ def source_name(elf: ElfFile, fallback: str) -> str:
     return fallback
 
 
-def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False):
+def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> GccCU:
     """The CU record of a GCC offload object: the object itself is the target code, the
     options are its host compile's plus every -foffload-options value for nvptx-none (the
-    object's own, then the link line's, so the link line wins)."""
+    object's own, then the link line's, so the link line wins). Its host tables are read
+    here too, from the object extract has open (whose symbol table is parsed once for all)."""
     from ..formats.payload import Payload
     from ..targets.gcc_nvptx import NAME, accel_compiler
-    from .extract import CU
 
     if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
             elf.is_lto_slim or lto):
@@ -209,9 +219,7 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False):
     source = source_name(elf, origin)
     payload = Payload(NAME, "object", source, accel_compiler(gcc_major(elf)), options,
                       bytes(elf.data))
-    return CU(origin, payload)
-
-
+    return GccCU(origin, payload, tuple(host_tables(elf)), frozenset(global_functions(elf)))
 
 
 # -- pairing with the device side ------------------------------------------------------------
@@ -286,6 +294,22 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
         else:
             raise LinkError(f"{label}: host table entry '{host.host_name}' has no '{expected}' "
                             f"in the target code")
+    return out
+
+
+def entries_of(hosts: tuple[HostEntry, ...], keys: list[str], tag: str) -> list[Entry] | None:
+    """The paired entries again, from the host entries and the keys `pair` gave them (a
+    compiled CU's offers, in host table order, also when they come from the cache): no PTX
+    read. None when the keys are not what pairing these entries gives."""
+    if len(hosts) != len(keys):
+        return None
+    out = []
+    for host, key in zip(hosts, keys):
+        name = key[: -len(tag) - 1] if key.endswith("$" + tag) else key
+        expected = device_name(host)
+        if name not in (expected, "__nvptx_" + expected):
+            return None
+        out.append(Entry(host, name, key))
     return out
 
 
