@@ -164,6 +164,21 @@ def compile_options(elf: ElfFile) -> tuple[list[str], list[str]]:
     return passed, offload
 
 
+_LINK_OPTIONS: tuple[list[str], list[str]] | None = None  # (link_args, their values)
+
+
+def _link_offload_options(link_args: list[str]) -> list[str]:
+    """The link line's -foffload-options values, found once per link (extract passes the
+    same list for every object), not once per CU: a line of N objects has N words."""
+    global _LINK_OPTIONS
+    known = _LINK_OPTIONS
+    if known is None or known[0] is not link_args:
+        known = (link_args, [a[len("-foffload-options="):] for a in link_args
+                             if a.startswith("-foffload-options=")])
+        _LINK_OPTIONS = known
+    return known[1]
+
+
 def offload_options(values: list[str], target: str) -> list[str]:
     """The words of -foffload-options values that apply to `target` (GCC's syntax: `OPTS` for
     every target, `TARGET[,TARGET...]=OPTS` for some)."""
@@ -213,9 +228,7 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
                         f"without -flto)")
     passed, offload = compile_options(elf)
-    offload += [a[len("-foffload-options="):] for a in link_args
-                if a.startswith("-foffload-options=")]
-    options = tuple(passed + offload_options(offload, NAME))
+    options = tuple(passed + offload_options(offload + _link_offload_options(link_args), NAME))
     source = source_name(elf, origin)
     payload = Payload(NAME, "object", source, accel_compiler(gcc_major(elf)), options,
                       bytes(elf.data))
