@@ -50,8 +50,11 @@ _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
 _MAP_LINE = re.compile(r'^//:(FUNC_MAP|VAR_MAP) "([^"]*)"', re.M)
 _FUNC_DIMS = re.compile(r'^//:FUNC_MAP "([^"]*)"((?:[ \t]*,[ \t]*(?:0x[0-9a-fA-F]+|\d+))*)'
                         r'[ \t]*$', re.M)
-_PTX_DEF = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
-                      r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))", re.M)
+# Each match starts with the newline before its line (the text gets one in front): a literal
+# first lets the regex engine jump from line to line, 3-4x faster than `^` with re.M over an
+# image of ~1 MB (libgomp's PTX included).
+_PTX_DEF = re.compile(r"\n\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
+                      r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))")
 
 
 @dataclass(frozen=True)
@@ -342,7 +345,7 @@ def rename(ptx: str, renames: dict[str, str]) -> str:
 
 def ptx_definitions(image: bytes) -> set[str]:
     """Kernels and global variables an image (PTX text, files separated by NULs) defines."""
-    text = image.decode("utf-8", "replace")
+    text = "\n" + image.decode("utf-8", "replace")
     return {a or b for a, b in _PTX_DEF.findall(text)}
 
 
