@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, copy_sample, make_sample, run
 
-from offlink.elf import STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
+from offlink.elf import SHT_SYMTAB, STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
 from offlink.errors import LinkError
 from offlink.link import gcc_offload as gcc
 from offlink.table import Table
@@ -163,7 +163,7 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     symtabs = []
     for o in objs:
         e = ElfFile.open(o)
-        symtabs.append(bytes(e.content(next(s for s in e.sections if s.sh_type == 2))))
+        symtabs.append(bytes(e.content(next(s for s in e.sections if s.sh_type == SHT_SYMTAB))))
     counting = Counting()
     monkeypatch.setattr(elf_module, "_SYM", counting)
     monkeypatch.setattr(GccNvptxTarget, "_pair", no_ptx)

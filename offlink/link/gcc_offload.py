@@ -87,7 +87,7 @@ class GccCU(CU):
     """A GCC offload object's CU, with what its host side says (read once, at extract): the
     host table entries in table order and the external functions it defines."""
 
-    host_entries: tuple[HostEntry, ...] = ()
+    host_entries: tuple[HostEntry, ...] | None = None  # None: unreadable, reported when used
     global_functions: frozenset[str] = frozenset()
 
 
@@ -235,7 +235,11 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     source = source_name(elf, origin)
     payload = Payload(NAME, "object", source, accel_compiler(gcc_major(elf)), options,
                       bytes(elf.data))
-    return GccCU(origin, payload, tuple(host_tables(elf)), frozenset(global_functions(elf)))
+    try:
+        entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))
+    except FormatError:  # the link reports it where it needs the tables; inspect does not
+        entries = None
+    return GccCU(origin, payload, entries, frozenset(global_functions(elf)))
 
 
 # -- pairing with the device side ------------------------------------------------------------

@@ -147,7 +147,7 @@ class GccNvptxTarget(Target):
 
 def _host_side(cu) -> tuple[tuple[gcc.HostEntry, ...], frozenset[str]]:
     """The CU's host table entries and external functions: read at extract for a GccCU."""
-    if isinstance(cu, gcc.GccCU):
+    if isinstance(cu, gcc.GccCU) and cu.host_entries is not None:
         return cu.host_entries, cu.global_functions
     from ..elf import ElfFile
 
