@@ -48,6 +48,7 @@ class GccNvptxTarget(Target):
     name = NAME
     image_kind = "nvptx-none"
     macro = "__OFFLINK_TARGET_NVPTX_NONE__"
+    image_argv_reads_objects = False  # a CU's pairing comes from its offers (_restored)
 
     def __init__(self) -> None:
         self._links: dict[str, list[tuple[str, str, list[gcc.Entry]]]] = {}
@@ -100,6 +101,8 @@ class GccNvptxTarget(Target):
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def image_argv(self, plan, compiled, output):
+        from ..link.compile import write_objects
+
         cus: list[tuple[str, str, list[gcc.Entry]]] = []
         link_opts: list[str] = []
         for c in compiled:
@@ -108,6 +111,8 @@ class GccNvptxTarget(Target):
                     link_opts.append(o)
             # From the offers (cached ones too): a relink reads no CU's PTX to find its image.
             entries = _restored(c)
+            if entries is None:
+                write_objects([c])  # a cached object is read only here
             if entries is None and os.path.exists(c.object_path):  # not under --dry-run
                 entries = self._pair(c.cu, c.object_path)[0]
             if entries is not None:
