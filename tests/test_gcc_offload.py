@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, copy_sample, make_sample, run
 
-from offlink.elf import STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
+from offlink.elf import SHT_SYMTAB, STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
 from offlink.errors import LinkError
 from offlink.link import gcc_offload as gcc
 from offlink.table import Table
@@ -127,6 +127,49 @@ def test_image_compiles_for_sm_80_and_defines_every_key(offlink, sample, tmp_pat
     run([NVLINK, "-arch=sm_80", *cubins, "-o", "image.cubin"], cwd=tmp_path)
     linked = {s.name for s in ElfFile.open(tmp_path / "image.cubin").symbols() if s.defined}
     assert {s.name for s in Table.open(prog).symbols} <= linked
+
+
+@needs_gcc_offload
+def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monkeypatch):
+    """A relink with nothing changed reads each object's symbol table once (extract, the
+    host tables and the pairing share it) and finds the cached image without re-reading and
+    re-pairing any CU's PTX."""
+    from offlink import elf as elf_module
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.targets.gcc_nvptx import GccNvptxTarget
+
+    build = sample / "build"
+    objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")]
+    assert link(argv, LinkOptions()) == 0  # fills the cache
+
+    real = elf_module._SYM
+
+    class Counting:  # counts parses of each symbol table (each starts at offset 0)
+        size = real.size
+
+        def __init__(self):
+            self.parses: Counter = Counter()
+
+        def unpack_from(self, buf, offset=0):
+            if offset == 0:
+                self.parses[bytes(buf)] += 1
+            return real.unpack_from(buf, offset)
+
+    def no_ptx(*args):
+        raise AssertionError("a CU's PTX was read again")
+
+    symtabs = []
+    for o in objs:
+        e = ElfFile.open(o)
+        symtabs.append(bytes(e.content(next(s for s in e.sections if s.sh_type == SHT_SYMTAB))))
+    counting = Counting()
+    monkeypatch.setattr(elf_module, "_SYM", counting)
+    monkeypatch.setattr(GccNvptxTarget, "_pair", no_ptx)
+    assert link(argv, LinkOptions()) == 0
+    assert [counting.parses[t] for t in symtabs] == [1, 1, 1]
+    assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
 
 
 @needs_gcc_offload

@@ -177,6 +177,58 @@ def test_fill_changes_nothing_outside_the_section(offlink, tmp_path):
     assert before[offset:offset + size] != after[offset:offset + size]
 
 
+def test_fill_and_verify_read_only_headers_symbols_and_the_section(offlink, tmp_path):
+    """What fill and verify read of the linked binary does not grow with its size: a binary
+    with 64 MiB more after its last section is opened, searched and its table read within a
+    few MiB of memory (before: the whole file was read in)."""
+    import tracemalloc
+
+    from offlink.elf import ElfFile
+    from offlink.link.fill import host_symbols
+
+    build_objects(offlink, tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", *config(offlink, "--libs"), "-o", "prog"],
+        cwd=tmp_path)
+    prog = tmp_path / "prog"
+    table = ElfFile.open(prog).content(ElfFile.open(prog).section(".openmp_target")).tobytes()
+    os.truncate(prog, prog.stat().st_size + (64 << 20))  # a hole: no disk, no page cache
+    tracemalloc.start()
+    try:
+        elf = ElfFile.open(prog)
+        section = elf.section(".openmp_target")
+        assert bytes(elf.content(section)) == table
+        assert "lib_twice" in host_symbols(elf)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"{peak} bytes allocated to read a table of {len(table)}"
+
+
+def test_relink_from_the_cache_writes_no_objects(offlink, tmp_path):
+    """A relink with nothing changed finds every object and the image in the cache and copies
+    no object into its work folder; after a change, the device link gets every object."""
+    build_objects(offlink, tmp_path)
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    link = [offlink, "link", "--save-temps", "gcc", "main.o", "lib.o",
+            *config(offlink, "--libs")]
+
+    def kept_objects(proc) -> list[str]:
+        kept = Path(proc.stderr.split("temporary files kept in ")[1].split()[0])
+        return sorted(p.name for p in kept.rglob("*.o") if p.name != "offlink-table.o")
+
+    first = run([*link, "-o", "first"], cwd=tmp_path, env=env)
+    assert len(kept_objects(first)) == 2  # compiled
+    again = run([*link, "-o", "again"], cwd=tmp_path, env=env)
+    assert kept_objects(again) == []
+    assert (tmp_path / "again").read_bytes() == (tmp_path / "first").read_bytes()
+    (tmp_path / "lib.c").write_text(LIB.replace("2 * x", "3 * x"))
+    run([offlink, "cc", "gcc", "-O2", *config(offlink, "--cflags"), "-c", "lib.c", "-o",
+         "lib.o"], cwd=tmp_path)
+    changed = run([*link, "-o", "changed"], cwd=tmp_path, env=env)
+    assert len(kept_objects(changed)) == 2  # one compiled, one from the cache for the link
+    assert run([tmp_path / "changed"]).stdout == "host x86_64-pc-linux-gnu 63\n"
+
+
 def test_jobs_option_and_env(offlink, tmp_path):
     build_objects(offlink, tmp_path)
     env = {**os.environ, "OFFLINK_JOBS": "1"}

@@ -2,19 +2,24 @@
 
 For a program of N CUs (each with two target regions, a `declare target` global and a
 static), the objects are compiled once; then each way of linking is timed (median of
---repeat runs):
+--repeat runs, round-robin so a busy machine slows every row alike):
 
-  gcc own        gcc -fopenmp -foffload=nvptx-none ... (mkoffload: all device code, every link)
-  offlink cold   offlink link with an empty compile cache (or none)
-  offlink 1 CU   offlink link after one CU changed (its object recompiled, not timed); with
-                 offlink's per-CU compile cache, only that CU's device code is compiled again;
-                 also with OFFLINK_NO_CACHE=1
-  host only      gcc -fopenmp -foffload=disable (no device code at all: the floor)
+  gcc own          gcc -fopenmp -foffload=nvptx-none ... (mkoffload: all device code, every
+                   link), also after the one-CU change (it recompiles everything either way)
+  offlink cold     offlink link with an empty compile cache
+  offlink 1 CU     offlink link after one CU changed (its object recompiled, not timed); with
+                   offlink's per-CU compile cache, only that CU's device code is compiled again
+  offlink nothing  offlink link again with nothing changed (every CU and the image cached)
+  offlink no cache the one-CU-changed link with OFFLINK_NO_CACHE=1 (--no-cache-row)
+  host only        gcc -fopenmp -foffload=disable (no device code at all: the floor)
 
-GCC's own link is also timed after the one-CU change: it recompiles everything either way.
-Times are wall seconds and, in parentheses, the CPU seconds of all processes of the link.
+Several offlink commands (--offlink LABEL=CMD, repeatable; e.g. a checkout of main and this
+tree) are timed in the same run, each with its own cache. Times are wall seconds and, in
+parentheses, the CPU seconds of all processes of the link; the ratio table divides each
+offlink row by GCC's own link (wall, and CPU).
 
-Usage: python benchmarks/gcc_offload/bench.py [--cus 3,30] [--repeat 5] [--offlink CMD]
+Usage: python benchmarks/gcc_offload/bench.py [--cus 30,300] [--repeat 5]
+           [--offlink LABEL=CMD ...] [--no-cache-row]
 """
 
 from __future__ import annotations
@@ -31,11 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
 CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
 
-ROWS = ("gcc own", "gcc own, 1 CU changed", "offlink cold", "offlink 1 CU changed",
-        "offlink 1 CU changed, no cache", "host only")
+OFFLINK_ROWS = ("cold", "1 CU changed", "nothing changed", "1 CU changed, no cache")
 CU = """\
 #pragma omp declare target
 int g_{k} = {k};
@@ -95,7 +98,8 @@ def change_one(d: Path, bump: int) -> None:
     sh(["gcc", *CFLAGS, "-c", "cu0.c", "-o", "cu0.o"], d)
 
 
-def bench(n: int, repeat: int, offlink: list[str], work: Path) -> dict[str, tuple[float, float]]:
+def bench(n: int, repeat: int, tools: list[tuple[str, list[str]]], work: Path,
+          no_cache_row: bool) -> dict[str, tuple[float, float]]:
     d = work / f"cus{n}"
     d.mkdir()
     objs = compile_all(d, write_program(d, n))
@@ -103,49 +107,86 @@ def bench(n: int, repeat: int, offlink: list[str], work: Path) -> dict[str, tupl
     gcc_link = ["gcc", "-fopenmp", "-foffload=nvptx-none", "-foffload-options=-misa=sm_80",
                 *objs, "-o", "prog.gcc"]
     host_link = ["gcc", "-fopenmp", "-foffload=disable", *objs, "-o", "prog.host"]
-    ofl_link = [*offlink, "link", "gcc", "-fopenmp", *objs, "-o", "prog.offlink"]
-    times: dict[str, list[tuple[float, float]]] = {k: [] for k in ROWS}
-    warm = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{n}"))
-    sh(ofl_link, d, warm)  # a cache with every CU, for "1 CU changed"
-    for i in range(repeat):  # round-robin, so a busy machine slows every kind alike
+    rows = ["gcc own", "gcc own, 1 CU changed", "host only"]
+    for label, _ in tools:
+        rows += [f"offlink {r} [{label}]" for r in OFFLINK_ROWS
+                 if no_cache_row or "no cache" not in r]
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in rows}
+    warm = {}
+    for t, (label, offlink) in enumerate(tools):
+        warm[label] = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{n}-{t}"))
+        sh([*offlink, "link", "gcc", "-fopenmp", *objs, "-o", f"prog.offlink{t}"], d,
+           warm[label])  # a cache with every CU, for "1 CU changed"
+    for i in range(repeat):
         times["host only"].append(timed(host_link, d))
         times["gcc own"].append(timed(gcc_link, d))
-        cold = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-cold-{n}-{i}"))
-        times["offlink cold"].append(timed(ofl_link, d, cold))
+        for t, (label, offlink) in enumerate(tools):
+            link = [*offlink, "link", "gcc", "-fopenmp", *objs, "-o", f"prog.offlink{t}"]
+            cold = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-cold-{n}-{t}-{i}"))
+            times[f"offlink cold [{label}]"].append(timed(link, d, cold))
+            shutil.rmtree(work / f"cache-cold-{n}-{t}-{i}")
         change_one(d, i + 1)
         times["gcc own, 1 CU changed"].append(timed(gcc_link, d))
-        times["offlink 1 CU changed"].append(timed(ofl_link, d, warm))
-        times["offlink 1 CU changed, no cache"].append(
-            timed(ofl_link, d, dict(env, OFFLINK_NO_CACHE="1")))
-    out = subprocess.run(["./prog.offlink"], cwd=d, capture_output=True, text=True).stdout
+        for t, (label, offlink) in enumerate(tools):
+            link = [*offlink, "link", "gcc", "-fopenmp", *objs, "-o", f"prog.offlink{t}"]
+            times[f"offlink 1 CU changed [{label}]"].append(timed(link, d, warm[label]))
+            times[f"offlink nothing changed [{label}]"].append(timed(link, d, warm[label]))
+            if no_cache_row:
+                times[f"offlink 1 CU changed, no cache [{label}]"].append(
+                    timed(link, d, dict(env, OFFLINK_NO_CACHE="1")))
     ref = subprocess.run(["./prog.gcc"], cwd=d, capture_output=True, text=True).stdout
-    if out != ref:
-        sys.exit(f"{n} CUs: the programs disagree: offlink {out!r}, gcc {ref!r}")
+    for t, (label, _) in enumerate(tools):
+        out = subprocess.run([f"./prog.offlink{t}"], cwd=d, capture_output=True,
+                             text=True).stdout
+        if out != ref:
+            sys.exit(f"{n} CUs: the programs disagree: offlink [{label}] {out!r}, gcc {ref!r}")
     return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
             for k, v in times.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cus", default="3,30")
+    ap.add_argument("--cus", default="30,300")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--offlink", default=f"{sys.executable} -m offlink",
-                    help="the offlink command (default: this Python's -m offlink)")
+    ap.add_argument("--offlink", action="append", default=[],
+                    help="LABEL=CMD, repeatable (default: this tree=this Python's -m offlink)")
+    ap.add_argument("--no-cache-row", action="store_true",
+                    help="also time the one-CU-changed link with OFFLINK_NO_CACHE=1")
     args = ap.parse_args()
     if not shutil.which("x86_64-linux-gnu-accel-nvptx-none-gcc-12"):
         sys.exit("needs gcc-12-offload-nvptx and nvptx-tools")
-    offlink = shlex.split(args.offlink)
-    os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
+    given = [o.partition("=")[::2] for o in args.offlink] or \
+        [("this tree", f"{sys.executable} -m offlink")]
+    tools = [(label, shlex.split(cmd)) for label, cmd in given]
     counts = [int(c) for c in args.cus.split(",")]
+    # An installed offlink has its bytecode compiled: without it, every run compiles the
+    # modules it imports again (about 0.1 s of CPU).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory(prefix="offlink-bench-gcc-") as tmp:
-        results = {n: bench(n, args.repeat, offlink, Path(tmp)) for n in counts}
+        results = {n: bench(n, args.repeat, tools, Path(tmp), args.no_cache_row)
+                   for n in counts}
     print(f"median of {args.repeat} runs, seconds: wall (CPU of all processes); "
-          f"{os.cpu_count()} CPUs, OFFLINK_JOBS={os.environ.get('OFFLINK_JOBS', 'default')}")
+          f"{os.cpu_count()} CPUs, OFFLINK_JOBS={os.environ.get('OFFLINK_JOBS', 'default')}, "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
+    rows = list(results[counts[0]])
     print("| link | " + " | ".join(f"{n} CUs" for n in counts) + " |")
     print("|---|" + "---:|" * len(counts))
-    for r in ROWS:
+    for r in rows:
         print(f"| {r} | " + " | ".join(f"{results[n][r][0]:.3f} ({results[n][r][1]:.3f})"
                                        for n in counts) + " |")
+    print()
+    print("offlink / GCC's own link (wall, CPU); a changed CU against GCC's link after the "
+          "same change")
+    print("| link | " + " | ".join(f"{n} CUs" for n in counts) + " |")
+    print("|---|" + "---:|" * len(counts))
+    for r in rows:
+        if not r.startswith("offlink"):
+            continue
+        ref = "gcc own, 1 CU changed" if "changed" in r else "gcc own"
+        print(f"| {r} | " + " | ".join(
+            f"{results[n][r][0] / results[n][ref][0]:.2f}x "
+            f"({results[n][r][1] / results[n][ref][1]:.2f}x)" for n in counts) + " |")
+
 
 if __name__ == "__main__":
     main()

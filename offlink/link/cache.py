@@ -432,19 +432,25 @@ def _unlink(path: str) -> bool:
 def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | None):
     """Stage 4 through the cache: the image of these objects, linked only when not cached."""
     from . import device
+    from .compile import write_objects
 
     if cache is None or not compiled or not all(c.key for c in compiled):
+        write_objects(compiled)
         return device.device_link(plan, target, compiled, workdir)
     out = device.image_path(target, workdir)
+    if target.image_argv_reads_objects:
+        write_objects(compiled)
     argv = target.image_argv(plan, compiled, out)
     linker = cache.tool_identity(argv[0])
     if linker is None:
+        write_objects(compiled)
         return device.device_link(plan, target, compiled, workdir)  # it reports the tool
     paths = {c.object_path: f"<object {c.key}>" for c in compiled}
     paths.update({out: "<image>", workdir: "<tmp>"})
     key = cache.image_key(target, argv, paths, linker, workdir)
     entry = cache.get(key)
     if entry is None:
+        write_objects(compiled)  # only now: a cached image needs none of them
         image = device.device_link(plan, target, compiled, workdir, argv)
         cache.put(key, {"target": target.name}, image.data)
         return image

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import run as runner
@@ -40,6 +40,18 @@ class CompiledCU:
     offers: tuple[Offer, ...]
     key: str = ""  # the cache key ("" without a cache)
     cached: bool = False  # the object came from the cache
+    # A cached object's bytes: written to object_path only when something reads the file (the
+    # device link of an image not in the cache, write_objects), so a relink with nothing
+    # changed writes no object into the work folder.
+    data: bytes | None = field(default=None, repr=False, compare=False)
+
+
+def write_objects(compiled: Sequence[CompiledCU]) -> None:
+    """Write the cached objects that are not in the work folder yet (CompiledCU.data)."""
+    for c in compiled:
+        if c.data is not None and not os.path.exists(c.object_path):
+            with open(c.object_path, "wb") as f:
+                f.write(c.data)
 
 
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
@@ -68,11 +80,9 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
                                                       workdir: "<tmp>"}, compiler)
             hit = cache.get_object(key)
             if hit is not None:
-                with open(obj, "wb") as f:
-                    f.write(hit[0])
                 if runner.VERBOSE:
                     print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr)
-                results[i] = CompiledCU(cu, target, obj, hit[1], key, cached=True)
+                results[i] = CompiledCU(cu, target, obj, hit[1], key, cached=True, data=hit[0])
                 continue
         todo.append((i, src, obj, argv, what, key))
     children = Children()

@@ -8,10 +8,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..elf import STT_FUNC, STT_GNU_IFUNC, STT_OBJECT, ElfFile, Symbol
+from ..elf import (
+    SHN_UNDEF,
+    STB_GLOBAL,
+    STB_GNU_UNIQUE,
+    STB_WEAK,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_OBJECT,
+    ElfFile,
+    Symbol,
+)
 from ..errors import LinkError
 from ..formats.table import SECTION, SYMBOL, ImageSpec, Layout, RowSpec, build_table
 from .device import Image
+
+_GLOBAL_BINDS = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)  # Symbol.is_global, without a call
 
 
 @dataclass(frozen=True)
@@ -26,20 +38,24 @@ class Filled:
 
 def host_symbols(elf: ElfFile) -> dict[str, Symbol]:
     """Defined function and variable symbols by name: global ones first, else a unique local
-    one (host -flto turns a program's globals local); ambiguous locals are left out."""
+    one (host -flto turns a program's globals local); ambiguous locals are left out. One pass
+    over the symbol table."""
     chosen: dict[str, Symbol] = {}
     locals_seen: dict[str, int] = {}
+    first_local: dict[str, Symbol] = {}
+    wanted = (STT_FUNC, STT_OBJECT, STT_GNU_IFUNC)
     for s in elf.symbols():
-        if not s.defined or s.st_type not in (STT_FUNC, STT_OBJECT, STT_GNU_IFUNC):
+        if s.st_shndx == SHN_UNDEF or s.st_type not in wanted:
             continue
-        if s.is_global:
+        if s.st_bind in _GLOBAL_BINDS:
             chosen[s.name] = s
         else:
             locals_seen[s.name] = locals_seen.get(s.name, 0) + 1
-    for s in elf.symbols():
-        if (not s.is_global and s.defined and s.name not in chosen
-                and locals_seen.get(s.name) == 1 and s.st_type in (STT_FUNC, STT_OBJECT)):
-            chosen[s.name] = s
+            if s.st_type != STT_GNU_IFUNC:
+                first_local.setdefault(s.name, s)
+    for name, s in first_local.items():
+        if name not in chosen and locals_seen[name] == 1:
+            chosen[name] = s
     return chosen
 
 

@@ -28,6 +28,7 @@ from ..elf import (
     Symbol,
 )
 from ..errors import FormatError, LinkError
+from .extract import CU
 
 OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"
@@ -49,8 +50,11 @@ _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
 _MAP_LINE = re.compile(r'^//:(FUNC_MAP|VAR_MAP) "([^"]*)"', re.M)
 _FUNC_DIMS = re.compile(r'^//:FUNC_MAP "([^"]*)"((?:[ \t]*,[ \t]*(?:0x[0-9a-fA-F]+|\d+))*)'
                         r'[ \t]*$', re.M)
-_PTX_DEF = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
-                      r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))", re.M)
+# Each match starts with the newline before its line (the text gets one in front): a literal
+# first lets the regex engine jump from line to line, 3-4x faster than `^` with re.M over an
+# image of ~1 MB (libgomp's PTX included).
+_PTX_DEF = re.compile(r"\n\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
+                      r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))")
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,15 @@ class Entry:
     @property
     def kind(self) -> str:
         return "link-variable" if self.host.link else self.host.kind
+
+
+@dataclass(frozen=True)
+class GccCU(CU):
+    """A GCC offload object's CU, with what its host side says (read once, at extract): the
+    host table entries in table order and the external functions it defines."""
+
+    host_entries: tuple[HostEntry, ...] | None = None  # None: unreadable, reported when used
+    global_functions: frozenset[str] = frozenset()
 
 
 # -- the host object -------------------------------------------------------------------------
@@ -154,6 +167,21 @@ def compile_options(elf: ElfFile) -> tuple[list[str], list[str]]:
     return passed, offload
 
 
+_LINK_OPTIONS: tuple[list[str], list[str]] | None = None  # (link_args, their values)
+
+
+def _link_offload_options(link_args: list[str]) -> list[str]:
+    """The link line's -foffload-options values, found once per link (extract passes the
+    same list for every object), not once per CU: a line of N objects has N words."""
+    global _LINK_OPTIONS
+    known = _LINK_OPTIONS
+    if known is None or known[0] is not link_args:
+        known = (link_args, [a[len("-foffload-options="):] for a in link_args
+                             if a.startswith("-foffload-options=")])
+        _LINK_OPTIONS = known
+    return known[1]
+
+
 def offload_options(values: list[str], target: str) -> list[str]:
     """The words of -foffload-options values that apply to `target` (GCC's syntax: `OPTS` for
     every target, `TARGET[,TARGET...]=OPTS` for some)."""
@@ -188,13 +216,13 @@ def source_name(elf: ElfFile, fallback: str) -> str:
     return fallback
 
 
-def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False):
+def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> GccCU:
     """The CU record of a GCC offload object: the object itself is the target code, the
     options are its host compile's plus every -foffload-options value for nvptx-none (the
-    object's own, then the link line's, so the link line wins)."""
+    object's own, then the link line's, so the link line wins). Its host tables are read
+    here too, from the object extract has open (whose symbol table is parsed once for all)."""
     from ..formats.payload import Payload
     from ..targets.gcc_nvptx import NAME, accel_compiler
-    from .extract import CU
 
     if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
             elf.is_lto_slim or lto):
@@ -203,15 +231,15 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False):
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
                         f"without -flto)")
     passed, offload = compile_options(elf)
-    offload += [a[len("-foffload-options="):] for a in link_args
-                if a.startswith("-foffload-options=")]
-    options = tuple(passed + offload_options(offload, NAME))
+    options = tuple(passed + offload_options(offload + _link_offload_options(link_args), NAME))
     source = source_name(elf, origin)
     payload = Payload(NAME, "object", source, accel_compiler(gcc_major(elf)), options,
                       bytes(elf.data))
-    return CU(origin, payload)
-
-
+    try:
+        entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))
+    except FormatError:  # the link reports it where it needs the tables; inspect does not
+        entries = None
+    return GccCU(origin, payload, entries, frozenset(global_functions(elf)))
 
 
 # -- pairing with the device side ------------------------------------------------------------
@@ -289,6 +317,22 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     return out
 
 
+def entries_of(hosts: tuple[HostEntry, ...], keys: list[str], tag: str) -> list[Entry] | None:
+    """The paired entries again, from the host entries and the keys `pair` gave them (a
+    compiled CU's offers, in host table order, also when they come from the cache): no PTX
+    read. None when the keys are not what pairing these entries gives."""
+    if len(hosts) != len(keys):
+        return None
+    out = []
+    for host, key in zip(hosts, keys):
+        name = key[: -len(tag) - 1] if key.endswith("$" + tag) else key
+        expected = device_name(host)
+        if name not in (expected, "__nvptx_" + expected):
+            return None
+        out.append(Entry(host, name, key))
+    return out
+
+
 def global_functions(elf: ElfFile) -> set[str]:
     return {s.name for s in elf.symbols()
             if s.defined and s.st_bind == STB_GLOBAL and s.st_type == STT_FUNC}
@@ -305,7 +349,7 @@ def rename(ptx: str, renames: dict[str, str]) -> str:
 
 def ptx_definitions(image: bytes) -> set[str]:
     """Kernels and global variables an image (PTX text, files separated by NULs) defines."""
-    text = image.decode("utf-8", "replace")
+    text = "\n" + image.decode("utf-8", "replace")
     return {a or b for a, b in _PTX_DEF.findall(text)}
 
 

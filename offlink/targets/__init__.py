@@ -48,6 +48,7 @@ class Target:
     name: str = ""
     image_kind: str = ""  # the table's image kind
     macro: str = ""  # defined to 1 in target code besides __OFFLINK_TARGET__
+    image_argv_reads_objects = True  # False: image_argv only names the CUs' object files
 
     def defines(self) -> list[str]:
         return [f'-D__OFFLINK_TARGET__="{self.name}"', f"-D{self.macro}=1"]

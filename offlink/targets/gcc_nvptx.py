@@ -29,6 +29,12 @@ MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
 
 def accel_compiler(major: str | None) -> str:
     """GCC's accel compiler for nvptx-none matching the GCC that wrote the objects."""
+    return _accel_compiler(major, os.environ.get("PATH", ""))
+
+
+@functools.lru_cache(maxsize=16)
+def _accel_compiler(major: str | None, path: str) -> str:
+    """One PATH search per GCC version (and PATH), not one per CU."""
     machine = platform.machine()
     names = [f"{machine}-linux-gnu-accel-{NAME}-gcc"]
     if major:
@@ -42,9 +48,11 @@ class GccNvptxTarget(Target):
     name = NAME
     image_kind = "nvptx-none"
     macro = "__OFFLINK_TARGET_NVPTX_NONE__"
+    image_argv_reads_objects = False  # a CU's pairing comes from its offers (_restored)
 
     def __init__(self) -> None:
         self._links: dict[str, list[tuple[str, str, list[gcc.Entry]]]] = {}
+        self._found: set[str] = set()  # compilers found on PATH in this link
 
     # -- offlink cc ----------------------------------------------------------------------
     def capture_argv(self, compiler, preprocess_args, language, source, output):
@@ -59,10 +67,12 @@ class GccNvptxTarget(Target):
     def compile_argv(self, cu, source, output):
         p = cu.payload
         compiler = p.compiler
-        if os.sep not in compiler:
+        if os.sep not in compiler and compiler not in self._found:
             from ..run import which
 
-            if which(compiler) is None:
+            if which(compiler) is not None:
+                self._found.add(compiler)
+            else:
                 major = compiler.rsplit("-", 1)[-1]
                 package = f"gcc-{major}-offload-nvptx" if major.isdigit() else \
                     "gcc-offload-nvptx"
@@ -91,14 +101,21 @@ class GccNvptxTarget(Target):
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def image_argv(self, plan, compiled, output):
+        from ..link.compile import write_objects
+
         cus: list[tuple[str, str, list[gcc.Entry]]] = []
         link_opts: list[str] = []
         for c in compiled:
             for o in c.cu.payload.options:
                 if o.startswith(("-l", "-L")) and o not in link_opts:
                     link_opts.append(o)
-            if os.path.exists(c.object_path):  # not under --dry-run
+            # From the offers (cached ones too): a relink reads no CU's PTX to find its image.
+            entries = _restored(c)
+            if entries is None:
+                write_objects([c])  # a cached object is read only here
+            if entries is None and os.path.exists(c.object_path):  # not under --dry-run
                 entries = self._pair(c.cu, c.object_path)[0]
+            if entries is not None:
                 cus.append((c.cu.label, c.cu.payload.source, entries))
         self._links[output] = cus
         lib = accel_libdir(compiled[0].cu.payload.compiler) if compiled else ""
@@ -126,15 +143,32 @@ class GccNvptxTarget(Target):
         return self._links.get(image_path, [])
 
     def _pair(self, cu, obj_path: str) -> tuple[list[gcc.Entry], str]:
-        from ..elf import ElfFile
-
-        host = ElfFile(cu.payload.code, cu.origin)
         with open(obj_path, encoding="utf-8", errors="surrogateescape") as f:
             ptx = f.read()
-        tag = gcc.cu_tag(cu.payload.source, cu.payload.code)
-        entries = gcc.pair(gcc.host_tables(host), ptx, tag, cu.label,
-                           gcc.global_functions(host))
+        hosts, functions = _host_side(cu)
+        entries = gcc.pair(list(hosts), ptx, _tag(cu), cu.label, set(functions))
         return entries, ptx
+
+
+def _host_side(cu) -> tuple[tuple[gcc.HostEntry, ...], frozenset[str]]:
+    """The CU's host table entries and external functions: read at extract for a GccCU."""
+    if isinstance(cu, gcc.GccCU) and cu.host_entries is not None:
+        return cu.host_entries, cu.global_functions
+    from ..elf import ElfFile
+
+    host = ElfFile(cu.payload.code, cu.origin)
+    return tuple(gcc.host_tables(host)), frozenset(gcc.global_functions(host))
+
+
+def _tag(cu) -> str:
+    return gcc.cu_tag(cu.payload.source, cu.payload.code)
+
+
+def _restored(compiled) -> list[gcc.Entry] | None:
+    hosts = _host_side(compiled.cu)[0]
+    if not compiled.offers and hosts:
+        return None
+    return gcc.entries_of(hosts, [o.name for o in compiled.offers], _tag(compiled.cu))
 
 
 @functools.cache

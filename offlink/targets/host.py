@@ -26,6 +26,7 @@ LANG_X = {"c": "cpp-output", "c++": "c++-cpp-output"}
 class HostTarget(Target):
     image_kind = "shared-object"
     macro = "__OFFLINK_TARGET_HOST__"
+    image_argv_reads_objects = False
     static_link_problem = ("its image is a shared object loaded with dlopen, which a static "
                            "executable cannot do")
 
