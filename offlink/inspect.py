@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .elf import ElfFile, archive_members, is_archive
+from .elf import STV_HIDDEN, STV_INTERNAL, ElfFile, archive_members, is_archive
 from .errors import FormatError
 from .formats.table import SECTION
 
@@ -84,10 +84,16 @@ def explain(path: str, name: str | None, address: int | None) -> str:
              if d == name or d.startswith(name + "(")), None)
         if sym is not None:
             lines.append(_describe(sym, readable, table))
+        elif name in host and host[name].st_visibility in (STV_HIDDEN, STV_INTERNAL):
+            seen = "hidden" if host[name].st_visibility == STV_HIDDEN else "internal"
+            lines.append(f"'{name}' is defined in {path} with {seen} visibility, so no CU "
+                         f"offers it (an image cannot export it); translate returns the host "
+                         f"pointer")
         elif name in host:
             lines.append(f"'{name}' is defined in {path} but no CU offers it: it is not defined "
-                         f"(externally) in any CU's target code, or its CU was not compiled "
-                         f"with `offlink cc`; translate returns the host pointer")
+                         f"(externally, with default or protected visibility) in any CU's "
+                         f"target code, or its CU was not compiled with `offlink cc`; "
+                         f"translate returns the host pointer")
         else:
             lines.append(f"'{name}' is neither in the table nor defined in {path}")
     if address is not None:

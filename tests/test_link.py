@@ -267,3 +267,57 @@ def test_archive_of_slim_lto_members(offlink, tmp_path):
     assert run([tmp_path / "prog"]).stdout == "host x86_64-pc-linux-gnu 42\n"
     names = symbols(offlink, tmp_path / "prog")
     assert "lib_side" in names and "unused_member" not in names
+
+
+INTERNALS = """\
+__attribute__((visibility("internal"))) int helper(int x) { return x + 1; }
+__attribute__((visibility("hidden"))) int hid(int x) { return x + 2; }
+int api(int x) { return helper(x) * hid(x); }
+"""
+CALLER = """\
+#include <stdio.h>
+int api(int);
+int main(void) { printf("%d\\n", api(3)); return 0; }
+"""
+
+
+def test_internal_and_hidden_functions_are_not_offered(offlink, tmp_path):
+    """Lua marks its internals `internal`: treated as `hidden`, and inspect says why."""
+    (tmp_path / "lib.c").write_text(INTERNALS)
+    (tmp_path / "main.c").write_text(CALLER)
+    for name in ("lib", "main"):
+        run([offlink, "cc", "gcc", "-O2", "-c", f"{name}.c"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", "-o", "app"], cwd=tmp_path)
+    assert run([tmp_path / "app"]).stdout == "20\n"
+    assert symbols(offlink, tmp_path / "app") == {"api", "main"}
+    for name, seen in (("helper", "internal"), ("hid", "hidden")):
+        why = run([offlink, "inspect", "app", "--symbol", name], cwd=tmp_path).stdout
+        assert f"with {seen} visibility" in why and "offlink cc" not in why
+    # Named in the CU's explicit list, it is refused with the reason.
+    run([offlink, "cc", "--offload-symbol", "helper", "gcc", "-c", "lib.c", "-o", "named.o"],
+        cwd=tmp_path)
+    proc = run([offlink, "link", "gcc", "main.o", "named.o", "-o", "named"], cwd=tmp_path,
+               check=False)
+    assert proc.returncode != 0 and not (tmp_path / "named").exists()
+    assert proc.stderr.startswith("offlink: error: lib.c") and "internal visibility" in \
+        proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_name_hidden_by_another_cus_declaration(offlink, tmp_path):
+    """The linker hides a definition that another CU declares hidden: not offered; offered by
+    name, the error says which CU hid it."""
+    (tmp_path / "def.c").write_text("int counter = 1;\n")
+    (tmp_path / "ref.c").write_text('extern int counter __attribute__((visibility("hidden")));\n'
+                                    "int bump(void) { return ++counter; }\n")
+    run([offlink, "cc", "gcc", "-c", "def.c"], cwd=tmp_path)
+    run([offlink, "cc", "gcc", "-c", "ref.c"], cwd=tmp_path)
+    for _ in range(2):  # the second link takes the image from the cache
+        run([offlink, "link", "gcc", "-shared", "def.o", "ref.o", "-o", "libx.so"], cwd=tmp_path)
+        assert symbols(offlink, tmp_path / "libx.so") == {"bump"}
+    run([offlink, "cc", "--offload-symbol", "counter", "gcc", "-c", "def.c", "-o", "named.o"],
+        cwd=tmp_path)
+    proc = run([offlink, "link", "gcc", "-shared", "named.o", "ref.o", "-o", "libn.so"],
+               cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and not (tmp_path / "libn.so").exists()
+    assert "'counter' offered by def.c (named.o) is not exported by the image: ref.c (ref.o) " \
+        "declares it with hidden visibility" in proc.stderr

@@ -15,6 +15,7 @@ from ..elf import (
     STT_OBJECT,
     STT_TLS,
     STV_HIDDEN,
+    STV_INTERNAL,
     ElfFile,
 )
 from ..errors import LinkError
@@ -68,6 +69,23 @@ class HostTarget(Target):
     def exports(self, image, path):
         return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}
 
+    def why_not_exported(self, image, path, name, compiled):
+        # The linker gives a symbol the most hidden visibility any object gives it, also
+        # where that object only declares it.
+        for c in compiled:
+            for s in ElfFile.open(c.object_path).symbols():
+                if s.name == name and s.is_global and s.st_visibility in NOT_EXPORTED:
+                    return (f"{c.cu.label} declares it with "
+                            f"{NOT_EXPORTED[s.st_visibility]} visibility"), True
+        if not any(s.name == name and s.defined for s in ElfFile(image, path).symbols()):
+            return "the image link dropped it", False
+        return "it is local to the image", False
+
+
+# Visibilities that keep a symbol inside its module: the image does not export it, so it
+# cannot be found by name at run time (Lua marks its internals `internal`, others `hidden`).
+NOT_EXPORTED = {STV_HIDDEN: "hidden", STV_INTERNAL: "internal"}
+
 
 def elf_offers(cu, obj_path: str):
     """External functions and variables an ELF target object defines (default or protected
@@ -77,7 +95,7 @@ def elf_offers(cu, obj_path: str):
     elf = ElfFile.open(obj_path)
     found: dict[str, Offer] = {}
     for s in elf.symbols():
-        if not s.defined or not s.is_global or s.st_visibility == STV_HIDDEN or not s.name:
+        if not s.defined or not s.is_global or s.st_visibility in NOT_EXPORTED or not s.name:
             continue
         if s.st_type in (STT_FUNC, STT_GNU_IFUNC):
             found[s.name] = Offer(s.name, "function", 1, s.st_bind == STB_GLOBAL)
@@ -89,10 +107,14 @@ def elf_offers(cu, obj_path: str):
         return tuple(found[n] for n in sorted(found))
     missing = [n for n in cu.payload.offered if n not in found]
     if missing:
-        statics = {s.name for s in elf.symbols() if s.defined and not s.is_global}
         name = missing[0]
-        if name in statics:
+        sym = next((s for s in elf.symbols() if s.defined and s.name == name), None)
+        if sym is not None and not sym.is_global:
             raise LinkError(f"{cu.label}: '{name}' is static; only external symbols can be "
                             f"offered (give it external linkage or a unique name)")
+        if sym is not None and sym.st_visibility in NOT_EXPORTED:
+            raise LinkError(f"{cu.label}: '{name}' has {NOT_EXPORTED[sym.st_visibility]} "
+                            f"visibility, so the image cannot export it; only default or "
+                            f"protected symbols can be offered")
         raise LinkError(f"{cu.label}: offered symbol '{name}' is not defined in its target code")
     return tuple(found[n] for n in sorted(set(cu.payload.offered)))
