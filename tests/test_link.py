@@ -321,3 +321,27 @@ def test_a_name_hidden_by_another_cus_declaration(offlink, tmp_path):
     assert proc.returncode != 0 and not (tmp_path / "libn.so").exists()
     assert "'counter' offered by def.c (named.o) is not exported by the image: ref.c (ref.o) " \
         "declares it with hidden visibility" in proc.stderr
+
+
+def test_shared_library_named_by_path_reaches_the_image(offlink, tmp_path):
+    """CMake links an in-tree library by its path (`app.o /abs/libz.so.1.3`): the image's
+    references to it resolve as they do with `-L. -lNAME`, and the program runs its image."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (tmp_path / "z.c").write_text("int zadd(int a, int b) { return a + b; }\n")
+    (tmp_path / "app.c").write_text(
+        "#include <stdio.h>\n#include <offlink.h>\nint zadd(int, int);\n"
+        "int twice(int x) { return zadd(x, x); }\n"
+        "int main(void) {\n"
+        "  int (*t)(int) = (int (*)(int))offlink_translate(OFFLINK_TABLE, (void *)twice);\n"
+        "  printf(\"%d %d\\n\", t(21), t != twice);\n  return 0;\n}\n")
+    run([offlink, "cc", "gcc", "-fPIC", "-c", "z.c"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "-shared", "-Wl,-soname,libz1.so.1", "z.o", "-o",
+         sub / "libz1.so.1.3"], cwd=tmp_path)
+    (sub / "libz1.so.1").symlink_to("libz1.so.1.3")
+    run([offlink, "cc", "gcc", *config(offlink, "--cflags"), "-c", "app.c"], cwd=tmp_path)
+    for lib in (sub / "libz1.so.1.3", "sub/libz1.so.1.3"):
+        run([offlink, "link", "gcc", "app.o", lib, f"-Wl,-rpath,{sub}",
+             *config(offlink, "--libs"), "-o", "app"], cwd=tmp_path)
+        assert run([tmp_path / "app"]).stdout == "42 1\n"
+        assert symbols(offlink, tmp_path / "app") == {"main", "twice"}

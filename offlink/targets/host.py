@@ -8,7 +8,11 @@ are its own even where the executable exports the same names (FACTS.md).
 
 from __future__ import annotations
 
+import re
+
 from ..elf import (
+    ELF_MAGIC,
+    ET_DYN,
     STB_GLOBAL,
     STT_FUNC,
     STT_GNU_IFUNC,
@@ -56,11 +60,14 @@ class HostTarget(Target):
         libs = []
         for inp in plan.inputs:
             # System and shared libraries the host program uses, for the image's own
-            # references; the user's static archives are not linked in (their CUs are).
+            # references, as the host link names them (-lNAME or a path, as CMake does);
+            # the user's static archives are not linked in (their CUs are).
             if inp.kind == "library":
                 found = find_library(inp.path, plan, inp.static)
                 if found is None or found.endswith(".so"):
                     libs.append("-l" + inp.path)
+            elif is_shared_library(inp.path):
+                libs.append(inp.path)
         dirs = ["-L" + d for d in plan.lib_dirs]
         return [driver, "-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wl,-z,defs",
                 "-Wl,--hash-style=gnu", "-o", output, *(c.object_path for c in compiled),
@@ -80,6 +87,20 @@ class HostTarget(Target):
         if not any(s.name == name and s.defined for s in ElfFile(image, path).symbols()):
             return "the image link dropped it", False
         return "it is local to the image", False
+
+
+def is_shared_library(path: str) -> bool:
+    """A link input named by path that is a shared library: named like one (libz.so.1.3, or
+    a linker script named .so), or an ELF shared object under another name."""
+    if re.search(r"\.so(\.[0-9]+)*$", path):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:
+        return False
+    return head[:4] == ELF_MAGIC and len(head) == 18 and \
+        int.from_bytes(head[16:18], "little") == ET_DYN
 
 
 # Visibilities that keep a symbol inside its module: the image does not export it, so it
