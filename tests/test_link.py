@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import run
 
 LIB = """\
@@ -345,3 +346,49 @@ def test_shared_library_named_by_path_reaches_the_image(offlink, tmp_path):
              *config(offlink, "--libs"), "-o", "app"], cwd=tmp_path)
         assert run([tmp_path / "app"]).stdout == "42 1\n"
         assert symbols(offlink, tmp_path / "app") == {"main", "twice"}
+
+
+SANITIZED = """\
+int buf[4];
+int poke(int i) { return buf[i]; }
+int shift(int x, int n) { return x << n; }
+"""
+SANITIZED_MAIN = """\
+#include <stdio.h>
+#include <stdlib.h>
+#include <offlink.h>
+int poke(int);
+int shift(int, int);
+int main(int argc, char **argv) {
+  int (*p)(int) = (int (*)(int))offlink_translate(OFFLINK_TABLE, (void *)poke);
+  int (*s)(int, int) = (int (*)(int, int))offlink_translate(OFFLINK_TABLE, (void *)shift);
+  printf("%d %d\\n", p != poke && s != shift, s(1, 3));
+  fflush(stdout);
+  return argv[1][0] == 'p' ? p(atoi(argv[2])) : s(1, atoi(argv[2]));
+}
+"""
+
+
+@pytest.mark.parametrize("compiler,sanitizer,bad,report", [
+    ("gcc", "address", ["p", "4"], "AddressSanitizer: global-buffer-overflow"),
+    ("gcc", "undefined", ["s", "40"], "u.c:3:36: runtime error: shift exponent 40"),
+    ("clang", "address", ["p", "4"], "AddressSanitizer: global-buffer-overflow"),
+])
+def test_sanitized_program_runs_its_image_with_the_sanitizer(offlink, tmp_path, compiler,
+                                                             sanitizer, bad, report):
+    """The image of sanitized CUs is linked with the sanitizer the program runs: an error in
+    the image's code (the translated function) is reported by that runtime."""
+    (tmp_path / "u.c").write_text(SANITIZED)
+    (tmp_path / "main.c").write_text(SANITIZED_MAIN)
+    flags = ["-g", f"-fsanitize={sanitizer}", "-fno-sanitize-recover=all"]
+    for name in ("u", "main"):
+        run([offlink, "cc", compiler, *flags, *config(offlink, "--cflags"), "-c", f"{name}.c"],
+            cwd=tmp_path)
+    run([offlink, "link", compiler, *flags, "main.o", "u.o", *config(offlink, "--libs"), "-o",
+         "app"], cwd=tmp_path)
+    assert run([tmp_path / "app", "p", "1"]).stdout == "1 8\n"
+    proc = run([tmp_path / "app", *bad], check=False)
+    assert proc.returncode != 0 and proc.stdout == "1 8\n" and report in proc.stderr
+    if sanitizer == "address":  # the report's first frame is in the image, not in app
+        frame = next(ln for ln in proc.stderr.splitlines() if ln.strip().startswith("#0"))
+        assert "/app+" not in frame and "(app+" not in frame

@@ -8,6 +8,7 @@ are its own even where the executable exports the same names (FACTS.md).
 
 from __future__ import annotations
 
+import os
 import re
 
 from ..elf import (
@@ -69,7 +70,12 @@ class HostTarget(Target):
             elif is_shared_library(inp.path):
                 libs.append(inp.path)
         dirs = ["-L" + d for d in plan.lib_dirs]
-        return [driver, "-shared", "-fPIC", "-Wl,-Bsymbolic", "-Wl,-z,defs",
+        # Sanitized CUs call their sanitizer's runtime: gcc links it into a shared object
+        # (the image then uses the one the program has loaded); clang leaves it to the
+        # executable, so its image keeps those references undefined.
+        sanitize = sanitizer_options(compiled)
+        defs = [] if sanitize and "clang" in os.path.basename(driver) else ["-Wl,-z,defs"]
+        return [driver, "-shared", "-fPIC", *sanitize, "-Wl,-Bsymbolic", *defs,
                 "-Wl,--hash-style=gnu", "-o", output, *(c.object_path for c in compiled),
                 *dirs, *libs]
 
@@ -87,6 +93,16 @@ class HostTarget(Target):
         if not any(s.name == name and s.defined for s in ElfFile(image, path).symbols()):
             return "the image link dropped it", False
         return "it is local to the image", False
+
+
+def sanitizer_options(compiled) -> list[str]:
+    """The CUs' -fsanitize= and -fno-sanitize= options, in order, each once."""
+    out: list[str] = []
+    for c in compiled:
+        for o in c.cu.payload.options:
+            if o.startswith(("-fsanitize=", "-fno-sanitize=")) and o not in out:
+                out.append(o)
+    return out
 
 
 def is_shared_library(path: str) -> bool:
