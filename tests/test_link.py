@@ -389,6 +389,7 @@ def test_sanitized_program_runs_its_image_with_the_sanitizer(offlink, tmp_path, 
     assert run([tmp_path / "app", "p", "1"]).stdout == "1 8\n"
     proc = run([tmp_path / "app", *bad], check=False)
     assert proc.returncode != 0 and proc.stdout == "1 8\n" and report in proc.stderr
-    if sanitizer == "address":  # the report's first frame is in the image, not in app
-        frame = next(ln for ln in proc.stderr.splitlines() if ln.strip().startswith("#0"))
-        assert "/app+" not in frame and "(app+" not in frame
+    if sanitizer == "address":  # poke's frame is the image's (dlopen'ed), far from main's
+        pc = [int(ln.split()[1], 16) for ln in proc.stderr.splitlines()
+              if ln.strip().startswith(("#0 ", "#1 "))]
+        assert abs(pc[0] - pc[1]) > 1 << 32
