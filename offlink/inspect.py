@@ -89,6 +89,11 @@ def explain(path: str, name: str | None, address: int | None) -> str:
             lines.append(f"'{name}' is defined in {path} with {seen} visibility, so no CU "
                          f"offers it (an image cannot export it); translate returns the host "
                          f"pointer")
+        elif name in host and (images := _local_in_images(table, name)):
+            lines.append(f"'{name}' is defined in {path} and in the target code of "
+                         f"{', '.join(images)}, but not as an exported "
+                         f"symbol (static, hidden or internal visibility), so no CU offers "
+                         f"it; translate returns the host pointer")
         elif name in host:
             lines.append(f"'{name}' is defined in {path} but no CU offers it: it is not defined "
                          f"(externally, with default or protected visibility) in any CU's "
@@ -111,6 +116,19 @@ def explain(path: str, name: str | None, address: int | None) -> str:
             lines.append(f"{address:#x} is in no offered function or variable (functions "
                          f"match their exact address only){hint}")
     return "\n".join(lines)
+
+
+def _local_in_images(table, name: str) -> list[str]:
+    """Targets whose (ELF) image defines `name` without exporting it."""
+    found = []
+    for t in table.targets:
+        try:
+            syms = ElfFile(t.image, t.name).symbols()
+        except FormatError:
+            continue
+        if any(s.name == name and s.defined and not s.is_global for s in syms):
+            found.append(t.name)
+    return found
 
 
 def _describe(sym, readable: dict[str, str], table) -> str:

@@ -1,10 +1,14 @@
-"""Real open-source projects built unmodified with their own build systems through offlink
-(`offlink cc` as the compiler launcher, `offlink link` as the linker launcher), their own
-tests run and their programs' behaviour compared with a plain build of the same sources.
+"""Real open-source projects built unmodified with their own build systems through offlink,
+their own tests run and their programs' behaviour compared with a plain build of the same
+sources (tests/real_projects/README.md says where each comes from).
 
-zlib 1.3.1 (tests/real_projects/zlib, its licence in LICENSE): CMake builds the shared
-library libz.so (with a version script) and the static libz.a from 15 CUs, and example,
-minigzip, example64 and minigzip64 from 4 more; the programs link libz.so by its path.
+zlib 1.3.1: CMake (`offlink cc` as the compiler launcher, `offlink link` as the linker
+launcher) builds the shared library libz.so (with a version script) and the static libz.a
+from 15 CUs, and example, minigzip, example64 and minigzip64 from 4 more; the programs link
+libz.so by its path.
+
+Lua 5.4.6: its makefile with CC="offlink cc gcc" builds liblua.a from 31 CUs and lua from
+one more; its internals have `internal` visibility. Its test suite (testes/all.lua) runs.
 """
 
 from __future__ import annotations
@@ -169,3 +173,69 @@ def test_zlib_with_address_sanitizer(offlink, zlib_builds, tmp_path):
     pc = {ln.split()[3]: int(ln.split()[1], 16) for ln in proc.stderr.splitlines()
           if ln.strip().startswith("#") and " in " in ln}
     assert abs(pc["zcheck"] - pc["main"]) > 1 << 32
+
+
+LUA_SCRIPT = """\
+local t = {}
+for i = 1, 200 do t[i] = (i * 7919) % 211 end
+table.sort(t)
+local s = 0
+for _, v in ipairs(t) do s = s + v end
+print(s, t[1], t[200], string.format("%.6f", math.sin(1) + math.sqrt(2)))
+print(("offlink"):rep(3, "-"):upper(), #tostring({}) > 0, utf8.char(72, 228, 8364))
+co = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) return b * 2 end)
+print(co(1), co(20), select("#", pcall(error, {})))
+"""
+
+
+def lua_make(source: Path, *cc: str) -> None:
+    """Lua's own makefile, Linux settings without readline (not installed here)."""
+    run(["make", "-s", "-j2", "-C", source, *cc, "MYCFLAGS=-std=c99 -DLUA_USE_LINUX",
+         "MYLIBS=-ldl"], env={**os.environ, "OFFLINK_PROGRESS": "0"})
+
+
+@pytest.fixture(scope="module")
+def lua_builds(offlink, tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("lua")
+    for name, cc in (("plain", ()), ("offlink", (f"CC={offlink} cc gcc",))):
+        shutil.copytree(PROJECTS / "lua", root / name)
+        lua_make(root / name, *cc)
+    return root / "plain", root / "offlink"
+
+
+def test_lua_builds_through_offlink_and_passes_its_test_suite(offlink, lua_builds, tmp_path):
+    plain, fat = lua_builds
+    for build in (plain, fat):
+        # _U: the suite's user mode (no internal-test library, which this build leaves out)
+        out = run([build / "lua", "-e_U=true", "all.lua"], cwd=build / "testes").stdout
+        assert "final OK !!!" in out
+    (tmp_path / "script.lua").write_text(LUA_SCRIPT)
+    expected = run([plain / "lua", tmp_path / "script.lua"]).stdout
+    assert run([fat / "lua", tmp_path / "script.lua"]).stdout == expected
+    assert expected.splitlines()[1:] == ["OFFLINK-OFFLINK-OFFLINK\ttrue\tH\u00e4\u20ac",
+                                         "2\t40\t2"]
+
+
+def test_lua_internal_functions_stay_out_of_the_table(offlink, lua_builds, tmp_path):
+    """LUAI_FUNC functions (visibility internal) are not offered; the API is, and the image is
+    a working Lua interpreter of its own."""
+    _, fat = lua_builds
+    names = table_names(offlink, fat / "lua")
+    assert {"lua_newstate", "lua_pcallk", "luaL_newstate", "luaL_openlibs",
+            "luaL_loadstring", "lua_tolstring", "luaopen_string"} <= names
+    assert not {n for n in names if n.startswith(("luaG_", "luaH_", "luaV_", "luaD_"))}
+    why = run([offlink, "inspect", fat / "lua", "--symbol", "luaG_typeerror"]).stdout
+    assert "no CU offers it" in why and "offlink cc" not in why
+    image = tmp_path / "lua-image.so"
+    run([offlink, "extract", fat / "lua", "--target", "host", "--output", image])
+    lua = ctypes.CDLL(str(image))
+    lua.luaL_newstate.restype = ctypes.c_void_p
+    lua.lua_tolstring.restype = ctypes.c_char_p
+    lua.lua_tolstring.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    state = ctypes.c_void_p(lua.luaL_newstate())
+    lua.luaL_openlibs(state)
+    code = b"return string.format('%d %s', 6 * 7, ('x'):rep(3))"
+    assert lua.luaL_loadstring(state, code) == 0
+    assert lua.lua_pcallk(state, 0, 1, 0, ctypes.c_void_p(0), ctypes.c_void_p(0)) == 0
+    assert lua.lua_tolstring(state, -1, None) == b"42 xxx"
+    lua.lua_close(state)
