@@ -315,6 +315,8 @@ def test_a_name_hidden_by_another_cus_declaration(offlink, tmp_path):
     for _ in range(2):  # the second link takes the image from the cache
         run([offlink, "link", "gcc", "-shared", "def.o", "ref.o", "-o", "libx.so"], cwd=tmp_path)
         assert symbols(offlink, tmp_path / "libx.so") == {"bump"}
+    why = run([offlink, "inspect", "libx.so", "--symbol", "counter"], cwd=tmp_path).stdout
+    assert "in the target code of x86_64-pc-linux-gnu, but not as an exported symbol" in why
     run([offlink, "cc", "--offload-symbol", "counter", "gcc", "-c", "def.c", "-o", "named.o"],
         cwd=tmp_path)
     proc = run([offlink, "link", "gcc", "-shared", "named.o", "ref.o", "-o", "libn.so"],
@@ -341,8 +343,8 @@ def test_shared_library_named_by_path_reaches_the_image(offlink, tmp_path):
          sub / "libz1.so.1.3"], cwd=tmp_path)
     (sub / "libz1.so.1").symlink_to("libz1.so.1.3")
     run([offlink, "cc", "gcc", *config(offlink, "--cflags"), "-c", "app.c"], cwd=tmp_path)
-    for lib in (sub / "libz1.so.1.3", "sub/libz1.so.1.3"):
-        run([offlink, "link", "gcc", "app.o", lib, f"-Wl,-rpath,{sub}",
+    for lib in (sub / "libz1.so.1.3", "sub/libz1.so.1.3", "-Lsub -l:libz1.so.1.3"):
+        run([offlink, "link", "gcc", "app.o", *str(lib).split(), f"-Wl,-rpath,{sub}",
              *config(offlink, "--libs"), "-o", "app"], cwd=tmp_path)
         assert run([tmp_path / "app"]).stdout == "42 1\n"
         assert symbols(offlink, tmp_path / "app") == {"main", "twice"}

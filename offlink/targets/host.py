@@ -65,7 +65,7 @@ class HostTarget(Target):
             # the user's static archives are not linked in (their CUs are).
             if inp.kind == "library":
                 found = find_library(inp.path, plan, inp.static)
-                if found is None or found.endswith(".so"):
+                if found is None or is_shared_library(found):
                     libs.append("-l" + inp.path)
             elif is_shared_library(inp.path):
                 libs.append(inp.path)
