@@ -371,13 +371,19 @@ int main(int argc, char **argv) {
 """
 
 
-@pytest.mark.parametrize("compiler,sanitizer,bad,report", [
-    ("gcc", "address", ["p", "4"], "AddressSanitizer: global-buffer-overflow"),
-    ("gcc", "undefined", ["s", "40"], "u.c:3:36: runtime error: shift exponent 40"),
-    ("clang", "address", ["p", "4"], "AddressSanitizer: global-buffer-overflow"),
+ASAN_REPORT = "AddressSanitizer: global-buffer-overflow"
+UBSAN_REPORT = "u.c:3:36: runtime error: shift exponent 40"
+
+
+@pytest.mark.parametrize("compiler,sanitizer,link,bad,report", [
+    ("gcc", "address", [], ["p", "4"], ASAN_REPORT),
+    ("gcc", "address", ["-static-libasan"], ["p", "4"], ASAN_REPORT),
+    ("gcc", "undefined", [], ["s", "40"], UBSAN_REPORT),
+    ("gcc", "undefined", ["-static-libubsan"], ["s", "40"], UBSAN_REPORT),
+    ("clang", "address", [], ["p", "4"], ASAN_REPORT),
 ])
 def test_sanitized_program_runs_its_image_with_the_sanitizer(offlink, tmp_path, compiler,
-                                                             sanitizer, bad, report):
+                                                             sanitizer, link, bad, report):
     """The image of sanitized CUs is linked with the sanitizer the program runs: an error in
     the image's code (the translated function) is reported by that runtime."""
     (tmp_path / "u.c").write_text(SANITIZED)
@@ -386,8 +392,8 @@ def test_sanitized_program_runs_its_image_with_the_sanitizer(offlink, tmp_path, 
     for name in ("u", "main"):
         run([offlink, "cc", compiler, *flags, *config(offlink, "--cflags"), "-c", f"{name}.c"],
             cwd=tmp_path)
-    run([offlink, "link", compiler, *flags, "main.o", "u.o", *config(offlink, "--libs"), "-o",
-         "app"], cwd=tmp_path)
+    run([offlink, "link", compiler, *flags, *link, "main.o", "u.o", *config(offlink, "--libs"),
+         "-o", "app"], cwd=tmp_path)
     assert run([tmp_path / "app", "p", "1"]).stdout == "1 8\n"
     proc = run([tmp_path / "app", *bad], check=False)
     assert proc.returncode != 0 and proc.stdout == "1 8\n" and report in proc.stderr

@@ -70,14 +70,25 @@ class HostTarget(Target):
             elif is_shared_library(inp.path):
                 libs.append(inp.path)
         dirs = ["-L" + d for d in plan.lib_dirs]
-        # Sanitized CUs call their sanitizer's runtime: gcc links it into a shared object
-        # (the image then uses the one the program has loaded); clang leaves it to the
-        # executable, so its image keeps those references undefined.
+        # Sanitized CUs call their sanitizer's runtime: gcc names the shared runtime in a
+        # shared object (the image then uses the one the program has loaded); clang, or gcc
+        # where the program has the runtime linked in (-static-libasan), leave it to the
+        # executable, so the image keeps those references undefined.
         sanitize = sanitizer_options(compiled)
-        defs = [] if sanitize and "clang" in os.path.basename(driver) else ["-Wl,-z,defs"]
+        clang = "clang" in os.path.basename(driver)
+        defs = [] if sanitize and (clang or static_runtime(plan)) else ["-Wl,-z,defs"]
+        if not clang and static_runtime(plan):
+            sanitize = []  # gcc -shared -fsanitize=... would name the shared runtime too
         return [driver, "-shared", "-fPIC", *sanitize, "-Wl,-Bsymbolic", *defs,
                 "-Wl,--hash-style=gnu", "-o", output, *(c.object_path for c in compiled),
                 *dirs, *libs]
+
+    def host_link_args(self, plan):
+        # A sanitizer runtime linked into a gcc-linked program (-static-libasan) is not
+        # exported (clang exports its own): export it, for the image's references to it.
+        if "clang" in os.path.basename(plan.driver):
+            return []
+        return [f"-Wl,--export-dynamic-symbol={p}" for p in static_runtime(plan)]
 
     def exports(self, image, path):
         return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}
@@ -93,6 +104,23 @@ class HostTarget(Target):
         if not any(s.name == name and s.defined for s in ElfFile(image, path).symbols()):
             return "the image link dropped it", False
         return "it is local to the image", False
+
+
+# gcc's options that link a sanitizer's runtime into the program, and that runtime's names.
+STATIC_SANITIZERS = {"-static-libasan": ("__asan_*", "__lsan_*", "__sanitizer_*"),
+                     "-static-libubsan": ("__ubsan_*", "__sanitizer_*"),
+                     "-static-liblsan": ("__lsan_*", "__sanitizer_*"),
+                     "-static-libtsan": ("__tsan_*", "__sanitizer_*")}
+
+
+def static_runtime(plan) -> list[str]:
+    """Names of the sanitizer runtimes the host link puts into the program itself."""
+    if not any(a.startswith("-fsanitize=") for a in plan.base_args):
+        return []
+    out: list[str] = []
+    for a in plan.base_args:
+        out += [p for p in STATIC_SANITIZERS.get(a, ()) if p not in out]
+    return out
 
 
 def sanitizer_options(compiled) -> list[str]:
