@@ -93,6 +93,13 @@ class Target:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError
 
+    def why_not_exported(self, image: bytes, path: str, name: str,
+                         compiled: list[CompiledCU]) -> tuple[str, bool]:
+        """Why the image does not export an offered name ("" when unknown), and whether it is
+        because the program gives it hidden or internal visibility (then it is not offered,
+        unless a CU names it in its explicit list)."""
+        return "", False
+
     def host_link_args(self, plan: LinkPlan) -> list[str]:
         """Words the host link needs added at its end (none by default)."""
         return []
