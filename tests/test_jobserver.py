@@ -176,7 +176,8 @@ def test_failed_compile_gives_tokens_back(offlink, project, tmp_path):
     script, log = launcher(tmp_path, action)
     fifo = Fifo(tmp_path / "fifo", tokens=2)
     try:
-        env = link_env(MAKEFLAGS=f"-j3 --jobserver-auth=fifo:{fifo.path}")
+        env = link_env(MAKEFLAGS=f"-j3 --jobserver-auth=fifo:{fifo.path}",
+                       OFFLINK_TARGET_LAUNCHER_MANDATORY="1")  # else: compiled locally
         proc = run([offlink, "link", "--target-launcher", script, "gcc", *objects(project),
                     "-o", tmp_path / "prog"], env=env, check=False)
         assert proc.returncode == 1
@@ -330,7 +331,7 @@ def test_timings_verbose_and_env(offlink, project, tmp_path):
                 "-o", tmp_path / "prog"], env=env)
     err = proc.stderr
     assert "offlink: parallel target compiles: 2 from --jobs" in err
-    assert f"offlink: {script} gcc -x cpp-output" in err  # the launcher prefix, shown
+    assert f"offlink: {script} gcc -O1 -fPIC -c " in err  # the launcher prefix, shown
     assert f"x86_64-pc-linux-gnu: {CUS + 1} CUs, {CUS + 1} compiled, 0 from cache" in err
     timing = next(ln for ln in err.splitlines() if ln.startswith("offlink: timing (ms):"))
     for stage in ("extract", "compile[x86_64-pc-linux-gnu]", "device[", "host", "fill", "total"):
