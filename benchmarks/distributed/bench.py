@@ -178,12 +178,13 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
     med = statistics.median
-    rows = [("local (no launcher)", med(local), f"{a.runs} runs"),
+    runs = f"{a.runs} run" + ("s" if a.runs > 1 else "")
+    rows = [("local (no launcher)", med(local), runs),
             ("distcc to distccd on 127.0.0.1", med(distcc),
-             f"{a.runs} runs; distccd log: {served} compiles served"),
+             f"{runs}; distccd log: {served} compiles served"),
             ("sccache + Redis, first machine (fill)", fill, "1 run; all misses"),
             ("sccache + Redis, another machine (shared)", med(shared),
-             f"{a.runs} runs; {hits[0].split()[-1]} hits each")]
+             f"{runs}; {hits[0].split()[-1]} hits each")]
     distcc_v = subprocess.run(["distcc", "--version"], capture_output=True,
                               text=True).stdout.splitlines()[0]
     redis_v = subprocess.run(["redis-server", "--version"], capture_output=True,
