@@ -7,19 +7,13 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-from conftest import copy_sample, run
+from conftest import copy_sample, need_tool, run
 
 SAMPLE = "build_systems"
 
 
 def need(tool: str) -> str:
-    found = shutil.which(tool)
-    if found is None:
-        if os.environ.get("CI"):  # .ci/run installs them: missing there is a failure
-            pytest.fail(f"{tool} is not installed")
-        pytest.skip(f"{tool} is not installed")
-    return found
+    return need_tool(shutil.which(tool), f"{tool} is not installed")
 
 
 def env_with_offlink(offlink: str) -> dict:

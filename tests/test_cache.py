@@ -177,7 +177,7 @@ def test_target_launcher_option_and_env(offlink, forty, tmp_path):
          tmp_path / "prog"], env=env)
     recorded = calls(log)
     assert len(recorded) == N + 1
-    assert all(c.startswith("-- gcc -x cpp-output") and " -c " in c for c in recorded)
+    assert all(c.startswith("-- gcc ") and " -c " in c and "-x" not in c.split() for c in recorded)
     assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
     run([offlink, "link", "gcc", *args, "-o", tmp_path / "prog2"],
         env={**env, "OFFLINK_TARGET_LAUNCHER": str(script)})

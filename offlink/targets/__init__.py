@@ -49,6 +49,12 @@ class Target:
     image_kind: str = ""  # the table's image kind
     macro: str = ""  # defined to 1 in target code besides __OFFLINK_TARGET__
     image_argv_reads_objects = True  # False: image_argv only names the CUs' object files
+    # Whether a distributed compile engine used as the target launcher (distcc, icecream,
+    # sccache) can send this target's per-CU compile to another machine or a shared cache:
+    # True for a self-contained compile of preprocessed C/C++ with a plain `CC -c FILE.i`;
+    # False (with the reason) for compiles an engine only runs locally.
+    distributable: bool = False
+    not_distributable_because: str = "its compile is not a plain preprocessed C/C++ compile"
 
     def defines(self) -> list[str]:
         return [f'-D__OFFLINK_TARGET__="{self.name}"', f"-D{self.macro}=1"]

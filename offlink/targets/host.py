@@ -26,11 +26,13 @@ from ..elf import (
 from ..errors import LinkError
 from . import Target
 
-LANG_X = {"c": "cpp-output", "c++": "c++-cpp-output"}
-
 
 class HostTarget(Target):
     image_kind = "shared-object"
+    # `gcc -c CU.i` (`.ii` for C++): preprocessed code, no `-x` (distcc and sccache take the
+    # language from the suffix; with `-x cpp-output` sccache refuses to cache), nothing read
+    # but the file itself, so distcc sends it to a distccd and sccache caches it remotely.
+    distributable = True
     macro = "__OFFLINK_TARGET_HOST__"
     image_argv_reads_objects = False
     static_link_problem = ("its image is a shared object loaded with dlopen, which a static "
@@ -48,8 +50,8 @@ class HostTarget(Target):
 
     def compile_argv(self, cu, source, output):
         p = cu.payload
-        return [p.compiler, "-x", LANG_X[p.code_kind], *p.options, "-fPIC", "-c", source,
-                "-o", output]
+        assert source.endswith(self.source_suffix(cu))  # the suffix says the language
+        return [p.compiler, *p.options, "-fPIC", "-c", source, "-o", output]
 
     def offers(self, cu, obj_path):
         return elf_offers(cu, obj_path)
