@@ -195,7 +195,7 @@ def runtime_library(offlink, env: dict) -> Path:
 
 
 def test_corrupt_runtime_library_is_rebuilt(offlink, forty, tmp_path):
-    env = env_for(tmp_path / "cache")
+    env = {**env_for(tmp_path / "cache"), "OFFLINK_BUILD_RUNTIME": "1"}
     lib = runtime_library(offlink, env)
     good = lib.read_bytes()
     seal = Path(f"{lib}.sha256")
@@ -225,6 +225,7 @@ def fill_cache(root: Path, monkeypatch) -> None:
     from offlink.runtime.build import runtime_library
 
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(root))
+    monkeypatch.setenv("OFFLINK_BUILD_RUNTIME", "1")  # the build on demand, not the prebuilt
     monkeypatch.setattr(cache_module, "_SETTLED", -1.0)
     cache = Cache.open()
     assert cache is not None
