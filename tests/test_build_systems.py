@@ -104,6 +104,7 @@ def test_make_pkg_config(offlink, tmp_path):
     env["PKG_CONFIG_PATH"] = config(offlink, env, "--pkgconfig-dir")
     proc = run(["make", "-j2", "-C", sample, f"OFFLINK={offlink}", "run"], env=env)
     assert "INTERNAL" not in proc.stderr  # make counts its tokens back at exit
+    assert "offlink: note:" not in proc.stderr  # the '+' recipe gets make's jobserver
     assert f"{PREBUILT}" in proc.stdout.replace("/pkgconfig/..", "")
     no_runtime_built(tmp_path / "cache")
 
@@ -127,9 +128,11 @@ def test_cmake_find_package(offlink, tmp_path, how):
     env = env_with_offlink(offlink, tmp_path / "cache")
     run(["cmake", "-G", "Ninja", "-S", sample, "-B", build,
          f"-D{how}={config(offlink, env, '--cmake-dir')}"], env=env)
-    out = run(["cmake", "--build", build, "--verbose"], env=env).stdout
+    proc = run(["cmake", "--build", build, "--verbose"], env=env)
+    out = proc.stdout
     assert f"{offlink} cc" in out and f"{offlink} link" in out
     assert str(PREBUILT) in out
+    assert notes(proc) == []  # Ninja: offlink runs its compiles in parallel, nothing to say
     check_output(sample, build / "bs")
     no_runtime_built(tmp_path / "cache")
 
@@ -166,6 +169,28 @@ def test_cmake_package_version_and_launcher_variables(offlink, tmp_path):
     assert f"{offlink} cc --offload-target host" in rules
 
 
+def notes(proc) -> list[str]:
+    return [line for line in (proc.stdout + proc.stderr).splitlines()
+            if line.startswith("offlink: note:")]
+
+
+def test_cmake_makefiles_says_once_that_compiles_run_one_at_a_time(offlink, tmp_path):
+    """CMake's Makefiles generator under make 4.3 gives `offlink link` no jobserver: one note
+    line says so without --verbose (Ninja and a '+' recipe under make say nothing)."""
+    need("cmake")
+    sample = copy_sample(SAMPLE, tmp_path)
+    build = tmp_path / "build"
+    env = env_with_offlink(offlink, tmp_path / "cache")
+    env.pop("MAKEFLAGS", None)
+    run(["cmake", "-G", "Unix Makefiles", "-S", sample, "-B", build,
+         f"-Dofflink_DIR={config(offlink, env, '--cmake-dir')}"], env=env)
+    proc = run(["cmake", "--build", build, "-j2"], env=env)
+    (note,) = notes(proc)
+    assert "make's jobserver is not reachable" in note and "one at a time" in note
+    assert "Ninja" in note
+    check_output(sample, build / "bs")
+
+
 def test_meson_dependency(offlink, tmp_path):
     need("meson")
     need("ninja")
@@ -182,3 +207,21 @@ def test_meson_dependency(offlink, tmp_path):
     assert '"command": "offlink cc gcc ' in commands
     check_output(sample, build / "bs")
     no_runtime_built(tmp_path / "cache")
+
+
+def test_unreachable_jobserver_note_is_said_once_and_only_when_jobs_wait(capsys, monkeypatch):
+    from offlink import run as runner
+    from offlink.jobserver import run_jobs, slots_for
+
+    monkeypatch.setattr(runner, "VERBOSE", False)
+    unreachable = "-j8 --jobserver-auth=998,999"
+    slots = slots_for(0, unreachable)
+    assert run_jobs(1, lambda i: i, slots) == [0]  # one compile: nothing waits
+    assert capsys.readouterr().err == ""
+    assert run_jobs(3, lambda i: i, slots) == [0, 1, 2]
+    assert run_jobs(3, lambda i: i, slots) == [0, 1, 2]  # a second target of the same link
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("offlink: note: make's jobserver")
+    monkeypatch.setattr(runner, "VERBOSE", True)  # --verbose says it its own way
+    run_jobs(3, lambda i: i, slots_for(0, unreachable))
+    assert capsys.readouterr().err == ""
