@@ -453,6 +453,7 @@ def test_runtime_compiles_without_warnings(compiler: str, tmp_path: Path) -> Non
 
 def test_library_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OFFLINK_BUILD_RUNTIME", "1")  # the build on demand, not the prebuilt
     lib = build.runtime_library()
     assert lib.is_relative_to(tmp_path) and lib.name == "libofflink.a"
     stamp = lib.stat().st_mtime_ns
@@ -478,7 +479,8 @@ def test_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_concurrent_builds(tmp_path: Path) -> None:
     """Processes racing to build the same library all get a complete one."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path), "PYTHONPATH": path}
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path), "PYTHONPATH": path,
+           "OFFLINK_BUILD_RUNTIME": "1"}
     code = "from offlink.runtime import build; print(build.runtime_library())"
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                               text=True) for _ in range(4)]
@@ -496,6 +498,7 @@ def test_build_failure_is_a_tool_error(monkeypatch: pytest.MonkeyPatch, tmp_path
     from offlink.errors import ToolError
 
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OFFLINK_BUILD_RUNTIME", "1")
     monkeypatch.setenv("CC", "false")
     with pytest.raises(ToolError,
                        match=r"building the offlink runtime failed \(exit status 1\): false "):
