@@ -41,7 +41,7 @@ TARGET_DEFINES = [f'-D__OFFLINK_TARGET__="{HOST}"', "-D__OFFLINK_TARGET_HOST__=1
 API = {
     "offlink_translate", "offlink_update_to", "offlink_update_from", "offlink_update_to_range",
     "offlink_update_from_range", "offlink_lookup", "offlink_target_name", "offlink_last_error",
-    "offlink_launch",
+    "offlink_launch", "__offlink_register_module", "__offlink_unregister_module",
 }
 
 APP_ROWS = {
@@ -331,12 +331,16 @@ def test_name_missing_from_the_image(tmp_path: Path) -> None:
 
 
 def test_variable_size_mismatch(tmp_path: Path) -> None:
-    """A host variable bigger than the image's would overflow it on update: refused."""
+    """A row size the image's variable does not have would overflow one side on update:
+    refused (a size larger than the host object already by the host-side check)."""
     module = link(tmp_path, SRC / "app.c", APP_ROWS)
     image = ImageSpec(HOST, "shared-object", (tmp_path / "app-pie.image.so").read_bytes())
+    fill(module.path, APP_ROWS, [image], change={"vec": {"size": 32}})
+    out = run(module.path, "basic")
+    assert "variable 'vec' is 32 bytes on the host but 64 in the image" in out["error"]
     fill(module.path, APP_ROWS, [image], change={"vec": {"size": 72}})
     out = run(module.path, "basic")
-    assert "variable 'vec' is 72 bytes on the host but 64 in the image" in out["error"]
+    assert "variable 'vec' is 72 bytes but the host object there is 64" in out["error"]
 
 
 @pytest.mark.parametrize("change", [{"host_offset": 1 << 40}, {"size": 1 << 40}])
