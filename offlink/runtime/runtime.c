@@ -99,7 +99,7 @@ struct record {
   atomic_int setting; /* a thread is setting the module up */
   /* Registered lazily (first seen through the API, no constructor): its key also holds
    * total_size and meta_crc32, to tell it from another module's later loaded there. */
-  int lazy;
+  atomic_int lazy;
   uint64_t key_total;
   uint32_t key_crc;
   pthread_mutex_t lock; /* guards publishing; never held across the loader */
