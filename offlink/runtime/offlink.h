@@ -27,8 +27,11 @@
  *   TMPDIR                 where an image goes when it cannot be loaded from memory (memfd)
  *
  * A table is registered when its module is loaded and unregistered when it is dlclose()d;
- * each row is checked before use: a variable must lie in the module's writable data (not
- * RELRO) and be no larger than the host object it points at, a function in its code.
+ * each row is checked before use: a variable must be no larger than the host object it
+ * points at (the st_size of the symbol there; a stripped, unexported one must at least not
+ * run into the next row) and a function must lie in the module's code, else the module runs
+ * on the host; a variable in read-only memory (const data, RELRO) is translated and copied
+ * to the target, but offlink_update_from refuses to write it.
  *
  * Telling the sides apart: the link compiles target code with
  *   -D__OFFLINK_TARGET__="<target name>"   (a string literal, e.g. "x86_64-pc-linux-gnu")

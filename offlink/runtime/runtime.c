@@ -60,6 +60,7 @@ struct entry {
   uint64_t size;
   uintptr_t host;   /* the object the program uses: the row's own, or its interposer */
   uintptr_t target; /* the row's start in the target's address space; 0: none there */
+  int readonly;     /* a variable in read-only memory: update_from must not write it */
 };
 
 /* A second host address of a row: in a shared library, a variable the executable refers to
@@ -284,18 +285,18 @@ static int is_variable(uint16_t kind) {
   return kind == OFL_SYM_VARIABLE || kind == OFL_SYM_LINK_VARIABLE;
 }
 
-/* Whether a row's host bytes lie in one loaded segment of the module that suits its kind: a
- * variable in a writable segment outside the RELRO range (updates write there), a function
- * in an executable one.  The checksum catches accidents; this keeps a deliberately forged
- * table from aiming copies or calls elsewhere. */
-static const char *row_misplaced(const struct module *m, const ofl_symbol *s) {
+/* Where a row's host bytes lie: -1 (with *why) outside any one loaded segment of the module,
+ * or a function outside its code; 1 for a variable in read-only memory (a read-only segment
+ * or the RELRO range: const data), which translate and update_to may use but update_from
+ * must not write; 0 otherwise.  The checksum catches accidents; this keeps a deliberately
+ * forged table from aiming copies or calls elsewhere. */
+static int row_place(const struct module *m, const ofl_symbol *s, const char **why) {
   uintptr_t addr = (uintptr_t)m->table + (uintptr_t)s->host_offset;
-  int variable = is_variable(s->kind);
+  int variable = is_variable(s->kind), relro = 0;
   for (ElfW(Half) i = 0; i < m->phnum; i++) {
     const ElfW(Phdr) *ph = &m->phdr[i];
-    uintptr_t start = m->load_base + ph->p_vaddr;
-    if (ph->p_type == PT_GNU_RELRO && variable && addr - start < ph->p_memsz)
-      return "lies in the module's read-only data (RELRO)";
+    if (ph->p_type == PT_GNU_RELRO && addr - (m->load_base + ph->p_vaddr) < ph->p_memsz)
+      relro = 1;
   }
   for (ElfW(Half) i = 0; i < m->phnum; i++) {
     const ElfW(Phdr) *ph = &m->phdr[i];
@@ -303,13 +304,14 @@ static const char *row_misplaced(const struct module *m, const ofl_symbol *s) {
     if (ph->p_type != PT_LOAD || addr < start || addr - start >= ph->p_memsz ||
         s->size > ph->p_memsz - (addr - start))
       continue;
-    if (variable && !(ph->p_flags & PF_W))
-      return "is a variable in a read-only segment";
-    if (!variable && !(ph->p_flags & PF_X))
-      return "is a function outside the module's code";
-    return NULL;
+    if (!variable && !(ph->p_flags & PF_X)) {
+      *why = "is a function outside the module's code";
+      return -1;
+    }
+    return variable && (relro || !(ph->p_flags & PF_W));
   }
-  return "lies outside the module";
+  *why = "lies outside the module";
+  return -1;
 }
 
 /* ---- a loaded module's own dynamic symbols, looked up by name through its hash table ---- */
@@ -769,11 +771,13 @@ static void setup(struct module *m) {
   for (uint32_t row = 0; row < m->t.n_symbols; row++) {
     ofl_symbol s;
     ofl_table_symbol(&m->t, row, &s);
-    const char *why = row_misplaced(m, &s);
-    if (why) {
+    const char *why = NULL;
+    int place = row_place(m, &s, &why);
+    if (place < 0) {
       note(m, "%s: offload table: '%s' %s", m->where, s.name, why);
       return;
     }
+    m->entries[row].readonly = place == 1;
     m->entries[row].host_offset = s.host_offset;
     m->entries[row].size = s.size;
     m->entries[row].host = (uintptr_t)m->table + (uintptr_t)s.host_offset;
@@ -1058,6 +1062,11 @@ static int update(const void *table, const void *host_ptr, size_t size, int whol
   } else if (size > e->size - start) {
     set_error("%zu bytes at %p run past the end of '%s' (%llu bytes)", size, host_ptr, s.name,
               (unsigned long long)e->size);
+    return -1;
+  }
+  if (!to_target && e->readonly) {
+    set_error("'%s' lies in read-only memory of %s: nothing is copied back into it", s.name,
+              m->where);
     return -1;
   }
   if (size == 0)

@@ -149,6 +149,19 @@ static void edge(void) {
   printf("error: %s\n", err());
 }
 
+/* Read-only objects of vec's size, which a forged row may name: in RELRO (pointers that need
+ * relocating, in a PIE) and in .rodata. */
+static const void *const relro_ptrs[8] = {&counter, &counter, &counter, &counter,
+                                          &counter, &counter, &counter, &counter};
+static const double ro_limits[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+/* update_from into the read-only object `which` names. */
+static void update_from_readonly(const char *which) {
+  void *p = !strcmp(which, "relro_ptrs") ? (void *)relro_ptrs : (void *)ro_limits;
+  printf("update-from: %d\n", offlink_update_from(OFFLINK_TABLE, p));
+  printf("error: %s\n", err());
+}
+
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "basic";
   if (!strcmp(what, "basic"))
@@ -163,6 +176,8 @@ int main(int argc, char **argv) {
     late_env();
   else if (!strcmp(what, "edge"))
     edge();
+  else if (!strcmp(what, "update-from") && argc > 2)
+    update_from_readonly(argv[2]);
   else
     return 2;
   return 0;
