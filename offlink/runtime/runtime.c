@@ -845,7 +845,8 @@ void __offlink_register_module(const void *table) {
 /* A module's destructor: forget its table and unload its image, so that nothing answers for
  * a module no longer there.  Not while the process exits (other threads may still run). */
 void __offlink_unregister_module(const void *table) {
-  if (!table)
+  /* At exit the record stays: a later destructor or exit handler may still use the table. */
+  if (!table || atomic_load(&process_exiting))
     return;
   pthread_mutex_lock(&registry_lock);
   struct record *r = find_record(table);
@@ -859,8 +860,7 @@ void __offlink_unregister_module(const void *table) {
     pthread_mutex_unlock(&r->lock);
   }
   pthread_mutex_unlock(&registry_lock);
-  if (!atomic_load(&process_exiting))
-    discard(m); /* no runtime lock held: unloading runs the image's destructors */
+  discard(m); /* no runtime lock held: unloading runs the image's destructors */
 }
 
 static const unsigned char *key_of(const void *table, uint64_t *total, uint32_t *crc) {
