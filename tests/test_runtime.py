@@ -42,7 +42,7 @@ TARGET_DEFINES = [f'-D__OFFLINK_TARGET__="{HOST}"', "-D__OFFLINK_TARGET_HOST__=1
 API = {
     "offlink_translate", "offlink_update_to", "offlink_update_from", "offlink_update_to_range",
     "offlink_update_from_range", "offlink_lookup", "offlink_target_name", "offlink_last_error",
-    "offlink_launch",
+    "offlink_launch", "__offlink_register_module", "__offlink_unregister_module",
 }
 
 APP_ROWS = {
@@ -331,12 +331,16 @@ def test_name_missing_from_the_image(tmp_path: Path) -> None:
 
 
 def test_variable_size_mismatch(tmp_path: Path) -> None:
-    """A host variable bigger than the image's would overflow it on update: refused."""
+    """A row size the image's variable does not have would overflow one side on update:
+    refused (a size larger than the host object already by the host-side check)."""
     module = link(tmp_path, SRC / "app.c", APP_ROWS)
     image = ImageSpec(HOST, "shared-object", (tmp_path / "app-pie.image.so").read_bytes())
+    fill(module.path, APP_ROWS, [image], change={"vec": {"size": 32}})
+    out = run(module.path, "basic")
+    assert "variable 'vec' is 32 bytes on the host but 64 in the image" in out["error"]
     fill(module.path, APP_ROWS, [image], change={"vec": {"size": 72}})
     out = run(module.path, "basic")
-    assert "variable 'vec' is 72 bytes on the host but 64 in the image" in out["error"]
+    assert "variable 'vec' is 72 bytes but the host object there is 64" in out["error"]
 
 
 @pytest.mark.parametrize("change", [{"host_offset": 1 << 40}, {"size": 1 << 40}])
@@ -504,3 +508,172 @@ def test_build_failure_is_a_tool_error(monkeypatch: pytest.MonkeyPatch, tmp_path
                        match=r"building the offlink runtime failed \(exit status 1\): false "):
         build.runtime_library()
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing half-built left
+
+
+# ---- forged rows, the environment, the life cycle (issue 9), a big table (issue 11) ------
+
+
+def symbol_offset(module: Module, name: str) -> int:
+    """host_offset of any symbol (local ones too) of the linked module."""
+    elf = ElfFile.open(module.path)
+    sec = elf.section(SECTION)
+    assert sec is not None
+    return next(s.st_value for s in elf.symbols() if s.name == name) - sec.sh_addr
+
+
+def test_forged_row_larger_than_its_host_object(tmp_path: Path) -> None:
+    """A forged row (checksums right) names the image's 64-byte `vec` but points at the
+    host's 4-byte `counter`: update_from would write 60 bytes past it (ASan: a global buffer
+    overflow). The row is checked against the host object's st_size and refused."""
+    module = link(tmp_path, SRC / "app.c", APP_ROWS, extra=("-fsanitize=address",))
+    image = ImageSpec(HOST, "shared-object", (tmp_path / "app-pie.image.so").read_bytes())
+    fill(module.path, APP_ROWS, [image],
+         change={"vec": {"host_offset": symbol_offset(module, "counter")}})
+    env = {"ASAN_OPTIONS": "detect_leaks=0"}
+    out = run(module.path, "basic", env=env)
+    assert out["side"] == "host"
+    assert "variable 'vec' is 64 bytes but the host object there is 4" in out["error"]
+    assert run_lines(module.path, "vars", env=env)[:5] == [
+        "update_to: 0", "bump: 6", "host-counter: 6", "update_from: 0", "counter: 6"]
+
+
+@pytest.mark.parametrize("target", ["relro_ptrs", "ro_limits"])
+def test_forged_row_in_read_only_memory(tmp_path: Path, target: str) -> None:
+    """The row of `vec` aimed at a read-only object of its size, in RELRO (a PIE's
+    .data.rel.ro) or in .rodata: update_from must not write there (before: a fault). Such a
+    row may be const data, so translate and update_to still work; the copy back is refused."""
+    module = link(tmp_path, SRC / "app.c", APP_ROWS)
+    image = ImageSpec(HOST, "shared-object", (tmp_path / "app-pie.image.so").read_bytes())
+    fill(module.path, APP_ROWS, [image],
+         change={"vec": {"host_offset": symbol_offset(module, target)}})
+    out = run(module.path, "update-from", target)
+    assert out["update-from"] == "-1"
+    assert f"'vec' lies in read-only memory of {module.path}" in out["error"]
+    assert run(module.path, "basic")["side"] == HOST
+
+
+def test_forged_function_row_outside_the_code(tmp_path: Path) -> None:
+    """A function row must lie in an executable segment (before: any segment)."""
+    module = link(tmp_path, SRC / "app.c", APP_ROWS)
+    image = ImageSpec(HOST, "shared-object", (tmp_path / "app-pie.image.so").read_bytes())
+    fill(module.path, APP_ROWS, [image],
+         change={"side": {"host_offset": symbol_offset(module, "counter")}})
+    out = run(module.path, "basic")
+    assert out["side"] == "host"
+    assert "'side' is a function outside the module's code" in out["error"]
+
+
+def test_mandatory_and_a_pointer_no_row_offers(app: Module) -> None:
+    """OFFLINK_MANDATORY=1: a pointer with no counterpart would run host code, an error."""
+    out = run(app.path, "miss", env={"OFFLINK_MANDATORY": "1"}, status=1)
+    assert out["stderr"].startswith("offlink: error: ")
+    assert "is not an offered function or variable (OFFLINK_MANDATORY)" in out["stderr"]
+    assert out["stderr"].count("\n") == 1
+    assert run(app.path, "miss")["stderr"] == ""  # without it: the pointer back, no error
+
+
+def test_environment_is_read_once(app: Module) -> None:
+    """OFFLINK_TARGET set by the program after it started changes nothing."""
+    out = run(app.path, "late-env")
+    assert (out["side"], out["error"]) == (HOST, "(null)")
+
+
+def test_setuid_program_ignores_the_environment(app: Module, tmp_path: Path) -> None:
+    """secure_getenv: a setuid program takes neither OFFLINK_TARGET nor TMPDIR from its
+    caller (they choose what is loaded and from where)."""
+    if os.geteuid() != 0:
+        pytest.skip("making a setuid program for another user needs root")
+    exe = tmp_path / "setuid-app"
+    shutil.copy(app.path, exe)
+    os.chown(exe, 65534, 65534)  # nobody
+    os.chmod(exe, 0o4755)
+    out = run(exe, "basic", env={"OFFLINK_TARGET": "none", "OFFLINK_MANDATORY": "1"})
+    assert (out["side"], out["error"]) == (HOST, "(null)")
+    out = run(app.path, "basic", env={"OFFLINK_TARGET": "none"})  # the same, not setuid
+    assert out["side"] == "host"
+
+
+def test_table_pointer_at_the_end_of_a_mapping(app: Module) -> None:
+    """Nothing of a table is read before its bounds are known (before: a fault)."""
+    out = run(app.path, "edge")
+    assert out["edge"] == "same"
+    assert "is not inside a loaded module" in out["error"]
+
+
+@pytest.mark.parametrize("runtime_in_exe", [False, True])
+def test_dlclose_unregisters_and_frees_the_image(tmp_path: Path, runtime_in_exe: bool) -> None:
+    """dlopen / dlclose / dlopen of two libraries, each with its own table: each answers from
+    its own image, and its image is unloaded with it (the registry in each library's own copy
+    of the runtime, or in the executable's, which the libraries bind to)."""
+    libs = []
+    for tag in ("a", "b"):
+        src = tmp_path / f"cycle{tag}.c"  # the tag in the source: the image gets it too
+        src.write_text(f'#define TAG "{tag}"\n' + (SRC / "cycle.c").read_text())
+        m = link(tmp_path, src, {"which": "function"}, mode="shared", name=f"libcycle{tag}")
+        libs.append(str(m.path))
+    extra: tuple[str, ...] = ("-ldl",)
+    if runtime_in_exe:  # the executable exports its copy of the runtime; libraries bind to it
+        extra = ("-rdynamic", "-Wl,--whole-archive", *build.libs()[:1],
+                 "-Wl,--no-whole-archive", "-ldl")
+    exe = link(tmp_path, SRC / "cycle_main.c", None, extra=extra, name="cycle").path
+    lines = run_lines(exe, libs[0], libs[1], libs[0], libs[1])
+    assert lines == [
+        f"1: a {HOST}, images mapped", "1: closed, images none",
+        f"2: b {HOST}, images mapped", "2: closed, images none",
+        f"3: a {HOST}, images mapped", "3: closed, images none",
+        f"4: b {HOST}, images mapped", "4: closed, images none",
+    ]
+
+
+def test_no_deadlock_with_a_constructor_using_the_module(tmp_path: Path) -> None:
+    """A constructor run by another thread's dlopen (the loader's lock held) uses the module
+    whose first use, in the main thread, is loading its image (waiting for that lock)."""
+    ctor = tmp_path / "libctor.so"
+    cc("-O1", "-fPIC", "-shared", SRC / "ctor.c", "-o", ctor)
+    exe = link(tmp_path, SRC / "deadlock.c", {"side": "function"}, extra=("-rdynamic",)).path
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OFFLINK_")}
+    done = subprocess.run([str(exe), str(ctor)], capture_output=True, text=True, env=env,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == [f"ctor: {HOST}", f"main: {HOST}"]
+
+
+def many_rows_source(n: int) -> str:
+    """n offered rows (every fourth a variable), each with its own answer on each side."""
+    out = ["#include <offlink.h>", "#include <stdio.h>",
+           "#define B (OFFLINK_IS_TARGET ? 1000000 : 0)"]
+    for i in range(n):
+        out.append(f"long v{i}[2] = {{B, {i}}};" if i % 4 == 0 else
+                   f"long f{i}(void) {{ return B + {i}; }}")
+    out += ["#if !OFFLINK_IS_TARGET", '#define API __attribute__((visibility("default")))',
+            "API int check_rows(void) {", "  int bad = 0;"]
+    for i in range(n):
+        if i % 4 == 0:
+            out.append(f"  {{ long *t = OFFLINK_TRANSLATE(OFFLINK_TABLE, v{i});"
+                       f" bad += t == v{i} || t[0] != 1000000 || t[1] != {i}; }}")
+        else:
+            out.append(f"  bad += OFFLINK_TRANSLATE(OFFLINK_TABLE, f{i})() != 1000000 + {i};")
+    out += ['  printf("target: %s\\nbad: %d\\n", offlink_target_name(OFFLINK_TABLE), bad);',
+            "  return bad != 0;", "}", "#ifndef LIBRARY",
+            "int main(void) { return check_rows(); }", "#endif", "#endif"]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("mode", ["pie", "shared"])
+def test_first_use_of_a_big_table_resolves_every_row(tmp_path: Path, mode: str) -> None:
+    """4000 rows, resolved in one pass at the first use (issue 11): each row translates to
+    its own counterpart in the image (functions called, variables read there)."""
+    n = 4000
+    src = tmp_path / "many.c"
+    src.write_text(many_rows_source(n))
+    rows = {f"v{i}" if i % 4 == 0 else f"f{i}": "variable" if i % 4 == 0 else "function"
+            for i in range(n)}
+    extra = ("-DLIBRARY",) if mode == "shared" else ()
+    module = link(tmp_path, src, rows, mode=mode, extra=extra)
+    exe = module.path
+    if mode == "shared":
+        main = tmp_path / "main.c"
+        main.write_text("int check_rows(void);\nint main(void) { return check_rows(); }\n")
+        exe = tmp_path / "main"
+        cc(main, module.path, f"-Wl,-rpath,{tmp_path}", "-o", exe)
+    assert run(exe) == {"target": HOST, "bad": "0", "stderr": ""}

@@ -12,11 +12,26 @@
  * the program runs on the host: translate returns the host pointer and updates are no-ops.
  * offlink_last_error() says why.
  *
- * Environment:
+ * Environment, read once (when the first module registers) and ignored altogether in a
+ * secure-execution program (setuid, setgid, file capabilities: secure_getenv), so that it
+ * cannot choose what such a program loads or from where:
  *   OFFLINK_TARGET=NAME    use this target (`host` means x86_64-pc-linux-gnu); `none`: run
  *                          on the host.  Default: the first target that loads.
- *   OFFLINK_MANDATORY=1    a module with a table that cannot run on a target is a hard
- *                          error: "offlink: error: ..." on stderr and exit status 1.
+ *   OFFLINK_MANDATORY=1    running host code where a target was asked for is a hard error,
+ *                          "offlink: error: ..." on stderr and exit status 1 (the library's
+ *                          only exit): a module with a table that cannot run on a target,
+ *                          and offlink_translate of a pointer that no row of the table offers
+ *                          or whose row the target's image lacks.  A module without a table
+ *                          (OFFLINK_TABLE NULL) is no error.
+ *   OFFLINK_LIBCUDA, OFFLINK_CUDA_DEVICE   the CUDA driver library and device (runtime_cuda.c)
+ *   TMPDIR                 where an image goes when it cannot be loaded from memory (memfd)
+ *
+ * A table is registered when its module is loaded and unregistered when it is dlclose()d;
+ * each row is checked before use: a variable must be no larger than the host object it
+ * points at (the st_size of the symbol there; a stripped, unexported one must at least not
+ * run into the next row) and a function must lie in the module's code, else the module runs
+ * on the host; a variable in read-only memory (const data, RELRO) is translated and copied
+ * to the target, but offlink_update_from refuses to write it.
  *
  * Telling the sides apart: the link compiles target code with
  *   -D__OFFLINK_TARGET__="<target name>"   (a string literal, e.g. "x86_64-pc-linux-gnu")
@@ -142,6 +157,14 @@ OFFLINK_API const char *offlink_target_name(const void *table);
 /* One line saying why the last call in this thread failed or fell back to the host; NULL
  * if nothing failed yet.  Like errno, a later successful call does not clear it. */
 OFFLINK_API const char *offlink_last_error(void);
+
+/* Called by the library itself, from a constructor and a destructor in every module that
+ * links it (as libomptarget's __tgt_register_lib / __tgt_unregister_lib): the module's table
+ * is registered when the module is loaded and forgotten, its image unloaded, when it is
+ * dlclose()d (not at exit: other threads may still use it).  A program never needs to call
+ * them; a table first used before its module's constructor ran is registered then. */
+OFFLINK_API void __offlink_register_module(const void *table);
+OFFLINK_API void __offlink_unregister_module(const void *table);
 
 /* Launch the kernel whose host build is `kernel` (an OFFLINK_KERNEL) on the CUDA device the
  * module's table uses: grid x block threads (1-D), shared_bytes of dynamic shared memory,

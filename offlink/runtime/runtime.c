@@ -1,10 +1,19 @@
 /* offlink runtime: one registry of the modules' offload tables, each set up on first use
  * (API and environment: offlink.h; table format: formats/table.md, parsed by table.c).
  *
- * A module record is created once per table and never freed: lookups walk an append-only
- * list with acquire loads and take no lock once the record is ready.  Setting a record up
- * (validate, choose a target, load its image, resolve every row) happens once, under the
- * record's own lock, so one module's slow image load never blocks another's first use.
+ * Every module that links this library registers its own table from a constructor and
+ * unregisters it from a destructor (as libomptarget's __tgt_register_lib and
+ * __tgt_unregister_lib do), so a dlclose()d library's record and image are freed and a
+ * library later loaded at the same address starts afresh.  A table first seen through the
+ * API (a module that reaches another module's copy of the runtime) is registered then.
+ *
+ * Records live in an append-only list walked with acquire loads; a dead record (its module
+ * unregistered) is reused.  Setting a module up (validate, choose a target, load its image,
+ * resolve every row) builds a private `struct module` with no lock held, and publishes it
+ * with one store: the image loaders take the dynamic loader's lock, and a thread that holds
+ * that lock (a constructor run by dlopen) may use the same module.  A thread that finds
+ * another one setting the module up waits for it a short while, then sets it up itself;
+ * the first result published wins and the others are unloaded.
  *
  * Image kinds are loaded through a small table of loaders (runtime_loader.h); this file has
  * the in-process shared-object loader (target x86_64-pc-linux-gnu), runtime_cuda.c the CUDA
@@ -28,7 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Not in glibc 2.36's headers; the kernel (6.3+) value.  Refused with EINVAL by older
@@ -39,6 +50,9 @@
 
 #define HOST_TARGET "x86_64-pc-linux-gnu"
 #define ERROR_SIZE 512
+/* How long a thread waits for another one's setup of the same module before it sets the
+ * module up itself (the other may be blocked on the dynamic loader's lock, held by this one). */
+#define SETUP_WAIT_NS 100000000L
 
 /* Per row, what translate and update need: kept in one array, filled once at setup. */
 struct entry {
@@ -46,6 +60,7 @@ struct entry {
   uint64_t size;
   uintptr_t host;   /* the object the program uses: the row's own, or its interposer */
   uintptr_t target; /* the row's start in the target's address space; 0: none there */
+  int readonly;     /* a variable in read-only memory: update_from must not write it */
 };
 
 /* A second host address of a row: in a shared library, a variable the executable refers to
@@ -56,24 +71,14 @@ struct alias {
   uint32_t row;
 };
 
-enum { MODULE_NEW, MODULE_READY };
-
+/* One module's set-up state: built by one thread with no lock held, read-only once
+ * published in its record.  Loaders see it as `struct module` (runtime_loader.h). */
 struct module {
-  /* Key, immutable once published.  total_size and meta_crc32 as read at registration tell
-   * a table apart from another module's later loaded at the same address (dlclose). */
   const unsigned char *table;
-  uint64_t key_total;
-  uint32_t key_crc;
-  struct module *next;
-
-  pthread_mutex_t setup_lock;
-  atomic_int state;
-
-  /* Written by setup, read-only once state is MODULE_READY. */
   ofl_table t;
   const struct loader *loader; /* NULL: this module runs on the host */
   const char *target_name;
-  struct entry *entries; /* n_symbols, allocated at setup */
+  struct entry *entries; /* n_symbols */
   struct alias *aliases; /* sorted by host; few, and only in shared libraries */
   uint32_t n_aliases;
   void *loader_data;
@@ -85,20 +90,70 @@ struct module {
   char error[ERROR_SIZE]; /* why it runs on the host; "" when it has no table at all */
 };
 
-static _Atomic(struct module *) modules;
+/* A registered table.  `table` NULL: the record is dead (its module unregistered) and may be
+ * reused; `generation` changes at each death, so a setup that started before it is dropped. */
+struct record {
+  _Atomic(const unsigned char *) table;
+  struct record *next; /* immutable once published */
+  atomic_uint generation;
+  _Atomic(struct module *) ready;
+  atomic_int setting; /* a thread is setting the module up */
+  /* Registered lazily (first seen through the API, no constructor): its key also holds
+   * total_size and meta_crc32, to tell it from another module's later loaded there. */
+  atomic_int lazy;
+  uint64_t key_total;
+  uint32_t key_crc;
+  pthread_mutex_t lock; /* guards publishing; never held across the loader */
+  pthread_cond_t done;
+};
+
+static _Atomic(struct record *) records;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The records this thread is setting up (an image constructor may come back here). */
+struct busy {
+  const struct record *rec;
+  struct busy *outer;
+};
+static _Thread_local struct busy *setting_up;
 
 static _Thread_local const char *last_error;
 static _Thread_local char error_buf[ERROR_SIZE];
-static _Thread_local struct module *setting_up; /* re-entry from an image's constructor */
 static _Thread_local int exiting;
 static atomic_int exit_started;
+static atomic_int process_exiting; /* exit() has begun: destructors free nothing */
 
 static const struct loader *loader_for(uint16_t kind);
 
 static const char *kind_name(uint16_t kind) {
   static const char *const names[] = {"?", "shared-object", "cubin", "fatbin", "ptx", "nvptx-none"};
   return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+/* ---- the environment: read once, ignored in secure-execution (setuid, setcap) programs -- */
+
+static const char *const env_names[] = {"OFFLINK_TARGET", "OFFLINK_MANDATORY", "OFFLINK_LIBCUDA",
+                                        "OFFLINK_CUDA_DEVICE", "TMPDIR"};
+static char *env_values[sizeof env_names / sizeof env_names[0]];
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void note_exit(void) { atomic_store(&process_exiting, 1); }
+
+static void env_read(void) {
+  for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++) {
+    const char *v = secure_getenv(env_names[i]);
+    env_values[i] = v ? strdup(v) : NULL;
+  }
+  /* Runs before the destructors that exit() runs (the loader's own handler came first). */
+  atexit(note_exit);
+}
+
+const char *ofl_getenv(const char *name) {
+  pthread_once(&env_once, env_read);
+  for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++)
+    if (strcmp(env_names[i], name) == 0)
+      return env_values[i];
+  return NULL;
 }
 
 /* ---- errors ----------------------------------------------------------------------- */
@@ -116,6 +171,7 @@ static void vset_error(const char *fmt, va_list ap) {
   last_error = error_buf;
 }
 
+static void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -134,6 +190,7 @@ static void vnote(struct module *m, const char *fmt, va_list ap) {
   one_line(m->error + used);
 }
 
+static void note(struct module *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct module *m, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -161,13 +218,14 @@ void ofl_set_loader_data(struct module *m, void *data) { m->loader_data = data; 
 const char *ofl_module_where(const struct module *m) { return m->where; }
 
 static int mandatory(void) {
-  const char *v = getenv("OFFLINK_MANDATORY");
+  const char *v = ofl_getenv("OFFLINK_MANDATORY");
   return v && *v && strcmp(v, "0") != 0;
 }
 
 /* OFFLINK_MANDATORY: a module that cannot use a target ends the program, as libgomp does
- * for OMP_TARGET_OFFLOAD=MANDATORY.  exit() once only: concurrent exit() is undefined, and
- * a destructor that comes back here on the exiting thread just runs on the host. */
+ * for OMP_TARGET_OFFLOAD=MANDATORY; the only exit() in the library.  exit() once only:
+ * concurrent exit() is undefined, and a destructor that comes back here on the exiting
+ * thread just runs on the host. */
 static void fatal(const char *msg) {
   if (exiting)
     return;
@@ -198,39 +256,318 @@ static int locate_cb(struct dl_phdr_info *info, size_t size, void *data) {
     uintptr_t start = info->dlpi_addr + ph->p_vaddr;
     if (l->addr >= start && l->addr - start < ph->p_memsz) {
       l->avail = ph->p_memsz - (l->addr - start);
-      l->m->load_base = info->dlpi_addr;
-      l->m->phdr = info->dlpi_phdr;
-      l->m->phnum = info->dlpi_phnum;
-      l->m->is_main = !*info->dlpi_name;
-      snprintf(l->m->where, sizeof l->m->where, "%s",
-               *info->dlpi_name ? info->dlpi_name : program_invocation_name);
+      if (l->m) {
+        l->m->load_base = info->dlpi_addr;
+        l->m->phdr = info->dlpi_phdr;
+        l->m->phnum = info->dlpi_phnum;
+        l->m->is_main = !*info->dlpi_name;
+        snprintf(l->m->where, sizeof l->m->where, "%s",
+                 *info->dlpi_name ? info->dlpi_name : program_invocation_name);
+      }
       return 1;
     }
   }
   return 0;
 }
 
-/* Bound every read of the table by its loaded segment, so that a corrupt total_size or
- * meta_size cannot make the checksum walk off the mapping. */
-static uint64_t locate(struct module *m) {
-  struct locate l = {(uintptr_t)m->table, 0, m};
-  snprintf(m->where, sizeof m->where, "%s", program_invocation_name);
+/* Readable bytes from `addr` to the end of the loaded segment it lies in (0: none), and the
+ * module's segments into *m when m is not NULL.  Every read of a table is bounded by it, so
+ * that a corrupt total_size or meta_size cannot make the checksum walk off the mapping. */
+static uint64_t locate(const void *addr, struct module *m) {
+  struct locate l = {(uintptr_t)addr, 0, m};
+  if (m)
+    snprintf(m->where, sizeof m->where, "%s", program_invocation_name);
   dl_iterate_phdr(locate_cb, &l);
   return l.avail;
 }
 
-/* Whether a row's host bytes lie in one loaded segment of the module.  The checksum catches
- * accidents; this keeps a deliberately forged table from aiming copies elsewhere. */
-static int row_in_module(const struct module *m, const ofl_symbol *s) {
+static int is_variable(uint16_t kind) {
+  return kind == OFL_SYM_VARIABLE || kind == OFL_SYM_LINK_VARIABLE;
+}
+
+/* Where a row's host bytes lie: -1 (with *why) outside any one loaded segment of the module,
+ * or a function outside its code; 1 for a variable in read-only memory (a read-only segment
+ * or the RELRO range: const data), which translate and update_to may use but update_from
+ * must not write; 0 otherwise.  The checksum catches accidents; this keeps a deliberately
+ * forged table from aiming copies or calls elsewhere. */
+static int row_place(const struct module *m, const ofl_symbol *s, const char **why) {
   uintptr_t addr = (uintptr_t)m->table + (uintptr_t)s->host_offset;
+  int variable = is_variable(s->kind), relro = 0;
+  for (ElfW(Half) i = 0; i < m->phnum; i++) {
+    const ElfW(Phdr) *ph = &m->phdr[i];
+    if (ph->p_type == PT_GNU_RELRO && addr - (m->load_base + ph->p_vaddr) < ph->p_memsz)
+      relro = 1;
+  }
   for (ElfW(Half) i = 0; i < m->phnum; i++) {
     const ElfW(Phdr) *ph = &m->phdr[i];
     uintptr_t start = m->load_base + ph->p_vaddr;
-    if (ph->p_type == PT_LOAD && addr >= start && addr - start < ph->p_memsz &&
-        s->size <= ph->p_memsz - (addr - start))
-      return 1;
+    if (ph->p_type != PT_LOAD || addr < start || addr - start >= ph->p_memsz ||
+        s->size > ph->p_memsz - (addr - start))
+      continue;
+    if (!variable && !(ph->p_flags & PF_X)) {
+      *why = "is a function outside the module's code";
+      return -1;
+    }
+    return variable && (relro || !(ph->p_flags & PF_W));
   }
+  *why = "lies outside the module";
+  return -1;
+}
+
+/* ---- a loaded module's own dynamic symbols, looked up by name through its hash table ---- */
+
+struct dynsyms {
+  uintptr_t base;
+  const ElfW(Sym) * sym;
+  const char *str;
+  size_t strsz;
+  const uint32_t *gnu;  /* DT_GNU_HASH */
+  const uint32_t *sysv; /* DT_HASH */
+  const ElfW(Half) * versym;
+};
+
+/* glibc relocates these entries of a writable .dynamic in place; a read-only one (and other
+ * loaders) keeps the link-time address. */
+static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) p) { return base && p < base ? base + p : p; }
+
+static int dynsyms_open(struct dynsyms *d, uintptr_t base, const ElfW(Dyn) * dyn) {
+  memset(d, 0, sizeof *d);
+  d->base = base;
+  for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+    switch (dyn->d_tag) {
+    case DT_SYMTAB:
+      d->sym = (const ElfW(Sym) *)dyn_ptr(base, dyn->d_un.d_ptr);
+      break;
+    case DT_STRTAB:
+      d->str = (const char *)dyn_ptr(base, dyn->d_un.d_ptr);
+      break;
+    case DT_STRSZ:
+      d->strsz = dyn->d_un.d_val;
+      break;
+    case DT_GNU_HASH:
+      d->gnu = (const uint32_t *)dyn_ptr(base, dyn->d_un.d_ptr);
+      break;
+    case DT_HASH:
+      d->sysv = (const uint32_t *)dyn_ptr(base, dyn->d_un.d_ptr);
+      break;
+    case DT_VERSYM:
+      d->versym = (const ElfW(Half) *)dyn_ptr(base, dyn->d_un.d_ptr);
+      break;
+    }
+  }
+  return d->sym && d->str && (d->gnu || d->sysv) ? 0 : -1;
+}
+
+static int dynsyms_of_module(struct dynsyms *d, uintptr_t base, const ElfW(Phdr) * phdr,
+                             ElfW(Half) phnum) {
+  for (ElfW(Half) i = 0; i < phnum; i++)
+    if (phdr[i].p_type == PT_DYNAMIC)
+      return dynsyms_open(d, base, (const ElfW(Dyn) *)(base + phdr[i].p_vaddr));
+  return -1;
+}
+
+static int dynsym_is(const struct dynsyms *d, uint32_t i, const char *name) {
+  if (d->versym && (d->versym[i] & 0x8000)) /* a hidden (non-default) version */
+    return 0;
+  return d->sym[i].st_name < d->strsz && strcmp(d->str + d->sym[i].st_name, name) == 0;
+}
+
+/* The symbol `name` of this module (defined or not), or NULL: one hash-table probe. */
+static const ElfW(Sym) * dynsyms_find(const struct dynsyms *d, const char *name) {
+  const unsigned char *p = (const unsigned char *)name;
+  if (d->gnu) {
+    uint32_t h = 5381;
+    for (; *p; p++)
+      h = h * 33 + *p;
+    uint32_t nbuckets = d->gnu[0], symoffset = d->gnu[1], bloom_size = d->gnu[2];
+    if (nbuckets == 0)
+      return NULL;
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(d->gnu + 4) + bloom_size);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t i = buckets[h % nbuckets];
+    if (i < symoffset)
+      return NULL;
+    for (;; i++) {
+      uint32_t h2 = chain[i - symoffset];
+      if ((h | 1) == (h2 | 1) && dynsym_is(d, i, name))
+        return &d->sym[i];
+      if (h2 & 1)
+        return NULL;
+    }
+  }
+  uint32_t h = 0, g;
+  for (; *p; p++) {
+    h = (h << 4) + *p;
+    g = h & 0xf0000000u;
+    h ^= g >> 24;
+    h &= ~g;
+  }
+  uint32_t nbucket = d->sysv[0], nchain = d->sysv[1];
+  if (nbucket == 0)
+    return NULL;
+  const uint32_t *chain = d->sysv + 2 + nbucket;
+  for (uint32_t i = d->sysv[2 + h % nbucket]; i && i < nchain; i = chain[i])
+    if (dynsym_is(d, i, name))
+      return &d->sym[i];
+  return NULL;
+}
+
+/* The number of dynamic symbols (the hash tables are the only place that says). */
+static uint32_t dynsyms_count(const struct dynsyms *d) {
+  if (!d->gnu)
+    return d->sysv[1];
+  uint32_t nbuckets = d->gnu[0], symoffset = d->gnu[1], bloom_size = d->gnu[2], last = 0;
+  const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(d->gnu + 4) + bloom_size);
+  const uint32_t *chain = buckets + nbuckets;
+  for (uint32_t b = 0; b < nbuckets; b++)
+    if (buckets[b] > last)
+      last = buckets[b];
+  if (last < symoffset)
+    return symoffset;
+  while (!(chain[last - symoffset] & 1))
+    last++;
+  return last + 1;
+}
+
+/* ---- the host objects' sizes: no copy larger than the object the row points at ---------- */
+
+/* Address -> the largest st_size of an object symbol starting there (open addressing). */
+struct sizemap {
+  struct sizeslot {
+    uintptr_t addr;
+    uint64_t size;
+  } * slot;
+  size_t mask;
+};
+
+static void sizemap_put(struct sizemap *map, uintptr_t addr, uint64_t size) {
+  size_t i = (size_t)((addr >> 3) * 0x9E3779B97F4A7C15ull) & map->mask;
+  while (map->slot[i].addr && map->slot[i].addr != addr)
+    i = (i + 1) & map->mask;
+  map->slot[i].addr = addr;
+  if (size > map->slot[i].size)
+    map->slot[i].size = size;
+}
+
+static uint64_t sizemap_get(const struct sizemap *map, uintptr_t addr) {
+  if (!map->slot)
+    return 0;
+  size_t i = (size_t)((addr >> 3) * 0x9E3779B97F4A7C15ull) & map->mask;
+  for (; map->slot[i].addr; i = (i + 1) & map->mask)
+    if (map->slot[i].addr == addr)
+      return map->slot[i].size;
   return 0;
+}
+
+static int sizemap_init(struct sizemap *map, size_t count) {
+  size_t cap = 16;
+  while (cap < 2 * count + 1)
+    cap *= 2;
+  map->slot = calloc(cap, sizeof *map->slot);
+  map->mask = cap - 1;
+  return map->slot ? 0 : -1;
+}
+
+static void sizemap_add(struct sizemap *map, uintptr_t base, const ElfW(Sym) * sym, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if ((ELF64_ST_TYPE(sym[i].st_info) == STT_OBJECT) && sym[i].st_shndx != SHN_UNDEF &&
+        sym[i].st_shndx != SHN_ABS && sym[i].st_size > 0 && base + sym[i].st_value)
+      sizemap_put(map, base + sym[i].st_value, sym[i].st_size);
+}
+
+/* The static symbol table (.symtab) of the module's file, when the file is the one loaded: a
+ * section at the table's address holds the same header bytes.  0 when it was used. */
+static int sizes_from_file(const struct module *m, struct sizemap *map) {
+  const char *path = m->is_main ? "/proc/self/exe" : m->where;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  struct stat st;
+  void *file = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= sizeof(ElfW(Ehdr)))
+    file = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (file == MAP_FAILED)
+    return -1;
+  const unsigned char *f = file;
+  uint64_t fsize = (uint64_t)st.st_size;
+  const ElfW(Ehdr) *eh = file;
+  int used = -1;
+  if (memcmp(f, ELFMAG, SELFMAG) != 0 || f[EI_CLASS] != ELFCLASS64 ||
+      eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff > fsize ||
+      (uint64_t)eh->e_shnum * sizeof(ElfW(Shdr)) > fsize - eh->e_shoff)
+    goto out;
+  const ElfW(Shdr) *sh = (const ElfW(Shdr) *)(f + eh->e_shoff);
+  const ElfW(Shdr) *symtab = NULL;
+  int same = 0;
+  uintptr_t table_vaddr = (uintptr_t)m->table - m->load_base;
+  size_t head = m->t.meta_size < 64 ? (size_t)m->t.meta_size : 64;
+  for (ElfW(Half) i = 0; i < eh->e_shnum; i++) {
+    if (sh[i].sh_type == SHT_SYMTAB)
+      symtab = &sh[i];
+    if (sh[i].sh_type == SHT_PROGBITS && sh[i].sh_addr == table_vaddr && sh[i].sh_size >= head &&
+        sh[i].sh_offset <= fsize && head <= fsize - sh[i].sh_offset &&
+        memcmp(f + sh[i].sh_offset, m->table, head) == 0)
+      same = 1;
+  }
+  if (!same || !symtab || symtab->sh_entsize != sizeof(ElfW(Sym)) || symtab->sh_offset > fsize ||
+      symtab->sh_size > fsize - symtab->sh_offset)
+    goto out;
+  size_t n = symtab->sh_size / sizeof(ElfW(Sym));
+  if (sizemap_init(map, n) != 0)
+    goto out;
+  sizemap_add(map, m->load_base, (const ElfW(Sym) *)(f + symtab->sh_offset), n);
+  used = 0;
+out:
+  munmap(file, (size_t)st.st_size);
+  return used;
+}
+
+/* Each variable row against the host object it points at: its size must not exceed the
+ * st_size of an object symbol that starts there (the file's .symtab, else the module's
+ * dynamic symbols).  A row with no symbol there (a stripped, unexported variable) must at
+ * least not run into the next row.  The row's segment was checked already. */
+static int check_sizes(struct module *m) {
+  int any = 0;
+  for (uint32_t row = 0; row < m->t.n_symbols && !any; row++) {
+    ofl_symbol s;
+    ofl_table_symbol(&m->t, row, &s);
+    any = is_variable(s.kind);
+  }
+  if (!any)
+    return 0;
+  struct sizemap map = {NULL, 0};
+  if (sizes_from_file(m, &map) != 0) {
+    struct dynsyms d;
+    if (dynsyms_of_module(&d, m->load_base, m->phdr, m->phnum) == 0) {
+      uint32_t n = dynsyms_count(&d);
+      if (sizemap_init(&map, n) == 0)
+        sizemap_add(&map, m->load_base, d.sym, n);
+    }
+  }
+  int status = 0;
+  for (uint32_t row = 0; row < m->t.n_symbols && status == 0; row++) {
+    ofl_symbol s;
+    ofl_table_symbol(&m->t, row, &s);
+    if (!is_variable(s.kind) || s.size == 0)
+      continue;
+    uint64_t object = sizemap_get(&map, (uintptr_t)m->table + (uintptr_t)s.host_offset);
+    if (object && s.size > object) {
+      note(m, "%s: offload table: variable '%s' is %llu bytes but the host object there is %llu",
+           m->where, s.name, (unsigned long long)s.size, (unsigned long long)object);
+      status = -1;
+    } else if (!object) {
+      int64_t next = ofl_table_floor(&m->t, s.host_offset + (int64_t)(s.size - 1));
+      ofl_symbol o;
+      if (next >= 0 && (ofl_table_symbol(&m->t, (uint32_t)next, &o), o.host_offset > s.host_offset)) {
+        note(m, "%s: offload table: variable '%s' (%llu bytes) runs into '%s'", m->where, s.name,
+             (unsigned long long)s.size, o.name);
+        status = -1;
+      }
+    }
+  }
+  free(map.slot);
+  return status;
 }
 
 /* ---- choosing and loading a target ---------------------------------------------------- */
@@ -269,7 +606,7 @@ static int use_target(struct module *m, uint32_t index) {
 }
 
 static void choose_target(struct module *m) {
-  const char *want = getenv("OFFLINK_TARGET");
+  const char *want = ofl_getenv("OFFLINK_TARGET");
   if (want && *want) {
     if (strcmp(want, "none") == 0) {
       note(m, "%s: OFFLINK_TARGET=none: running on the host", m->where);
@@ -310,36 +647,85 @@ static int alias_cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* The loaded objects, to find which one holds an address (few: a program's libraries). */
+struct objects {
+  struct object {
+    uintptr_t base;
+    const ElfW(Phdr) * phdr;
+    ElfW(Half) phnum;
+  } * o;
+  size_t n, cap;
+};
+
+static int objects_cb(struct dl_phdr_info *info, size_t size, void *data) {
+  struct objects *all = data;
+  (void)size;
+  if (all->n == all->cap) {
+    size_t cap = all->cap ? 2 * all->cap : 16;
+    struct object *o = realloc(all->o, cap * sizeof *o);
+    if (!o)
+      return 1;
+    all->o = o;
+    all->cap = cap;
+  }
+  all->o[all->n++] = (struct object){info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum};
+  return 0;
+}
+
+static const struct object *object_at(const struct objects *all, uintptr_t addr) {
+  for (size_t k = 0; k < all->n; k++)
+    for (ElfW(Half) i = 0; i < all->o[k].phnum; i++) {
+      const ElfW(Phdr) *ph = &all->o[k].phdr[i];
+      if (ph->p_type == PT_LOAD && addr - (all->o[k].base + ph->p_vaddr) < ph->p_memsz)
+        return &all->o[k];
+    }
+  return NULL;
+}
+
 /* For a shared library, the address the program really uses for each exported row: what the
  * dynamic linker binds the name to (dlsym(RTLD_DEFAULT) looks it up the same way).  Where
- * that is another object, it becomes the row's host object and a second key for translate. */
+ * that is another object, it becomes the row's host object and a second key for translate.
+ * Each row costs hash-table probes, never a scan of a symbol table (dladdr does one). */
 static int find_aliases(struct module *m) {
   if (m->is_main || m->t.n_symbols == 0 || is_symbolic(m))
     return 0;
+  struct dynsyms own;
+  if (dynsyms_of_module(&own, m->load_base, m->phdr, m->phnum) != 0)
+    return 0; /* no dynamic symbols: nothing of it can be interposed */
+  struct objects all = {NULL, 0, 0};
+  int status = 0;
   for (uint32_t row = 0; row < m->t.n_symbols; row++) {
     ofl_symbol s;
     ofl_table_symbol(&m->t, row, &s);
     struct entry *e = &m->entries[row];
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
     /* Only a default-visibility dynamic symbol of this very object can be interposed. */
-    if (!dladdr1((void *)e->host, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
-        info.dli_saddr != (void *)e->host || !info.dli_sname || strcmp(info.dli_sname, s.name) ||
+    const ElfW(Sym) *sym = dynsyms_find(&own, s.name);
+    if (!sym || sym->st_shndx == SHN_UNDEF || m->load_base + sym->st_value != e->host ||
         ELF64_ST_VISIBILITY(sym->st_other) != STV_DEFAULT)
       continue;
     uintptr_t live = (uintptr_t)dlsym(RTLD_DEFAULT, s.name);
     if (!live || live == e->host)
       continue;
-    int variable = s.kind == OFL_SYM_VARIABLE || s.kind == OFL_SYM_LINK_VARIABLE;
-    const ElfW(Sym) *other = NULL;
-    if (variable && (!dladdr1((void *)live, &info, (void **)&other, RTLD_DL_SYMENT) || !other ||
-                     info.dli_saddr != (void *)live || other->st_size != s.size))
-      continue; /* not a copy of this variable: leave the row as the table says */
+    int variable = is_variable(s.kind);
+    if (variable) {
+      /* Only a copy of this very variable (same name, same size) replaces it. */
+      if (!all.o)
+        dl_iterate_phdr(objects_cb, &all);
+      const struct object *o = object_at(&all, live);
+      struct dynsyms theirs;
+      const ElfW(Sym) *copy = NULL;
+      if (o && dynsyms_of_module(&theirs, o->base, o->phdr, o->phnum) == 0)
+        copy = dynsyms_find(&theirs, s.name);
+      if (!copy || copy->st_shndx == SHN_UNDEF || o->base + copy->st_value != live ||
+          copy->st_size != s.size)
+        continue; /* not a copy of this variable: leave the row as the table says */
+    }
     if (!m->aliases) {
       m->aliases = calloc(m->t.n_symbols, sizeof *m->aliases);
       if (!m->aliases) {
         note(m, "%s: out of memory", m->where);
-        return -1;
+        status = -1;
+        break;
       }
     }
     m->aliases[m->n_aliases].host = live;
@@ -348,15 +734,16 @@ static int find_aliases(struct module *m) {
     if (variable)
       e->host = live; /* the library's own copy is no longer what anyone reads */
   }
+  free(all.o);
   if (m->n_aliases)
     qsort(m->aliases, m->n_aliases, sizeof *m->aliases, alias_cmp);
-  return 0;
+  return status;
 }
 
 static void setup(struct module *m) {
-  uint64_t avail = locate(m);
+  uint64_t avail = locate(m->table, m);
   if (avail == 0) {
-    note(m, "%p is not inside a loaded module (not an offload table)", (void *)m->table);
+    note(m, "%p is not inside a loaded module (not an offload table)", (const void *)m->table);
     return;
   }
   /* The magic first, before anything else is read as a table. */
@@ -384,72 +771,196 @@ static void setup(struct module *m) {
   for (uint32_t row = 0; row < m->t.n_symbols; row++) {
     ofl_symbol s;
     ofl_table_symbol(&m->t, row, &s);
-    if (!row_in_module(m, &s)) {
-      note(m, "%s: offload table: '%s' lies outside the module", m->where, s.name);
+    const char *why = NULL;
+    int place = row_place(m, &s, &why);
+    if (place < 0) {
+      note(m, "%s: offload table: '%s' %s", m->where, s.name, why);
       return;
     }
+    m->entries[row].readonly = place == 1;
     m->entries[row].host_offset = s.host_offset;
     m->entries[row].size = s.size;
     m->entries[row].host = (uintptr_t)m->table + (uintptr_t)s.host_offset;
   }
-  if (find_aliases(m) != 0)
+  if (check_sizes(m) != 0 || find_aliases(m) != 0)
     return;
   choose_target(m);
 }
 
+static void discard(struct module *m) {
+  if (!m)
+    return;
+  if (m->loader)
+    m->loader->unload(m);
+  free(m->entries);
+  free(m->aliases);
+  free(m);
+}
+
 /* ---- the registry ------------------------------------------------------------------- */
 
-static struct module *find_record(const unsigned char *table, uint64_t total, uint32_t crc) {
-  for (struct module *m = atomic_load_explicit(&modules, memory_order_acquire); m; m = m->next)
-    if (m->table == table && m->key_total == total && m->key_crc == crc)
-      return m;
+static struct record *find_record(const unsigned char *table) {
+  for (struct record *r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next)
+    if (atomic_load_explicit(&r->table, memory_order_acquire) == table)
+      return r;
   return NULL;
 }
 
-/* The module record of `table`, set up; NULL when there is none (no table, out of memory,
- * or this thread is setting it up right now and came back through an image constructor). */
+/* A record for `table`: a dead one reused, or a new one.  Called with registry_lock held. */
+static struct record *new_record(const unsigned char *table, int lazy, uint64_t total,
+                                 uint32_t crc) {
+  struct record *r;
+  for (r = atomic_load_explicit(&records, memory_order_acquire); r; r = r->next)
+    if (!atomic_load_explicit(&r->table, memory_order_relaxed))
+      break;
+  if (!r) {
+    if (!(r = calloc(1, sizeof *r)))
+      return NULL;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->done, NULL);
+    r->next = atomic_load_explicit(&records, memory_order_relaxed);
+    atomic_store_explicit(&records, r, memory_order_release);
+  }
+  r->lazy = lazy;
+  r->key_total = total;
+  r->key_crc = crc;
+  atomic_store_explicit(&r->table, table, memory_order_release);
+  return r;
+}
+
+/* A module's constructor (every module that links this library has one, below). */
+void __offlink_register_module(const void *table) {
+  pthread_once(&env_once, env_read);
+  if (!table)
+    return;
+  pthread_mutex_lock(&registry_lock);
+  struct record *r = find_record(table);
+  if (r)
+    r->lazy = 0; /* first seen through the API before its constructor ran */
+  else
+    new_record(table, 0, 0, 0);
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* A module's destructor: forget its table and unload its image, so that nothing answers for
+ * a module no longer there.  Not while the process exits (other threads may still run). */
+void __offlink_unregister_module(const void *table) {
+  /* At exit the record stays: a later destructor or exit handler may still use the table. */
+  if (!table || atomic_load(&process_exiting))
+    return;
+  pthread_mutex_lock(&registry_lock);
+  struct record *r = find_record(table);
+  struct module *m = NULL;
+  if (r) {
+    pthread_mutex_lock(&r->lock);
+    atomic_fetch_add(&r->generation, 1);
+    m = atomic_exchange(&r->ready, NULL);
+    atomic_store(&r->setting, 0);
+    atomic_store_explicit(&r->table, NULL, memory_order_release);
+    pthread_mutex_unlock(&r->lock);
+  }
+  pthread_mutex_unlock(&registry_lock);
+  discard(m); /* no runtime lock held: unloading runs the image's destructors */
+}
+
+static const unsigned char *key_of(const void *table, uint64_t *total, uint32_t *crc) {
+  /* Read only once the bytes are known to be mapped (the header is at least 36 bytes). */
+  if (locate(table, NULL) < 36)
+    return NULL;
+  memcpy(total, (const unsigned char *)table + 16, sizeof *total);
+  memcpy(crc, (const unsigned char *)table + 32, sizeof *crc);
+  return table;
+}
+
+/* The record of `table`, registered now if its module has no constructor of ours. */
+static struct record *record_of(const unsigned char *table) {
+  struct record *r = find_record(table);
+  uint64_t total = 0;
+  uint32_t crc = 0;
+  if (r && !r->lazy)
+    return r;
+  if (!key_of(table, &total, &crc)) /* not in any module: a record that says so */
+    total = crc = 0;
+  if (r && r->key_total == total && r->key_crc == crc)
+    return r;
+  pthread_mutex_lock(&registry_lock);
+  if (r && atomic_load(&r->table) == table && r->lazy &&
+      (r->key_total != total || r->key_crc != crc)) {
+    /* Another module's table, now at the address of one that went without a destructor. */
+    pthread_mutex_lock(&r->lock);
+    atomic_fetch_add(&r->generation, 1);
+    atomic_store(&r->ready, NULL); /* its image stays loaded: its module never said */
+    atomic_store(&r->setting, 0);
+    r->key_total = total;
+    r->key_crc = crc;
+    pthread_mutex_unlock(&r->lock);
+  } else if (!(r = find_record(table)))
+    r = new_record(table, 1, total, crc);
+  pthread_mutex_unlock(&registry_lock);
+  if (!r)
+    set_error("out of memory");
+  return r;
+}
+
+static int is_setting_up(const struct record *r) {
+  for (const struct busy *b = setting_up; b; b = b->outer)
+    if (b->rec == r)
+      return 1;
+  return 0;
+}
+
+/* The module of `table`, set up; NULL when there is none (no table, out of memory, or this
+ * thread is setting it up right now and came back through an image constructor). */
 static struct module *module_of(const void *table) {
   if (!table)
     return NULL;
-  const unsigned char *p = table;
-  /* Safe to read before the magic check: a table is at least 96 bytes, and what gold gives
-   * for a missing one is an ELF header (64 bytes). */
-  uint64_t total;
-  uint32_t crc;
-  memcpy(&total, p + 16, sizeof total);
-  memcpy(&crc, p + 32, sizeof crc);
-
-  struct module *m = find_record(p, total, crc);
-  if (!m) {
-    pthread_mutex_lock(&registry_lock);
-    m = find_record(p, total, crc);
-    if (!m && (m = calloc(1, sizeof *m)) != NULL) {
-      m->table = p;
-      m->key_total = total;
-      m->key_crc = crc;
-      pthread_mutex_init(&m->setup_lock, NULL);
-      m->next = atomic_load_explicit(&modules, memory_order_relaxed);
-      atomic_store_explicit(&modules, m, memory_order_release);
-    }
-    pthread_mutex_unlock(&registry_lock);
-    if (!m) {
-      set_error("out of memory");
-      return NULL;
-    }
-  }
-  if (atomic_load_explicit(&m->state, memory_order_acquire) == MODULE_READY)
-    return m;
-  if (setting_up == m)
+  struct record *r = record_of(table);
+  if (!r)
     return NULL;
-  pthread_mutex_lock(&m->setup_lock);
-  if (atomic_load_explicit(&m->state, memory_order_relaxed) != MODULE_READY) {
-    struct module *outer = setting_up;
-    setting_up = m;
-    setup(m);
-    setting_up = outer;
-    atomic_store_explicit(&m->state, MODULE_READY, memory_order_release);
+  struct module *m = atomic_load_explicit(&r->ready, memory_order_acquire);
+  if (m)
+    return m;
+  if (is_setting_up(r))
+    return NULL;
+  unsigned generation = atomic_load(&r->generation);
+  if (atomic_exchange(&r->setting, 1)) {
+    /* Another thread sets it up: wait for it, but not for ever (see SETUP_WAIT_NS). */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += SETUP_WAIT_NS;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->lock);
+    while (!(m = atomic_load(&r->ready)) && atomic_load(&r->setting) &&
+           pthread_cond_timedwait(&r->done, &r->lock, &until) == 0)
+      ;
+    pthread_mutex_unlock(&r->lock);
+    if (m)
+      return m;
   }
-  pthread_mutex_unlock(&m->setup_lock);
+  struct module *mine = calloc(1, sizeof *mine);
+  if (!mine) {
+    set_error("out of memory");
+    return NULL;
+  }
+  mine->table = table;
+  struct busy self = {r, setting_up};
+  setting_up = &self;
+  setup(mine);
+  setting_up = self.outer;
+  pthread_mutex_lock(&r->lock);
+  m = atomic_load(&r->ready);
+  if (!m && atomic_load(&r->generation) == generation && atomic_load(&r->table) == table) {
+    atomic_store_explicit(&r->ready, mine, memory_order_release);
+    m = mine;
+    mine = NULL;
+  }
+  atomic_store(&r->setting, 0);
+  pthread_cond_broadcast(&r->done);
+  pthread_mutex_unlock(&r->lock);
+  discard(mine); /* another thread's setup won (or the module went away meanwhile) */
   return m;
 }
 
@@ -464,6 +975,16 @@ static struct module *usable(const void *table) {
       fatal(m->error);
   }
   return NULL;
+}
+
+/* Each module that links this library registers its own table (the hidden __OPENMP_TARGET__
+ * of that module) with whichever copy of the runtime the module's calls bind to. */
+__attribute__((constructor)) static void register_this_module(void) {
+  __offlink_register_module(OFFLINK_TABLE);
+}
+
+__attribute__((destructor)) static void unregister_this_module(void) {
+  __offlink_unregister_module(OFFLINK_TABLE);
 }
 
 /* ---- the API ------------------------------------------------------------------------ */
@@ -495,8 +1016,21 @@ void *offlink_translate(const void *table, const void *host_ptr) {
     return (void *)host_ptr;
   uintptr_t base;
   int64_t row = find_row(m, (uintptr_t)host_ptr, &base);
-  if (row < 0 || m->entries[row].target == 0)
+  if (row < 0 || m->entries[row].target == 0) {
+    if (mandatory()) { /* the program would run host code: an error, as for a whole module */
+      ofl_symbol s;
+      if (row >= 0)
+        ofl_table_symbol(&m->t, (uint32_t)row, &s);
+      if (row >= 0)
+        set_error("%s: '%s' is not in the image of target %s (OFFLINK_MANDATORY)", m->where,
+                  s.name, m->target_name);
+      else
+        set_error("%s: %p is not an offered function or variable (OFFLINK_MANDATORY)", m->where,
+                  host_ptr);
+      fatal(last_error);
+    }
     return (void *)host_ptr;
+  }
   return (void *)(m->entries[row].target + ((uintptr_t)host_ptr - base));
 }
 
@@ -528,6 +1062,11 @@ static int update(const void *table, const void *host_ptr, size_t size, int whol
   } else if (size > e->size - start) {
     set_error("%zu bytes at %p run past the end of '%s' (%llu bytes)", size, host_ptr, s.name,
               (unsigned long long)e->size);
+    return -1;
+  }
+  if (!to_target && e->readonly) {
+    set_error("'%s' lies in read-only memory of %s: nothing is copied back into it", s.name,
+              m->where);
     return -1;
   }
   if (size == 0)
@@ -607,6 +1146,8 @@ struct so_image {
   /* The memfd, open as long as the image is loaded: glibc matches loaded objects by path, so
    * a reused /proc/self/fd/N would hand back the first image again.  -1: a temporary file. */
   int fd;
+  struct dynsyms syms; /* the image's own dynamic symbols; valid when have_syms */
+  int have_syms;
 };
 
 static int write_all(int fd, const unsigned char *p, uint64_t n) {
@@ -662,7 +1203,7 @@ static int so_load(struct module *m, const ofl_target *tg) {
   if (!img->handle) {
     /* No memfd (old kernel, seccomp, policy) or it could not be mapped executable: a
      * temporary file, removed once loaded. */
-    const char *dir = getenv("TMPDIR");
+    const char *dir = ofl_getenv("TMPDIR");
     if (!dir || !*dir)
       dir = "/tmp";
     snprintf(path, sizeof path, "%s/offlink-image-XXXXXX", dir);
@@ -690,31 +1231,47 @@ static int so_load(struct module *m, const ofl_target *tg) {
   }
   if (dlinfo(img->handle, RTLD_DI_LINKMAP, &img->map) != 0)
     img->map = NULL;
+  img->have_syms = img->map && dynsyms_open(&img->syms, img->map->l_addr, img->map->l_ld) == 0;
   m->loader_data = img;
   return 0;
 }
 
+/* Each row is one probe of the image's own hash table: linear in the rows in all (dladdr,
+ * which scans the whole symbol table, ran per row before and made the first use quadratic). */
 static int so_resolve(struct module *m, const ofl_symbol *s, uintptr_t *out) {
   struct so_image *img = m->loader_data;
-  dlerror();
-  void *addr = dlsym(img->handle, s->name);
+  const ElfW(Sym) *sym = NULL;
+  void *addr = NULL;
+  if (img->have_syms) {
+    sym = dynsyms_find(&img->syms, s->name);
+    if (!sym || sym->st_shndx == SHN_UNDEF || ELF64_ST_BIND(sym->st_info) == STB_LOCAL) {
+      /* dlsym would search the image's dependencies too; a row must be the image's own. */
+      note(m, "%s: '%s' is not defined in the image", m->where, s->name);
+      return -1;
+    }
+    unsigned type = ELF64_ST_TYPE(sym->st_info);
+    if (type == STT_GNU_IFUNC || type == STT_TLS)
+      addr = dlsym(img->handle, s->name); /* the resolver's choice, this thread's block */
+    else
+      addr = (void *)(img->map->l_addr + sym->st_value);
+  } else {
+    dlerror();
+    addr = dlsym(img->handle, s->name);
+    Dl_info info;
+    struct link_map *owner = NULL;
+    if (addr && img->map && dladdr1(addr, &info, (void **)&owner, RTLD_DL_LINKMAP) &&
+        owner != img->map)
+      addr = NULL;
+    if (addr && !(dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+                  info.dli_saddr == addr))
+      sym = NULL;
+  }
   if (!addr) {
     note(m, "%s: '%s' is not defined in the image", m->where, s->name);
     return -1;
   }
-  /* dlsym also searches the image's dependencies; a row must be the image's own. */
-  Dl_info info;
-  struct link_map *owner = NULL;
-  if (img->map && dladdr1(addr, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner != img->map) {
-    note(m, "%s: '%s' is not defined in the image (found in %s)", m->where, s->name,
-         owner && owner->l_name[0] ? owner->l_name : "another module");
-    return -1;
-  }
   /* A copy of the host's size must fit the image's variable. */
-  const ElfW(Sym) *sym = NULL;
-  if ((s->kind == OFL_SYM_VARIABLE || s->kind == OFL_SYM_LINK_VARIABLE) &&
-      dladdr1(addr, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && info.dli_saddr == addr &&
-      sym->st_size != s->size) {
+  if (is_variable(s->kind) && sym && sym->st_size != s->size) {
     note(m, "%s: variable '%s' is %llu bytes on the host but %llu in the image", m->where, s->name,
          (unsigned long long)s->size, (unsigned long long)sym->st_size);
     return -1;

@@ -11,8 +11,9 @@
  * address of a variable; updates copy with cuMemcpyHtoD/DtoH; launch runs a kernel on the
  * primary context's default stream and waits for it.
  *
- * Environment: OFFLINK_LIBCUDA (the driver library to open instead of libcuda.so.1: tests,
- * unusual installs), OFFLINK_CUDA_DEVICE (the device ordinal, default 0). */
+ * Environment (read once, ignored in secure-execution programs: ofl_getenv): OFFLINK_LIBCUDA
+ * (the driver library to open instead of libcuda.so.1: tests, unusual installs),
+ * OFFLINK_CUDA_DEVICE (the device ordinal, default 0). */
 
 #define _GNU_SOURCE
 #include "offlink.h"
@@ -109,7 +110,7 @@ typedef CUresult (*get_proc_v2_fn)(const char *, void **, int, unsigned long lon
 typedef CUresult (*get_proc_v1_fn)(const char *, void **, int, unsigned long long);
 
 static void driver_open(void) {
-  const char *path = getenv("OFFLINK_LIBCUDA");
+  const char *path = ofl_getenv("OFFLINK_LIBCUDA");
   if (!path || !*path)
     path = "libcuda.so.1";
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -374,7 +375,7 @@ static int cuda_load(struct module *m, const ofl_target *tg) {
     return -1;
   }
   int ordinal = 0, count = 0;
-  const char *want = getenv("OFFLINK_CUDA_DEVICE");
+  const char *want = ofl_getenv("OFFLINK_CUDA_DEVICE");
   if (want && *want) {
     char *rest;
     long v = strtol(want, &rest, 10);

@@ -28,7 +28,9 @@ struct loader {
   int (*resolve)(struct module *m, const ofl_symbol *s, uintptr_t *out);
   int (*copy_to)(struct module *m, uintptr_t dst, const void *src, size_t n);
   int (*copy_from)(struct module *m, void *dst, uintptr_t src, size_t n);
-  void (*unload)(struct module *m); /* after a failed setup only: nothing uses it yet */
+  /* After a failed setup, a setup another thread won, or the module's unregistration (its
+   * dlclose): nothing uses the image any more.  Called with no runtime lock held. */
+  void (*unload)(struct module *m);
   int (*launch)(struct module *m, uintptr_t kernel, const char *name, unsigned grid,
                 unsigned block, size_t shared_bytes, void **args);
 };
@@ -40,6 +42,9 @@ void ofl_set_loader_data(struct module *m, void *data);
 const char *ofl_module_where(const struct module *m);
 /* Add a reason to the module's setup message (why it runs on the host). */
 void ofl_note(struct module *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An environment variable the runtime reads: read once, with secure_getenv (NULL in a
+ * setuid/setgid/setcap program), from a fixed list in runtime.c. */
+const char *ofl_getenv(const char *name);
 /* Set this thread's offlink_last_error(). */
 void ofl_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

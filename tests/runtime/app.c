@@ -1,10 +1,14 @@
 /* Runtime test program.  Compiled twice from this one source: as the host program, and with
  * -D__OFFLINK_TARGET__=... as the target image, whose code answers differently (BIAS, SIDE)
  * so the output shows which side ran.  argv[1] picks a scenario; output is `key: value`. */
+#define _GNU_SOURCE
 #include <offlink.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #if OFFLINK_IS_TARGET
 #define BIAS 1000
@@ -127,6 +131,37 @@ static void race(void) {
     printf("thread%d: %s\n", i, seen[i]);
 }
 
+/* The environment is read once, when the program starts: a later change does nothing. */
+static void late_env(void) {
+  setenv("OFFLINK_TARGET", "none", 1);
+  show_side();
+}
+
+/* A "table" pointer 8 bytes before an inaccessible page: nothing may be read past it. */
+static void edge(void) {
+  long page = sysconf(_SC_PAGESIZE);
+  char *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED || mprotect(p + page, page, PROT_NONE) != 0)
+    return;
+  int local = 0;
+  const void *table = p + page - 8;
+  printf("edge: %s\n", offlink_translate(table, &local) == &local ? "same" : "moved");
+  printf("error: %s\n", err());
+}
+
+/* Read-only objects of vec's size, which a forged row may name: in RELRO (pointers that need
+ * relocating, in a PIE) and in .rodata. */
+static const void *const relro_ptrs[8] = {&counter, &counter, &counter, &counter,
+                                          &counter, &counter, &counter, &counter};
+static const double ro_limits[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+/* update_from into the read-only object `which` names. */
+static void update_from_readonly(const char *which) {
+  void *p = !strcmp(which, "relro_ptrs") ? (void *)relro_ptrs : (void *)ro_limits;
+  printf("update-from: %d\n", offlink_update_from(OFFLINK_TABLE, p));
+  printf("error: %s\n", err());
+}
+
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "basic";
   if (!strcmp(what, "basic"))
@@ -137,6 +172,12 @@ int main(int argc, char **argv) {
     miss();
   else if (!strcmp(what, "race"))
     race();
+  else if (!strcmp(what, "late-env"))
+    late_env();
+  else if (!strcmp(what, "edge"))
+    edge();
+  else if (!strcmp(what, "update-from") && argc > 2)
+    update_from_readonly(argv[2]);
   else
     return 2;
   return 0;
