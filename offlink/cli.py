@@ -29,7 +29,8 @@ Options:
                        function and variable the CU defines for host and target)
   --verbose            print each command
   --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
-  --help               show this message
+  -V, --version        show the version and the table core in use
+  -h, --help           show this message
 """
 
 LINK_HELP = """\
@@ -61,7 +62,8 @@ Options:
                        also OFFLINK_VERIFY=deep)
   --verbose            print each command
   --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
-  --help               show this message
+  -V, --version        show the version and the table core in use
+  -h, --help           show this message
 """
 
 
@@ -72,8 +74,11 @@ def _own_options(argv: list[str], flags: set[str], valued: set[str], help_text: 
     while i < len(argv):
         word = argv[i]
         name, eq, value = word.partition("=")
-        if word == "--help":
+        if word in ("-h", "--help"):
             print(help_text, end="")
+            raise SystemExit(0)
+        if word in ("-V", "--version"):
+            print(version_text())
             raise SystemExit(0)
         if name in valued:
             if not eq:
@@ -88,7 +93,7 @@ def _own_options(argv: list[str], flags: set[str], valued: set[str], help_text: 
             i += 1
             break
         elif word.startswith("--") and os.path.sep not in word:
-            raise UsageError(f"unknown option {word} (see --help); options come before the "
+            raise UsageError(f"unknown option {word} (see -h); options come before the "
                              f"compiler or linker word")
         else:
             break
@@ -255,9 +260,49 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("cc", "link"):
         fn = cmd_cc if args[0] == "cc" else cmd_link
         raise SystemExit(_guard(lambda: fn(args[1:])))
-    if args == ["--version"]:
+    if args in (["--version"], ["-V"]) or (len(args) > 1 and _asks_version(args[1:])):
         print(version_text())
         raise SystemExit(0)
+    raise SystemExit(_typer_main(args))
+
+
+# Options of inspect and extract whose value is the next word (a file may be called -V).
+_VALUED = {"--symbol", "--address", "--target", "--output"}
+
+
+def _asks_version(words: list[str]) -> bool:
+    """`offlink inspect -V`: -V and --version answer in every command, as -h does."""
+    for i, word in enumerate(words):
+        if word == "--":
+            return False
+        if word in ("-V", "--version") and (i == 0 or words[i - 1] not in _VALUED):
+            return True
+    return False
+
+
+def _typer_main(args: list[str]) -> int:
+    """inspect, extract, config: typer parses, but a usage error is one line like any other
+    error (click would draw a box, or print usage lines around it)."""
     from .app import app
 
-    app(args=args, prog_name="offlink")
+    try:  # typer 0.29 carries its own click
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - typer with click as a dependency
+        from click import exceptions as click  # type: ignore[no-redef]
+
+    try:
+        code = app(args=args, prog_name="offlink", standalone_mode=False)
+    except click.NoArgsIsHelpError as e:  # `offlink` alone: the help, status 2
+        print(e.ctx.get_help() if e.ctx else "", file=sys.stderr)
+        return 2
+    except click.UsageError as e:
+        name = e.ctx.command_path if e.ctx is not None else "offlink"
+        print(f"offlink: error: {e.format_message()} (see {name} -h)", file=sys.stderr)
+        return 2
+    except click.ClickException as e:
+        print(f"offlink: error: {e.format_message()}", file=sys.stderr)
+        return e.exit_code or 1
+    except click.Abort:
+        print("offlink: interrupted", file=sys.stderr)
+        return 130
+    return code if isinstance(code, int) else 0

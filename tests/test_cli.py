@@ -1,0 +1,58 @@
+"""The command line's conventions: -h and -V everywhere, one help style, one-line usage errors,
+options after the linker word, response files, target compiler warnings, dry runs and traces."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run
+
+COMMANDS = ["cc", "link", "inspect", "extract", "config"]
+
+
+def offlink_run(offlink: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
+    return run([offlink, *args], cwd=cwd, check=False)
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_in_one_plain_style_everywhere(offlink, command, flag):
+    proc = offlink_run(offlink, *([command] if command else []), flag)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith(f"Usage: offlink {command + ' ' if command else ''}"), out
+    assert "\nOptions:\n" in out
+    assert "-h, --help" in out  # every help names its short form
+    for box in "╭│╰─":
+        assert box not in out
+    assert "<bool>" not in out
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version_everywhere(offlink, command, flag):
+    proc = offlink_run(offlink, *([command] if command else []), flag)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("offlink ") and "table core" in proc.stdout
+
+
+def test_short_options_only_before_the_compiler_word(offlink, tmp_path):
+    """-h after the compiler word is the compiler's: gcc's -h (a linker option) is passed on."""
+    proc = offlink_run(offlink, "cc", "gcc", "--version", cwd=tmp_path)
+    assert proc.returncode == 0 and "gcc" in proc.stdout
+    proc = offlink_run(offlink, "cc", "gcc", "-V", cwd=tmp_path)
+    assert proc.returncode != 0 and "Usage: offlink" not in proc.stdout  # gcc's own refusal
+
+
+@pytest.mark.parametrize("args", [["inspect", "--bogus", "x"], ["inspect"], ["extract", "x"],
+                                  ["nosuch"], ["config", "--bogus"], ["inspect", "--address"],
+                                  ["link", "--bogus", "gcc"], ["cc", "--jobs", "2", "gcc"]])
+def test_usage_errors_are_one_line(offlink, args):
+    proc = offlink_run(offlink, *args)
+    assert proc.returncode == 2 if args[0] not in ("cc", "link") else proc.returncode != 0
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("offlink: error: "), proc.stderr
+    assert proc.stdout == ""
