@@ -101,6 +101,24 @@ def _own_options(argv: list[str], flags: set[str], valued: set[str], help_text: 
     return opts, argv[i:]
 
 
+# offlink's long options that gcc and clang also accept (`--verbose` is `-v`): after the
+# compiler word they are the compiler's, and meant so.
+DRIVER_LONG_OPTIONS = {"--verbose", "--help", "--version", "--save-temps"}
+
+
+def _warn_misplaced(rest: list[str], flags: set[str], valued: set[str]) -> None:
+    """One warning, before any work, for words after the compiler that look like offlink's
+    own options (`offlink link gcc a.o -o app --timings`): they go to the compiler or
+    linker, which would refuse them only after every target compile ran."""
+    own = (flags | valued) - DRIVER_LONG_OPTIONS
+    misplaced = [w for w in rest[1:] if w.partition("=")[0] in own]
+    if misplaced:
+        listed = ", ".join(dict.fromkeys(misplaced))
+        print(f"offlink: warning: {listed} after the compiler word '{rest[0]}' goes to "
+              f"{os.path.basename(rest[0])}, not to offlink; offlink's options come before "
+              f"the compiler word", file=sys.stderr, flush=True)
+
+
 def _set_common(opts) -> None:
     from . import run
 
@@ -111,8 +129,9 @@ def _set_common(opts) -> None:
 
 
 def cmd_cc(argv: list[str]) -> int:
-    opts, rest = _own_options(argv, {"--verbose", "--traceback"},
-                              {"--offload-target", "--offload-symbol"}, CC_HELP)
+    flags, valued = {"--verbose", "--traceback"}, {"--offload-target", "--offload-symbol"}
+    opts, rest = _own_options(argv, flags, valued, CC_HELP)
+    _warn_misplaced(rest, flags | LINK_FLAGS, valued | LINK_VALUED)
     _set_common(opts)
     from .compile import plan_compile, run_compile
     from .targets import default_targets
@@ -158,11 +177,14 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
         work.close()
 
 
+LINK_FLAGS = {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
+              "--no-cache", "--verify-deep", "--gomp-register"}
+LINK_VALUED = {"--offload-target", "--jobs", "--target-launcher", "--offload-option"}
+
+
 def cmd_link(argv: list[str]) -> int:
-    opts, rest = _own_options(
-        argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
-               "--no-cache", "--verify-deep", "--gomp-register"},
-        {"--offload-target", "--jobs", "--target-launcher", "--offload-option"}, LINK_HELP)
+    opts, rest = _own_options(argv, LINK_FLAGS, LINK_VALUED, LINK_HELP)
+    _warn_misplaced(rest, LINK_FLAGS, LINK_VALUED)
     _set_common(opts)
     jobs_opt = opts.get("--jobs") or ["0"]
     try:

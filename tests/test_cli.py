@@ -56,3 +56,30 @@ def test_usage_errors_are_one_line(offlink, args):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("offlink: error: "), proc.stderr
     assert proc.stdout == ""
+
+
+FAT = "int twice(int x) { return 2 * x; }\nint main(void) { return twice(0); }\n"
+
+
+def test_offlink_option_after_the_linker_word_is_warned_before_the_compiles(offlink, tmp_path):
+    (tmp_path / "a.c").write_text(FAT)
+    run([offlink, "cc", "gcc", "-c", "a.c", "-o", "a.o"], cwd=tmp_path)
+    proc = run([offlink, "link", "--verbose", "gcc", "a.o", "-o", "app", "--timings",
+                "--no-cache"], cwd=tmp_path, check=False)
+    assert proc.returncode != 0  # gcc refuses them, after the target compiles
+    lines = proc.stderr.splitlines()
+    warning = [i for i, line in enumerate(lines) if line.startswith("offlink: warning:")]
+    assert len(warning) == 1, proc.stderr
+    assert "--timings, --no-cache" in lines[warning[0]] and "'gcc'" in lines[warning[0]]
+    compiles = [i for i, line in enumerate(lines) if "0000-a.c" in line]
+    assert compiles and warning[0] < compiles[0], proc.stderr  # up front
+    assert not (tmp_path / "app").exists()
+
+
+def test_driver_options_offlink_shares_are_not_warned(offlink, tmp_path):
+    (tmp_path / "a.c").write_text(FAT)
+    proc = run([offlink, "cc", "gcc", "-c", "a.c", "-o", "a.o", "--verbose"], cwd=tmp_path)
+    assert "offlink: warning" not in proc.stderr
+    proc = run([offlink, "cc", "gcc", "-c", "a.c", "-o", "b.o", "--dry-run"], cwd=tmp_path,
+               check=False)
+    assert "offlink: warning: --dry-run after the compiler word 'gcc'" in proc.stderr
