@@ -43,9 +43,11 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                                                   help="linked binary, object or archive")],
             json: Annotated[bool, typer.Option("--json", help="JSON output")] = False,
             symbol: Annotated[Optional[str], typer.Option(
-                "--symbol", metavar="NAME", help="explain what the table says about this name")] = None,
+                "--symbol", metavar="NAME",
+                help="explain what the table says about this name")] = None,
             address: Annotated[Optional[str], typer.Option(
-                "--address", metavar="ADDRESS", help="explain which row holds this address (as st_value)")] = None,
+                "--address", metavar="ADDRESS",
+                help="explain which row holds this address (as st_value)")] = None,
             ) -> None:
     """Show a binary's offload table, or the target code of a fat object or archive."""
     from .inspect import explain, inspect_file, render_text

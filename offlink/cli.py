@@ -305,6 +305,8 @@ def _asks_version(words: list[str]) -> bool:
 def _typer_main(args: list[str]) -> int:
     """inspect, extract, config: typer parses, but a usage error is one line like any other
     error (click would draw a box, or print usage lines around it)."""
+    import typer
+
     from .app import app
 
     try:  # typer 0.29 carries its own click
@@ -324,7 +326,7 @@ def _typer_main(args: list[str]) -> int:
     except click.ClickException as e:
         print(f"offlink: error: {e.format_message()}", file=sys.stderr)
         return e.exit_code or 1
-    except click.Abort:
+    except typer.Abort:
         print("offlink: interrupted", file=sys.stderr)
         return 130
     return code if isinstance(code, int) else 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from . import run as runner
 from .errors import ToolError, UsageError
 from .formats.payload import Payload, build_record
-from .gccargs import Word, expand_response_files, language_of, words
+from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class CompilePlan:
     target_options: list[str]  # options stored in the payload for the link-time compile
     offered: tuple[str, ...]
     output_given: bool  # -o was given (then there is exactly one source)
+    origins: list[int]  # for each word of `expanded`, the index in argv[1:] it came from
 
 
 def plan_compile(argv: list[str], targets: list[str],
@@ -62,7 +63,7 @@ def plan_compile(argv: list[str], targets: list[str],
         raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
     compiler, args = argv[0], argv[1:]
     check_driver(compiler, "cc")
-    args = expand_response_files(args)
+    args, origins = expand_with_origins(args)
     ws = words(args)
     opts = {w.option for w in ws}
     if "-c" not in opts or opts & {"-E", "-S", "-M", "-MM", "-fsyntax-only"}:
@@ -84,7 +85,7 @@ def plan_compile(argv: list[str], targets: list[str],
         return None  # the compiler itself refuses -o with several sources; let it say so
     pre, tgt = _split_options(args, ws)
     return CompilePlan(compiler, list(argv), args, sources, [resolve(t) for t in targets], pre,
-                       tgt, tuple(offered), output is not None)
+                       tgt, tuple(offered), output is not None, origins)
 
 
 @dataclass(frozen=True)
@@ -174,15 +175,17 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     """The host compile writing to `staged` instead of the -o file, depfile unchanged.
 
     gcc names the depfile and its target after -o; both are spelled out so that moving the
-    object into place afterwards gives exactly what the plain compile gives.
+    object into place afterwards gives exactly what the plain compile gives. Response files
+    are passed as written (the compiler reads them), unless one holds the -o.
     """
     out = plan.sources[0].output
     ws = words(plan.expanded)
     opts = {w.option for w in ws}
-    argv = [plan.compiler]
+    parts = []
     for w in ws:
         spelled = plan.expanded[w.index : w.index + w.count]
-        argv += ["-o", staged] if w.option == "-o" else spelled
+        parts.append((w.index, w.count, ["-o", staged] if w.option == "-o" else spelled))
+    argv = [plan.compiler, *respelled(plan.argv[1:], plan.expanded, plan.origins, parts)]
     if opts & {"-MD", "-MMD"} and "-MF" not in opts:
         argv += ["-MF", os.path.splitext(out)[0] + ".d"]
     if opts & {"-MD", "-MMD", "-M", "-MM"} and not opts & {"-MT", "-MQ"}:

@@ -3,7 +3,6 @@ options after the linker word, response files, target compiler warnings, dry run
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -83,3 +82,40 @@ def test_driver_options_offlink_shares_are_not_warned(offlink, tmp_path):
     proc = run([offlink, "cc", "gcc", "-c", "a.c", "-o", "b.o", "--dry-run"], cwd=tmp_path,
                check=False)
     assert "offlink: warning: --dry-run after the compiler word 'gcc'" in proc.stderr
+
+
+def _data(obj: Path) -> str:
+    return run(["objdump", "-s", "-j", ".data", obj]).stdout.split("Contents", 1)[1]
+
+
+def test_response_files_mean_what_they_mean_to_gcc(offlink, tmp_path):
+    """gcc reads `'1\\2'` in a response file as `12` (libiberty: a backslash quotes inside
+    quotes too); a shell-style reading gave the host compile `-DV=1\\2`, a syntax error."""
+    (tmp_path / "v.c").write_text("int v = V;\nint get(void) { return v; }\n")
+    (tmp_path / "opts.rsp").write_text("-DV='1\\2' -O1\n")
+    run(["gcc", "-c", "@opts.rsp", "v.c", "-o", "plain.o"], cwd=tmp_path)
+    proc = run([offlink, "cc", "--verbose", "gcc", "-c", "@opts.rsp",
+                "v.c", "-o", "fat.o"], cwd=tmp_path)
+    assert _data(tmp_path / "fat.o") == _data(tmp_path / "plain.o")  # v = 12
+    host = [line for line in proc.stderr.splitlines() if " -o " in line and "@opts.rsp" in line]
+    assert host, proc.stderr  # the host compile got the response file as written
+
+
+def test_link_passes_a_response_file_on_as_written_and_expands_one_holding_the_output(
+        offlink, tmp_path):
+    (tmp_path / "a.c").write_text(FAT)
+    run([offlink, "cc", "gcc", "-c", "a.c", "-o", "a.o"], cwd=tmp_path)
+    (tmp_path / "rpath.rsp").write_text("-Wl,-rpath,'/opt/x\\y'\n")
+    (tmp_path / "out.rsp").write_text("a.o -o app\n")
+    run(["gcc", "a.o", "@rpath.rsp", "-o", "plain"], cwd=tmp_path)
+    proc = run([offlink, "link", "--verbose", "--no-cache", "gcc", "@out.rsp", "@rpath.rsp"],
+               cwd=tmp_path)
+    host = [line for line in proc.stderr.splitlines() if "offlink-table.o" in line]
+    assert len(host) == 1 and "@rpath.rsp" in host[0] and "@out.rsp" not in host[0], host
+
+    def runpath(name):
+        dyn = run(["readelf", "-d", tmp_path / name]).stdout
+        return [line.split("[")[1] for line in dyn.splitlines() if "RUNPATH" in line]
+
+    assert runpath("app") == runpath("plain") == ["/opt/xy]"]
+    assert run([tmp_path / "app"], check=False).returncode == 0
