@@ -211,15 +211,17 @@ def run_compile(plan: CompilePlan) -> int:
     jobs: list = []
     try:
         _start_preprocessing(plan, tmp, jobs)
+        host_said = ""
         if single:
             try:
-                runner.run(host_argv(plan, staged), "host compile", capture=False)
+                host_said = _host_compile(host_argv(plan, staged))
             except ToolError as e:
                 raise ToolError(f"host compile failed (exit status {e.exit_code}): "
-                                f"{runner.show(plan.argv)}", e.exit_code) from None
-        _wait(jobs)
+                                f"{runner.show(plan.argv)}", e.exit_code, e.output) from None
+        said = _wait(jobs)
         if not single:
-            runner.run(plan.argv, "host compile", capture=False)
+            host_said = _host_compile(plan.argv)
+        _show_target_warnings(said, host_said)
         for si, src in enumerate(plan.sources):
             _add_payloads(plan, si, src, tmp, staged, slot)
     finally:
@@ -269,16 +271,43 @@ def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list) -> None:
             jobs.append((src, target, argv, proc))
 
 
-def _wait(jobs: list) -> None:
+def _host_compile(argv: list[str]) -> str:
+    """The host compile; what it says is shown and returned (to leave the target side's
+    identical warnings out)."""
+    proc = runner.run(argv, "host compile")
+    said = proc.stdout.decode(errors="replace") if proc.stdout else ""
+    if said:
+        sys.stderr.write(said)
+        sys.stderr.flush()
+    return said
+
+
+def _wait(jobs: list) -> list[str]:
+    """Wait for the target preprocessing; what each said (its warnings)."""
     failed = None
+    said = []
     for src, target, argv, proc in jobs:
         _, err = proc.communicate()
         if proc.returncode != 0 and failed is None:
             failed = ToolError(f"preprocessing {src.path} for target {target.name} failed: "
                                f"{runner.show(argv)}", proc.returncode,
                                err.decode(errors="replace"))
+        said.append(err.decode(errors="replace"))
     if failed:
         raise failed
+    return said
+
+
+def _show_target_warnings(said: list[str], host_said: str) -> None:
+    """Warnings of the target side (e.g. a #warning under #ifdef __OFFLINK_TARGET__), once:
+    lines the host compile said already, or another target said, are left out."""
+    seen = set(host_said.splitlines())
+    for text in said:
+        lines = [line for line in text.splitlines() if line not in seen]
+        seen.update(lines)
+        if any(line.strip() for line in lines):
+            sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()
 
 
 def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str,

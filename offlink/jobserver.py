@@ -271,8 +271,9 @@ class Children:
         self._procs: set = set()
         self._stopping = False
 
-    def run(self, argv: Sequence[str], what: str) -> None:
-        """Run a tool with its output kept; a failure is a ToolError carrying that output."""
+    def run(self, argv: Sequence[str], what: str) -> str:
+        """Run a tool with its output kept and returned (warnings); a failure is a ToolError
+        carrying that output."""
         import subprocess
 
         from . import run as runner
@@ -302,6 +303,7 @@ class Children:
             raise ToolError(f"{what} failed (exit status {proc.returncode}): "
                             f"{runner.show(argv)}", exit_code=status,
                             output=out.decode(errors="replace"))
+        return out.decode(errors="replace")
 
     def stop(self) -> None:
         with self._lock:

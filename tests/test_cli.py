@@ -119,3 +119,28 @@ def test_link_passes_a_response_file_on_as_written_and_expands_one_holding_the_o
 
     assert runpath("app") == runpath("plain") == ["/opt/xy]"]
     assert run([tmp_path / "app"], check=False).returncode == 0
+
+
+WARNS = """#ifdef __OFFLINK_TARGET__
+#warning only the target side says this
+static int unused_on_target(void) { return 1; }
+#endif
+#warning both sides say this
+int twice(int x) { return 2 * x; }
+int main(void) { return twice(0); }
+"""
+
+
+def test_target_compiler_warnings_are_shown_once_per_cu(offlink, tmp_path):
+    (tmp_path / "w.c").write_text(WARNS)
+    proc = run([offlink, "cc", "gcc", "-Wall", "-c", "w.c", "-o", "w.o"], cwd=tmp_path)
+    err = proc.stderr
+    assert err.count("both sides say this") == 2, err  # the host's: its line and its source
+    assert err.count("warning: #warning only the target side says this") == 1, err
+    proc = run([offlink, "link", "gcc", "w.o", "-o", "app"], cwd=tmp_path)
+    assert proc.stderr.count("unused_on_target") == 2, proc.stderr  # its line, its source
+    assert proc.stderr.count("defined but not used") == 1, proc.stderr
+    assert "w.c:" in proc.stderr  # named after the user's source, not a temporary file
+    again = run([offlink, "link", "gcc", "w.o", "-o", "app2"], cwd=tmp_path)
+    assert "unused_on_target" not in again.stderr  # from the cache: said once already
+    assert run([tmp_path / "app"], check=False).returncode == 0

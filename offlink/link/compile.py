@@ -40,6 +40,7 @@ class CompiledCU:
     offers: tuple[Offer, ...]
     key: str = ""  # the cache key ("" without a cache)
     cached: bool = False  # the object came from the cache
+    warnings: str = ""  # what the target compiler said (shown by show_warnings)
 
 
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
@@ -86,12 +87,12 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
         if launcher and runner.which(launcher[0]) is None:
             raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
-        children.run([*launcher, *argv], what)
+        said = children.run([*launcher, *argv], what)
         offers = target.offers(cu, obj)
         if cache is not None:
             with open(obj, "rb") as f:
                 cache.put_object(key, f.read(), offers)
-        return CompiledCU(cu, target, obj, offers, key)
+        return CompiledCU(cu, target, obj, offers, key, warnings=said)
 
     if todo:
         from .. import progress
@@ -107,3 +108,17 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         for (i, *_), compiled in zip(todo, done):
             results[i] = compiled
     return [r for r in results if r is not None]
+
+
+def show_warnings(compiled: list[CompiledCU], shown: set[tuple[str, str]]) -> None:
+    """What the target compilers said, as GCC and clang show device warnings: after the
+    compiles (not into the progress display), in CU order, each CU's diagnostics once (a
+    CU built for several targets that says the same thing says it once; `shown` spans the
+    link)."""
+    for c in compiled:
+        key = (c.cu.payload.source, c.warnings)
+        if not c.warnings.strip() or key in shown:
+            continue
+        shown.add(key)
+        sys.stderr.write(c.warnings if c.warnings.endswith("\n") else c.warnings + "\n")
+    sys.stderr.flush()

@@ -108,11 +108,15 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if runner.VERBOSE:
             print(f"offlink: parallel target compiles: {slots.why}", file=sys.stderr)
         images = []
+        from .compile import show_warnings
+
+        said: set[tuple[str, str]] = set()  # target compiler warnings shown (once per CU)
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
             compiled = compile_all(mine, target, tdir, slots, cache, launcher)
+            show_warnings(compiled, said)
             timer.stage(f"compile[{target.name}]")
             hits = cache.hits if cache else 0
             images.append(device_link(plan, target, compiled, tdir, cache))
