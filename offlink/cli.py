@@ -58,6 +58,8 @@ Options:
   --dry-run            print the commands instead of running them
   --timings            print how long each stage took and what came from the cache
                        (also OFFLINK_TIMINGS=1)
+  --time-trace FILE    write a Chrome trace (chrome://tracing, Perfetto) of the stages
+                       and of each CU's target compile to FILE
   --verify-deep        also check the output with lief, a second ELF reader (slower;
                        also OFFLINK_VERIFY=deep)
   --verbose            print each command
@@ -179,7 +181,8 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
 
 LINK_FLAGS = {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
               "--no-cache", "--verify-deep", "--gomp-register"}
-LINK_VALUED = {"--offload-target", "--jobs", "--target-launcher", "--offload-option"}
+LINK_VALUED = {"--offload-target", "--jobs", "--target-launcher", "--offload-option",
+               "--time-trace"}
 
 
 def cmd_link(argv: list[str]) -> int:
@@ -200,7 +203,8 @@ def cmd_link(argv: list[str]) -> int:
                           cache=not opts.get("--no-cache"),
                           deep_verify=bool(opts.get("--verify-deep")),
                           gomp_register=bool(opts.get("--gomp-register")),
-                          offload_options=list(opts.get("--offload-option") or []))
+                          offload_options=list(opts.get("--offload-option") or []),
+                          time_trace=(opts.get("--time-trace") or [""])[-1])  # type: ignore[index]
     if opts.get("--target-launcher"):
         import shlex
 

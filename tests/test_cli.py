@@ -144,3 +144,23 @@ def test_target_compiler_warnings_are_shown_once_per_cu(offlink, tmp_path):
     again = run([offlink, "link", "gcc", "w.o", "-o", "app2"], cwd=tmp_path)
     assert "unused_on_target" not in again.stderr  # from the cache: said once already
     assert run([tmp_path / "app"], check=False).returncode == 0
+
+
+def test_time_trace_has_the_stages_and_each_cu(offlink, tmp_path):
+    import json
+
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.c").write_text(f"int f_{name}(int x) {{ return x + 1; }}\n")
+    (tmp_path / "m.c").write_text("int f_a(int);\nint main(void) { return f_a(-1); }\n")
+    for name in ("a", "b", "m"):
+        run([offlink, "cc", "gcc", "-c", f"{name}.c", "-o", f"{name}.o"], cwd=tmp_path)
+    run([offlink, "link", "--no-cache", "--time-trace", "trace.json", "gcc", "a.o", "b.o",
+         "m.o", "-o", "app"], cwd=tmp_path)
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    stages = [e["name"] for e in spans if e["cat"] == "stage"]
+    assert stages[:2] == ["plan", "extract"] and "host" in stages and stages[-1] == "verify"
+    compiles = sorted(e["name"] for e in spans if e["cat"] == "compile")
+    assert compiles == ["compile a.c", "compile b.c", "compile m.c"]
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    assert [p.name for p in tmp_path.iterdir() if ".offlink-" in p.name] == []

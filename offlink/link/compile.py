@@ -41,6 +41,7 @@ class CompiledCU:
     key: str = ""  # the cache key ("" without a cache)
     cached: bool = False  # the object came from the cache
     warnings: str = ""  # what the target compiler said (shown by show_warnings)
+    span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
 
 
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
@@ -87,12 +88,17 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
         if launcher and runner.which(launcher[0]) is None:
             raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
+        import threading
+        import time
+
+        start = time.perf_counter()
         said = children.run([*launcher, *argv], what)
+        span = (start, time.perf_counter(), threading.get_ident())
         offers = target.offers(cu, obj)
         if cache is not None:
             with open(obj, "rb") as f:
                 cache.put_object(key, f.read(), offers)
-        return CompiledCU(cu, target, obj, offers, key, warnings=said)
+        return CompiledCU(cu, target, obj, offers, key, warnings=said, span=span)
 
     if todo:
         from .. import progress

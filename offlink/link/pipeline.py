@@ -35,6 +35,7 @@ class LinkOptions:
     deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
     offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
     gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (gomp_register.py)
+    time_trace: str = ""  # --time-trace FILE: a Chrome trace of the stages and compiles
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -50,12 +51,56 @@ class _Timer:
     def __init__(self, enabled: bool):
         self.enabled = enabled or os.environ.get("OFFLINK_TIMINGS", "") not in ("", "0")
         self.marks: list[tuple[str, float]] = []
-        self.last = time.perf_counter()
+        self.start = self.last = time.perf_counter()
+        self.spans: list[tuple[str, float, float]] = []  # stage, start, end
+        self.compiled: list = []  # CompiledCU of every target, for the trace
 
     def stage(self, name: str) -> None:
         now = time.perf_counter()
         self.marks.append((name, now - self.last))
+        self.spans.append((name, self.last, now))
         self.last = now
+
+    def write_trace(self, path: str, output: str) -> None:
+        """A Chrome trace (chrome://tracing, Perfetto): one event per stage on the first row,
+        one per target compile on the row of the thread that ran it, as clang-linker-wrapper's
+        --wrapper-time-trace writes."""
+        import json
+
+        def us(t: float) -> int:
+            return round((t - self.start) * 1e6)
+
+        pid = os.getpid()
+        events = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                   "args": {"name": f"offlink link {output}"}}]
+        for name, start, end in self.spans:
+            events.append({"name": name, "cat": "stage", "ph": "X", "pid": pid, "tid": 0,
+                           "ts": us(start), "dur": us(end) - us(start)})
+        threads: dict[int, int] = {}
+        for c in self.compiled:
+            start, end, ident = c.span
+            if c.cached or not end:
+                continue
+            tid = threads.setdefault(ident, len(threads) + 1)
+            events.append({"name": f"compile {c.cu.payload.source}", "cat": "compile",
+                           "ph": "X", "pid": pid, "tid": tid, "ts": us(start),
+                           "dur": us(end) - us(start),
+                           "args": {"target": c.target.name, "cu": c.cu.label}})
+        import tempfile
+
+        # Written beside and renamed into place: the trace is whole or not there.
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
+                                   dir=os.path.dirname(os.path.abspath(path)))
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f, indent=1)
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
 
     def report(self) -> None:
         if self.enabled:
@@ -72,13 +117,13 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
         # later offlink link reads CU by CU.
-        return _plain(plan, options)
+        return _plain(plan, options, timer)
     from .extract import extract
 
     cus = extract(plan, options.offload_options)
     timer.stage("extract")
     if not cus:
-        return _plain(plan, options)
+        return _plain(plan, options, timer)
     targets = _targets(cus, options)
     for t in targets:
         if plan.static and t.static_link_problem:
@@ -116,6 +161,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
             compiled = compile_all(mine, target, tdir, slots, cache, launcher)
+            timer.compiled += compiled
             show_warnings(compiled, said)
             timer.stage(f"compile[{target.name}]")
             hits = cache.hits if cache else 0
@@ -190,6 +236,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if cache is not None:
             cache.trim()
         timer.report()
+        if options.time_trace:
+            timer.write_trace(options.time_trace, plan.output)
         return 0
     finally:
         if slots is not None:
@@ -252,7 +300,7 @@ def _targets(cus, options: LinkOptions) -> list[Target]:
     return [t.for_inputs([cu for cu in cus if cu.payload.target == t.name]) for t in wanted]
 
 
-def _plain(plan: LinkPlan, options: LinkOptions) -> int:
+def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
     """No target code: the link exactly as given (byte-identical output)."""
     if options.dry_run:
         print(runner.show(plan.argv))
@@ -260,6 +308,9 @@ def _plain(plan: LinkPlan, options: LinkOptions) -> int:
     status = runner.pass_through(plan.argv, "linker")
     if status != 0:
         raise ToolError(f"link failed (exit status {status}): {runner.show(plan.argv)}", status)
+    timer.stage("host")
+    if options.time_trace:
+        timer.write_trace(options.time_trace, plan.output)
     return 0
 
 
