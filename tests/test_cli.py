@@ -3,6 +3,7 @@ options after the linker word, response files, target compiler warnings, dry run
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -164,3 +165,46 @@ def test_time_trace_has_the_stages_and_each_cu(offlink, tmp_path):
     assert compiles == ["compile a.c", "compile b.c", "compile m.c"]
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
     assert [p.name for p in tmp_path.iterdir() if ".offlink-" in p.name] == []
+
+
+def _on_a_terminal(argv, cwd, env) -> tuple[int, str]:
+    """Run with stderr on a pseudo-terminal (the progress display shows only there)."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the other side closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    reader.join(30)
+    os.close(master)
+    return proc.returncode, b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.parametrize("makeflags", ["", " -j4"])
+def test_progress_names_the_output_and_never_redraws_under_parallel_make(offlink, tmp_path,
+                                                                       makeflags):
+    (tmp_path / "a.c").write_text(FAT)
+    run([offlink, "cc", "gcc", "-c", "a.c", "-o", "a.o"], cwd=tmp_path)
+    env = {**os.environ, "TERM": "xterm", "MAKEFLAGS": makeflags, "OFFLINK_PROGRESS": "1"}
+    code, shown = _on_a_terminal([offlink, "link", "--no-cache", "gcc", "a.o", "-o", "myapp"],
+                                 tmp_path, env)
+    assert code == 0, shown
+    assert "myapp: compiling" in shown, shown
+    if makeflags:  # sibling jobs share the terminal: plain lines only, no cursor movement
+        assert "\x1b[" not in shown and "\r" not in shown.replace("\r\n", "\n"), repr(shown)
+        assert shown.count("offlink: myapp: compiling 1 of 1 CUs for x86_64-pc-linux-gnu") == 1, shown

@@ -45,12 +45,13 @@ class CompiledCU:
 
 
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
-                cache: Cache | None = None, launcher: Sequence[str] = ()) -> list[CompiledCU]:
+                cache: Cache | None = None, launcher: Sequence[str] = (),
+                output: str = "") -> list[CompiledCU]:
     """Compile every CU for `target`; the first failure (in CU order) is reported.
 
     `jobs` is a number of parallel compiles or the link's Slots (make's jobserver). With a
     cache, a CU whose key is known is not compiled; `launcher` prefixes each compile command
-    (ccache, sccache, distcc, ...).
+    (ccache, sccache, distcc, ...). `output` names the link's output in the progress display.
     """
     slots = jobs if isinstance(jobs, Slots) else Slots(jobs)
     results: list[CompiledCU | None] = [None] * len(cus)
@@ -105,7 +106,11 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
 
         display = None
         if progress.wanted():
-            display = progress.CompileProgress(target.name, len(cus), len(cus) - len(todo))
+            if progress.siblings():
+                progress.announce(output, target.name, len(cus), len(cus) - len(todo))
+            else:
+                display = progress.CompileProgress(target.name, len(cus),
+                                                   len(cus) - len(todo), output)
         if display is None:
             done = run_jobs(len(todo), one, slots, children=children)
         else:

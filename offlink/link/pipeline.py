@@ -160,7 +160,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
-            compiled = compile_all(mine, target, tdir, slots, cache, launcher)
+            compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
             timer.compiled += compiled
             show_warnings(compiled, said)
             timer.stage(f"compile[{target.name}]")
