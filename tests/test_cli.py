@@ -209,3 +209,28 @@ def test_progress_names_the_output_and_never_redraws_under_parallel_make(offlink
         assert "\x1b[" not in shown and "\r" not in shown.replace("\r\n", "\n"), repr(shown)
         line = "offlink: myapp: compiling 1 of 1 CUs for x86_64-pc-linux-gnu"
         assert shown.count(line) == 1, shown
+
+
+def test_dry_run_prints_the_commands_of_a_real_run_with_their_file_names(offlink, tmp_path):
+    (tmp_path / "a.c").write_text(FAT)
+    run([offlink, "cc", "gcc", "-c", "a.c", "-o", "a.o"], cwd=tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    dry = run([offlink, "link", "--dry-run", "gcc", "a.o", "-o", "app"], cwd=tmp_path,
+              env=env).stdout.splitlines()
+    assert str(tmp) not in "\n".join(dry)  # no folder that only existed during the dry run
+    assert dry[-1].startswith("gcc a.o ") and dry[-1].endswith(" -o app")
+    real = run([offlink, "link", "--save-temps", "--verbose", "--no-cache", "gcc", "a.o", "-o",
+                "app"], cwd=tmp_path, env=env).stderr
+    kept = real.split("temporary files kept in ")[1].split()[0]
+    ran = [line[len("offlink: "):].replace(kept, '"$OFFLINK_WORK"')
+           for line in real.splitlines() if line.startswith("offlink: ") and kept in line]
+    assert dry[0] in ran and dry[1] in ran, (dry, ran)  # the target compile and image link
+    # and the shell can run them as printed, given the folder
+    work = tmp_path / "work" / "x86_64-pc-linux-gnu"
+    work.mkdir(parents=True)
+    (work / "0000-a.c.i").write_text(FAT)
+    proc = subprocess.run(["sh", "-c", dry[0]], cwd=tmp_path, capture_output=True, text=True,
+                          env={**env, "OFFLINK_WORK": str(tmp_path / "work")})
+    assert proc.returncode == 0 and (work / "0000-a.c.o").is_file(), proc.stderr

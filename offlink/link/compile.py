@@ -44,6 +44,12 @@ class CompiledCU:
     span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
 
 
+def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str]:
+    """The target code's file and the target object of the i-th CU in `workdir`."""
+    base = os.path.join(workdir, f"{i:04d}-{os.path.basename(cu.payload.source)}")
+    return base + target.source_suffix(cu), base + ".o"
+
+
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
                 cache: Cache | None = None, launcher: Sequence[str] = (),
                 output: str = "") -> list[CompiledCU]:
@@ -57,9 +63,7 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
     results: list[CompiledCU | None] = [None] * len(cus)
     todo = []  # (index, source, object, argv, what, key) of the CUs to compile
     for i, cu in enumerate(cus):
-        base = os.path.join(workdir, f"{i:04d}-{os.path.basename(cu.payload.source)}")
-        src = base + target.source_suffix(cu)
-        obj = base + ".o"
+        src, obj = object_names(i, cu, target, workdir)
         argv = target.compile_argv(cu, src, obj)
         what = f"target compile of {cu.label} for {target.name}"
         key = ""

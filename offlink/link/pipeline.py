@@ -134,6 +134,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
     from ..jobserver import slots_for, stop_on_signals
     from .staging import OutputSlot, WorkFolder
 
+    if options.dry_run:  # before the work folder: a dry run makes nothing
+        return _dry_run(plan, cus, targets, options)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     work = WorkFolder(options.save_temps)
     workdir = work.path
@@ -144,8 +146,6 @@ def link(argv: list[str], options: LinkOptions) -> int:
         from .cache import Cache, device_link
         from .compile import compile_all
 
-        if options.dry_run:
-            return _dry_run(plan, cus, targets, workdir)
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
         cache = Cache.open(options.cache)
         launcher = target_launcher(options)
@@ -314,22 +314,43 @@ def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
     return 0
 
 
-def _dry_run(plan, cus, targets, workdir) -> int:
-    from .compile import CompiledCU
+# What --dry-run prints for the work folder a real run makes (under $TMPDIR, a new name each
+# time): the names inside it are the real run's.
+DRY_RUN_WORK = "$OFFLINK_WORK"
 
+
+def _dry_run(plan, cus, targets, options: LinkOptions) -> int:
+    """The commands a real run runs, in order, with the file names it uses: the output's
+    own name, and the work folder's files as $OFFLINK_WORK/NAME (no folder is made)."""
+    from .compile import CompiledCU, object_names
+    from .device import image_path
+
+    launcher = target_launcher(options)
     for target in targets:
         mine = [cu for cu in cus if cu.payload.target == target.name]
-        fake = []
+        tdir = os.path.join(DRY_RUN_WORK, target.name)
+        compiled = []
         for i, cu in enumerate(mine):
-            base = os.path.join(workdir, target.name, f"{i:04d}")
-            src = base + target.source_suffix(cu)
-            print(runner.show(target.compile_argv(cu, src, base + ".o")))
-            fake.append(CompiledCU(cu, target, base + ".o", ()))
-        print(runner.show(target.image_argv(plan, fake, os.path.join(workdir, "image"))))
-    placeholder = os.path.join(workdir, "offlink-table.o")
-    print(runner.show(host_link_argv(plan, plan.output,
-                                     [placeholder, *_host_link_args(plan, targets)])))
+            src, obj = object_names(i, cu, target, tdir)
+            print(_show_dry([*launcher, *target.compile_argv(cu, src, obj)]))
+            compiled.append(CompiledCU(cu, target, obj, ()))
+        print(_show_dry(target.image_argv(plan, compiled, image_path(target, tdir))))
+    placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
+    print(_show_dry(host_link_argv(plan, plan.output,
+                                   [placeholder, *_host_link_args(plan, targets)])))
     return 0
+
+
+def _show_dry(argv: list[str]) -> str:
+    """A command as a shell reads it, with $OFFLINK_WORK left for the shell to expand."""
+    import shlex
+
+    out = []
+    for word in argv:
+        head, sep, rest = word.partition(DRY_RUN_WORK)
+        out.append(shlex.quote(head) + '"$OFFLINK_WORK"' + shlex.quote(rest) if sep and head
+                   else '"$OFFLINK_WORK"' + shlex.quote(rest) if sep else shlex.quote(word))
+    return " ".join(out)
 
 
 def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:
