@@ -34,8 +34,15 @@ def siblings() -> bool:
     return "--jobserver" in flags or re.search(r"(^|\s)-j(?!1\b)", flags) is not None
 
 
+def _name(output: str) -> str:
+    """The output as the command named it, or its file name where that path is long (the
+    line must leave room for the counts)."""
+    return output if len(output) <= 32 else os.path.basename(output)
+
+
 def announce(output: str, target: str, total: int, cached: int) -> None:
     """The one line shown instead of the live display when siblings() (never redrawn)."""
+    output = _name(output)
     more = f" ({cached} cached)" if cached else ""
     print(f"offlink: {output}: compiling {total - cached} of {total} CUs for {target}{more}",
           file=sys.stderr, flush=True)
@@ -68,7 +75,7 @@ class CompileProgress:
         )
         self._running = 0
         self._failed = 0
-        what = f"{output}: compiling for {target}" if output else f"compiling for {target}"
+        what = f"{_name(output)}: compiling for {target}" if output else f"compiling for {target}"
         self._task = self._progress.add_task(what, total=total, completed=cached,
                                              running=0, failed=0, cached=cached)
 
