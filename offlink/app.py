@@ -11,8 +11,11 @@ import typer
 from .cli import _guard, version_text
 from .errors import UsageError
 
+# Plain help (click's layout, as `offlink cc --help` and `offlink link --help` print it) and
+# plain errors: usage errors become one `offlink: error:` line in cli.main.
 app = typer.Typer(name="offlink", add_completion=False, no_args_is_help=True,
-                  context_settings={"help_option_names": ["--help"]},
+                  rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Link offload code: per-CU target builds, per-target images and a "
                        "name-keyed table in the host binary.")
 
@@ -23,7 +26,7 @@ def version_cb(value: bool) -> None:
 
 @app.callback()
 def _main(version: Annotated[Optional[bool], typer.Option(
-        "--version", callback=version_cb, is_eager=True, help="Show the version and the "
+        "--version", "-V", callback=version_cb, is_eager=True, help="Show the version and the "
         "table core in use.")] = None) -> None:
     """offlink: link offload code."""
 
@@ -36,12 +39,15 @@ def link() -> None:
     """Link with target code (offlink link --help)."""
 
 @app.command()
-def inspect(binary: Annotated[str, typer.Argument(help="linked binary, object or archive")],
+def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
+                                                  help="linked binary, object or archive")],
             json: Annotated[bool, typer.Option("--json", help="JSON output")] = False,
             symbol: Annotated[Optional[str], typer.Option(
-                "--symbol", help="explain what the table says about this name")] = None,
+                "--symbol", metavar="NAME",
+                help="explain what the table says about this name")] = None,
             address: Annotated[Optional[str], typer.Option(
-                "--address", help="explain which row holds this address (as st_value)")] = None,
+                "--address", metavar="ADDRESS",
+                help="explain which row holds this address (as st_value)")] = None,
             ) -> None:
     """Show a binary's offload table, or the target code of a fat object or archive."""
     from .inspect import explain, inspect_file, render_text
@@ -66,9 +72,11 @@ def inspect(binary: Annotated[str, typer.Argument(help="linked binary, object or
     raise typer.Exit(_guard(go))
 
 @app.command()
-def extract(binary: Annotated[str, typer.Argument(help="linked binary")],
-            target: Annotated[str, typer.Option("--target", help="target name or 'host'")],
-            output: Annotated[str, typer.Option("--output", help="file to write")]) -> None:
+def extract(binary: Annotated[str, typer.Argument(metavar="BINARY", help="linked binary")],
+            target: Annotated[str, typer.Option("--target", metavar="T",
+                                                help="target name or 'host'")],
+            output: Annotated[str, typer.Option("--output", metavar="FILE",
+                                                help="file to write")]) -> None:
     """Write one target's image out."""
     from .inspect import extract_image
 

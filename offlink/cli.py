@@ -29,7 +29,8 @@ Options:
                        function and variable the CU defines for host and target)
   --verbose            print each command
   --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
-  --help               show this message
+  -V, --version        show the version and the table core in use
+  -h, --help           show this message
 """
 
 LINK_HELP = """\
@@ -57,11 +58,14 @@ Options:
   --dry-run            print the commands instead of running them
   --timings            print how long each stage took and what came from the cache
                        (also OFFLINK_TIMINGS=1)
+  --time-trace FILE    write a Chrome trace (chrome://tracing, Perfetto) of the stages
+                       and of each CU's target compile to FILE
   --verify-deep        also check the output with lief, a second ELF reader (slower;
                        also OFFLINK_VERIFY=deep)
   --verbose            print each command
   --traceback          show a traceback on errors (also OFFLINK_TRACEBACK=1)
-  --help               show this message
+  -V, --version        show the version and the table core in use
+  -h, --help           show this message
 """
 
 
@@ -72,8 +76,11 @@ def _own_options(argv: list[str], flags: set[str], valued: set[str], help_text: 
     while i < len(argv):
         word = argv[i]
         name, eq, value = word.partition("=")
-        if word == "--help":
+        if word in ("-h", "--help"):
             print(help_text, end="")
+            raise SystemExit(0)
+        if word in ("-V", "--version"):
+            print(version_text())
             raise SystemExit(0)
         if name in valued:
             if not eq:
@@ -88,12 +95,30 @@ def _own_options(argv: list[str], flags: set[str], valued: set[str], help_text: 
             i += 1
             break
         elif word.startswith("--") and os.path.sep not in word:
-            raise UsageError(f"unknown option {word} (see --help); options come before the "
+            raise UsageError(f"unknown option {word} (see -h); options come before the "
                              f"compiler or linker word")
         else:
             break
         i += 1
     return opts, argv[i:]
+
+
+# offlink's long options that gcc and clang also accept (`--verbose` is `-v`): after the
+# compiler word they are the compiler's, and meant so.
+DRIVER_LONG_OPTIONS = {"--verbose", "--help", "--version", "--save-temps"}
+
+
+def _warn_misplaced(rest: list[str], flags: set[str], valued: set[str]) -> None:
+    """One warning, before any work, for words after the compiler that look like offlink's
+    own options (`offlink link gcc a.o -o app --timings`): they go to the compiler or
+    linker, which would refuse them only after every target compile ran."""
+    own = (flags | valued) - DRIVER_LONG_OPTIONS
+    misplaced = [w for w in rest[1:] if w.partition("=")[0] in own]
+    if misplaced:
+        listed = ", ".join(dict.fromkeys(misplaced))
+        print(f"offlink: warning: {listed} after the compiler word '{rest[0]}' goes to "
+              f"{os.path.basename(rest[0])}, not to offlink; offlink's options come before "
+              f"the compiler word", file=sys.stderr, flush=True)
 
 
 def _set_common(opts) -> None:
@@ -106,8 +131,9 @@ def _set_common(opts) -> None:
 
 
 def cmd_cc(argv: list[str]) -> int:
-    opts, rest = _own_options(argv, {"--verbose", "--traceback"},
-                              {"--offload-target", "--offload-symbol"}, CC_HELP)
+    flags, valued = {"--verbose", "--traceback"}, {"--offload-target", "--offload-symbol"}
+    opts, rest = _own_options(argv, flags, valued, CC_HELP)
+    _warn_misplaced(rest, flags | LINK_FLAGS, valued | LINK_VALUED)
     _set_common(opts)
     from .compile import plan_compile, run_compile
     from .targets import default_targets
@@ -153,11 +179,15 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
         work.close()
 
 
+LINK_FLAGS = {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
+              "--no-cache", "--verify-deep", "--gomp-register"}
+LINK_VALUED = {"--offload-target", "--jobs", "--target-launcher", "--offload-option",
+               "--time-trace"}
+
+
 def cmd_link(argv: list[str]) -> int:
-    opts, rest = _own_options(
-        argv, {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
-               "--no-cache", "--verify-deep", "--gomp-register"},
-        {"--offload-target", "--jobs", "--target-launcher", "--offload-option"}, LINK_HELP)
+    opts, rest = _own_options(argv, LINK_FLAGS, LINK_VALUED, LINK_HELP)
+    _warn_misplaced(rest, LINK_FLAGS, LINK_VALUED)
     _set_common(opts)
     jobs_opt = opts.get("--jobs") or ["0"]
     try:
@@ -173,7 +203,8 @@ def cmd_link(argv: list[str]) -> int:
                           cache=not opts.get("--no-cache"),
                           deep_verify=bool(opts.get("--verify-deep")),
                           gomp_register=bool(opts.get("--gomp-register")),
-                          offload_options=list(opts.get("--offload-option") or []))
+                          offload_options=list(opts.get("--offload-option") or []),
+                          time_trace=(opts.get("--time-trace") or [""])[-1])  # type: ignore[index]
     if opts.get("--target-launcher"):
         import shlex
 
@@ -255,9 +286,51 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("cc", "link"):
         fn = cmd_cc if args[0] == "cc" else cmd_link
         raise SystemExit(_guard(lambda: fn(args[1:])))
-    if args == ["--version"]:
+    if args in (["--version"], ["-V"]) or (len(args) > 1 and _asks_version(args[1:])):
         print(version_text())
         raise SystemExit(0)
+    raise SystemExit(_typer_main(args))
+
+
+# Options of inspect and extract whose value is the next word (a file may be called -V).
+_VALUED = {"--symbol", "--address", "--target", "--output"}
+
+
+def _asks_version(words: list[str]) -> bool:
+    """`offlink inspect -V`: -V and --version answer in every command, as -h does."""
+    for i, word in enumerate(words):
+        if word == "--":
+            return False
+        if word in ("-V", "--version") and (i == 0 or words[i - 1] not in _VALUED):
+            return True
+    return False
+
+
+def _typer_main(args: list[str]) -> int:
+    """inspect, extract, config: typer parses, but a usage error is one line like any other
+    error (click would draw a box, or print usage lines around it)."""
+    import typer
+
     from .app import app
 
-    app(args=args, prog_name="offlink")
+    try:  # typer 0.29 carries its own click
+        from typer._click import exceptions as click
+    except ImportError:  # pragma: no cover - typer with click as a dependency
+        from click import exceptions as click  # type: ignore[no-redef]
+
+    try:
+        code = app(args=args, prog_name="offlink", standalone_mode=False)
+    except click.NoArgsIsHelpError as e:  # `offlink` alone: the help, status 2
+        print(e.ctx.get_help() if e.ctx else "", file=sys.stderr)
+        return 2
+    except click.UsageError as e:
+        name = e.ctx.command_path if e.ctx is not None else "offlink"
+        print(f"offlink: error: {e.format_message()} (see {name} -h)", file=sys.stderr)
+        return 2
+    except click.ClickException as e:
+        print(f"offlink: error: {e.format_message()}", file=sys.stderr)
+        return e.exit_code or 1
+    except typer.Abort:
+        print("offlink: interrupted", file=sys.stderr)
+        return 130
+    return code if isinstance(code, int) else 0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from . import run as runner
 from .errors import ToolError, UsageError
 from .formats.payload import Payload, build_record
-from .gccargs import Word, expand_response_files, language_of, words
+from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class CompilePlan:
     target_options: list[str]  # options stored in the payload for the link-time compile
     offered: tuple[str, ...]
     output_given: bool  # -o was given (then there is exactly one source)
+    origins: list[int]  # for each word of `expanded`, the index in argv[1:] it came from
 
 
 def plan_compile(argv: list[str], targets: list[str],
@@ -62,7 +63,7 @@ def plan_compile(argv: list[str], targets: list[str],
         raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
     compiler, args = argv[0], argv[1:]
     check_driver(compiler, "cc")
-    args = expand_response_files(args)
+    args, origins = expand_with_origins(args)
     ws = words(args)
     opts = {w.option for w in ws}
     if "-c" not in opts or opts & {"-E", "-S", "-M", "-MM", "-fsyntax-only"}:
@@ -84,7 +85,7 @@ def plan_compile(argv: list[str], targets: list[str],
         return None  # the compiler itself refuses -o with several sources; let it say so
     pre, tgt = _split_options(args, ws)
     return CompilePlan(compiler, list(argv), args, sources, [resolve(t) for t in targets], pre,
-                       tgt, tuple(offered), output is not None)
+                       tgt, tuple(offered), output is not None, origins)
 
 
 @dataclass(frozen=True)
@@ -174,15 +175,17 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     """The host compile writing to `staged` instead of the -o file, depfile unchanged.
 
     gcc names the depfile and its target after -o; both are spelled out so that moving the
-    object into place afterwards gives exactly what the plain compile gives.
+    object into place afterwards gives exactly what the plain compile gives. Response files
+    are passed as written (the compiler reads them), unless one holds the -o.
     """
     out = plan.sources[0].output
     ws = words(plan.expanded)
     opts = {w.option for w in ws}
-    argv = [plan.compiler]
+    parts = []
     for w in ws:
         spelled = plan.expanded[w.index : w.index + w.count]
-        argv += ["-o", staged] if w.option == "-o" else spelled
+        parts.append((w.index, w.count, ["-o", staged] if w.option == "-o" else spelled))
+    argv = [plan.compiler, *respelled(plan.argv[1:], plan.expanded, plan.origins, parts)]
     if opts & {"-MD", "-MMD"} and "-MF" not in opts:
         argv += ["-MF", os.path.splitext(out)[0] + ".d"]
     if opts & {"-MD", "-MMD", "-M", "-MM"} and not opts & {"-MT", "-MQ"}:
@@ -208,15 +211,17 @@ def run_compile(plan: CompilePlan) -> int:
     jobs: list = []
     try:
         _start_preprocessing(plan, tmp, jobs)
+        host_said = ""
         if single:
             try:
-                runner.run(host_argv(plan, staged), "host compile", capture=False)
+                host_said = _host_compile(host_argv(plan, staged))
             except ToolError as e:
                 raise ToolError(f"host compile failed (exit status {e.exit_code}): "
-                                f"{runner.show(plan.argv)}", e.exit_code) from None
-        _wait(jobs)
+                                f"{runner.show(plan.argv)}", e.exit_code, e.output) from None
+        said = _wait(jobs)
         if not single:
-            runner.run(plan.argv, "host compile", capture=False)
+            host_said = _host_compile(plan.argv)
+        _show_target_warnings(said, host_said)
         for si, src in enumerate(plan.sources):
             _add_payloads(plan, si, src, tmp, staged, slot)
     finally:
@@ -266,16 +271,43 @@ def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list) -> None:
             jobs.append((src, target, argv, proc))
 
 
-def _wait(jobs: list) -> None:
+def _host_compile(argv: list[str]) -> str:
+    """The host compile; what it says is shown and returned (to leave the target side's
+    identical warnings out)."""
+    proc = runner.run(argv, "host compile")
+    said = proc.stdout.decode(errors="replace") if proc.stdout else ""
+    if said:
+        sys.stderr.write(said)
+        sys.stderr.flush()
+    return said
+
+
+def _wait(jobs: list) -> list[str]:
+    """Wait for the target preprocessing; what each said (its warnings)."""
     failed = None
+    said = []
     for src, target, argv, proc in jobs:
         _, err = proc.communicate()
         if proc.returncode != 0 and failed is None:
             failed = ToolError(f"preprocessing {src.path} for target {target.name} failed: "
                                f"{runner.show(argv)}", proc.returncode,
                                err.decode(errors="replace"))
+        said.append(err.decode(errors="replace"))
     if failed:
         raise failed
+    return said
+
+
+def _show_target_warnings(said: list[str], host_said: str) -> None:
+    """Warnings of the target side (e.g. a #warning under #ifdef __OFFLINK_TARGET__), once:
+    lines the host compile said already, or another target said, are left out."""
+    seen = set(host_said.splitlines())
+    for text in said:
+        lines = [line for line in text.splitlines() if line not in seen]
+        seen.update(lines)
+        if any(line.strip() for line in lines):
+            sys.stderr.write("\n".join(lines) + "\n")
+    sys.stderr.flush()
 
 
 def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str,

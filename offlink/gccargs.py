@@ -31,17 +31,96 @@ X_LANGS = {"c": "c", "c++": "c++", "cpp-output": "c", "c++-cpp-output": "c++"}
 
 def expand_response_files(argv: list[str], depth: int = 0) -> list[str]:
     """Expand `@file` words as gcc does (a missing file stays a literal word)."""
+    return expand_with_origins(argv, depth)[0]
+
+
+def expand_with_origins(argv: list[str], depth: int = 0) -> tuple[list[str], list[int]]:
+    """`@file` words expanded as gcc reads them (libiberty's expandargv), and for each word
+    the index in `argv` of the word it came from, so a command can pass an `@file` on as
+    written where it keeps all of it (its meaning is the compiler's, not offlink's)."""
     if depth > 10:
         raise UsageError("response files nested too deeply")
-    import shlex
-
     out: list[str] = []
-    for word in argv:
+    origins: list[int] = []
+    for i, word in enumerate(argv):
         if word.startswith("@") and len(word) > 1 and os.path.isfile(word[1:]):
             with open(word[1:], encoding="utf-8", errors="surrogateescape") as f:
-                out.extend(expand_response_files(shlex.split(f.read()), depth + 1))
+                inner = expand_with_origins(split_response_file(f.read()), depth + 1)[0]
+            out.extend(inner)
+            origins.extend([i] * len(inner))
         else:
             out.append(word)
+            origins.append(i)
+    return out, origins
+
+
+def split_response_file(text: str) -> list[str]:
+    """The words of a response file as gcc splits them (libiberty's buildargv): blanks
+    separate, quotes group, and a backslash takes the next character literally, inside
+    quotes too (so `'a\\b'` is `ab`, where a shell would keep the backslash)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in " \t\n\v\f\r":
+            i += 1
+        if i >= n:
+            break
+        arg: list[str] = []
+        squote = dquote = bsquote = False
+        while i < n:
+            c = text[i]
+            if c in " \t\n\v\f\r" and not (squote or dquote or bsquote):
+                break
+            if bsquote:
+                bsquote = False
+                arg.append(c)
+            elif c == "\\":
+                bsquote = True
+            elif squote:
+                if c == "'":
+                    squote = False
+                else:
+                    arg.append(c)
+            elif dquote:
+                if c == '"':
+                    dquote = False
+                else:
+                    arg.append(c)
+            elif c == "'":
+                squote = True
+            elif c == '"':
+                dquote = True
+            else:
+                arg.append(c)
+            i += 1
+        out.append("".join(arg))
+    return out
+
+
+def respelled(argv: list[str], expanded: list[str], origins: list[int],
+              parts: list[tuple[int, int, list[str]]]) -> list[str]:
+    """A command rebuilt from `parts` (index in `expanded`, how many words, what they become):
+    an `@file` of `argv` whose words all come out unchanged is passed on as written (the
+    compiler reads it as it always does), one with a word dropped or changed is expanded."""
+    count: dict[int, int] = {}
+    for origin in origins:
+        count[origin] = count.get(origin, 0) + 1
+    files = {o for i, o in enumerate(origins) if count[o] > 1 or expanded[i] != argv[o]}
+    changed: set[int] = set()
+    for index, n, spelled in parts:
+        from_ = {origins[j] for j in range(index, index + n)}
+        if spelled != expanded[index : index + n] or len(from_) > 1:
+            changed |= from_
+    out: list[str] = []
+    emitted: set[int] = set()
+    for index, n, spelled in parts:
+        origin = origins[index] if n else -1
+        if origin in files and origin not in changed:
+            if origin not in emitted:
+                emitted.add(origin)
+                out.append(argv[origin])
+            continue
+        out += spelled
     return out
 
 

@@ -281,8 +281,8 @@ class Children:
         self._stopping = False
 
     def run(self, argv: Sequence[str], what: str) -> str:
-        """Run a tool with its output kept; a failure is a ToolError carrying that output.
-        Returns the output of a run that succeeded (a launcher's warnings, for example)."""
+        """Run a tool with its output kept and returned (warnings); a failure is a ToolError
+        carrying that output."""
         import subprocess
 
         from . import run as runner

@@ -192,3 +192,21 @@ def test_compile_and_link_in_one_step():
     assert plan_compile_and_link(["gcc", "a.o", "x.s", "-o", "app"], "W") is None
     with pytest.raises(UsageError, match="stdin .* `offlink cc COMPILER -c"):
         plan_compile_and_link(["gcc", "-x", "c", "-", "-o", "app"], "W")
+
+
+def test_response_files_split_as_gcc_splits_them():
+    from offlink.gccargs import split_response_file
+
+    assert split_response_file("-DX='a\\\\b' \"c d\"\te\\ f\n'' g\\'h") == \
+        ["-DX=a\\b", "c d", "e f", "", "g'h"]
+    assert split_response_file("-DV='1\\2'") == ["-DV=12"]
+
+
+def test_response_file_kept_whole_is_passed_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "libs.rsp").write_text("-L. -lm\n")
+    (tmp_path / "out.rsp").write_text("a.o -s -o app\n")
+    plan = plan_link(["gcc", "@out.rsp", "@libs.rsp", "@missing.rsp"])
+    assert plan.output == "app" and plan.strip
+    assert plan.base_args == ["a.o", "-L.", "-lm", "@missing.rsp"]
+    assert plan.host_args == ["a.o", "@libs.rsp", "@missing.rsp"]

@@ -44,6 +44,8 @@ class CompiledCU:
     # device link of an image not in the cache, write_objects), so a relink with nothing
     # changed writes no object into the work folder.
     data: bytes | None = field(default=None, repr=False, compare=False)
+    warnings: str = ""  # what the target compiler said (shown by show_warnings)
+    span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
 
 
 def write_objects(compiled: Sequence[CompiledCU]) -> None:
@@ -54,21 +56,26 @@ def write_objects(compiled: Sequence[CompiledCU]) -> None:
                 f.write(c.data)
 
 
+def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str]:
+    """The target code's file and the target object of the i-th CU in `workdir`."""
+    base = os.path.join(workdir, f"{i:04d}-{os.path.basename(cu.payload.source)}")
+    return base + target.source_suffix(cu), base + ".o"
+
+
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
-                cache: Cache | None = None, launcher: Sequence[str] = ()) -> list[CompiledCU]:
+                cache: Cache | None = None, launcher: Sequence[str] = (),
+                output: str = "") -> list[CompiledCU]:
     """Compile every CU for `target`; the first failure (in CU order) is reported.
 
     `jobs` is a number of parallel compiles or the link's Slots (make's jobserver). With a
     cache, a CU whose key is known is not compiled; `launcher` prefixes each compile command
-    (ccache, sccache, distcc, ...).
+    (ccache, sccache, distcc, ...). `output` names the link's output in the progress display.
     """
     slots = jobs if isinstance(jobs, Slots) else Slots(jobs)
     results: list[CompiledCU | None] = [None] * len(cus)
     todo = []  # (index, source, object, argv, what, key) of the CUs to compile
     for i, cu in enumerate(cus):
-        base = os.path.join(workdir, f"{i:04d}-{os.path.basename(cu.payload.source)}")
-        src = base + target.source_suffix(cu)
-        obj = base + ".o"
+        src, obj = object_names(i, cu, target, workdir)
         argv = target.compile_argv(cu, src, obj)
         what = f"target compile of {cu.label} for {target.name}"
         key = ""
@@ -97,22 +104,31 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
         if launcher and runner.which(launcher[0]) is None:
             raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
+        import threading
+        import time
+
+        start = time.perf_counter()
         if engine is None:
-            children.run(argv, what)
+            said = children.run(argv, what)
         else:
-            engine.compile(children, argv, what)
+            said = engine.compile(children, argv, what)
+        span = (start, time.perf_counter(), threading.get_ident())
         offers = target.offers(cu, obj)
         if cache is not None:
             with open(obj, "rb") as f:
                 cache.put_object(key, f.read(), offers)
-        return CompiledCU(cu, target, obj, offers, key)
+        return CompiledCU(cu, target, obj, offers, key, warnings=said, span=span)
 
     if todo:
         from .. import progress
 
         display = None
         if progress.wanted():
-            display = progress.CompileProgress(target.name, len(cus), len(cus) - len(todo))
+            if progress.siblings():
+                progress.announce(output, target.name, len(cus), len(cus) - len(todo))
+            else:
+                display = progress.CompileProgress(target.name, len(cus),
+                                                   len(cus) - len(todo), output)
         if display is None:
             done = run_jobs(len(todo), one, slots, children=children)
         else:
@@ -155,23 +171,27 @@ class Engine:
             print(f"offlink: target {target.name}: compiles run through the launcher, but "
                   f"{target.not_distributable_because}", file=sys.stderr)
 
-    def compile(self, children: Children, argv: list[str], what: str) -> None:
+    def compile(self, children: Children, argv: list[str], what: str) -> str:
+        """Compile through the launcher; returns what the compiler said (its warnings), the
+        launcher's own lines being kept for the one summary line."""
         name = os.path.basename(self.launcher[0])
         try:
-            said = children.run([*self.launcher, *argv], what)
+            out = children.run([*self.launcher, *argv], what)
         except ToolError as e:
             first = _first_line(e.output) or str(e)
             if self.mandatory:
                 raise ToolError(f"{what} through target launcher '{name}' failed ({first}); "
                                 f"{MANDATORY_ENV} is set, so it is not compiled locally",
                                 exit_code=e.exit_code, output=e.output) from None
-            children.run(argv, what)  # locally; a compile error is reported from here
+            out = children.run(argv, what)  # locally; a compile error is reported from here
             with self._lock:
                 self.failed.append(first)
-            return
-        if said.strip():
+            return out
+        own = [ln for ln in out.splitlines(keepends=True) if ln.lower().startswith(name.lower())]
+        if own:
             with self._lock:
-                self.said.append(_first_line(said))
+                self.said.append(own[0].strip())
+        return "".join(ln for ln in out.splitlines(keepends=True) if ln not in own)
 
     def report(self, total: int) -> None:
         """One warning line for the whole target, if the launcher failed or spoke."""
@@ -188,3 +208,17 @@ class Engine:
 
 def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def show_warnings(compiled: list[CompiledCU], shown: set[tuple[str, str]]) -> None:
+    """What the target compilers said, as GCC and clang show device warnings: after the
+    compiles (not into the progress display), in CU order, each CU's diagnostics once (a
+    CU built for several targets that says the same thing says it once; `shown` spans the
+    link)."""
+    for c in compiled:
+        key = (c.cu.payload.source, c.warnings)
+        if not c.warnings.strip() or key in shown:
+            continue
+        shown.add(key)
+        sys.stderr.write(c.warnings if c.warnings.endswith("\n") else c.warnings + "\n")
+    sys.stderr.flush()

@@ -35,6 +35,7 @@ class LinkOptions:
     deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
     offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
     gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (gomp_register.py)
+    time_trace: str = ""  # --time-trace FILE: a Chrome trace of the stages and compiles
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -50,12 +51,56 @@ class _Timer:
     def __init__(self, enabled: bool):
         self.enabled = enabled or os.environ.get("OFFLINK_TIMINGS", "") not in ("", "0")
         self.marks: list[tuple[str, float]] = []
-        self.last = time.perf_counter()
+        self.start = self.last = time.perf_counter()
+        self.spans: list[tuple[str, float, float]] = []  # stage, start, end
+        self.compiled: list = []  # CompiledCU of every target, for the trace
 
     def stage(self, name: str) -> None:
         now = time.perf_counter()
         self.marks.append((name, now - self.last))
+        self.spans.append((name, self.last, now))
         self.last = now
+
+    def write_trace(self, path: str, output: str) -> None:
+        """A Chrome trace (chrome://tracing, Perfetto): one event per stage on the first row,
+        one per target compile on the row of the thread that ran it, as clang-linker-wrapper's
+        --wrapper-time-trace writes."""
+        import json
+
+        def us(t: float) -> int:
+            return round((t - self.start) * 1e6)
+
+        pid = os.getpid()
+        events = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
+                   "args": {"name": f"offlink link {output}"}}]
+        for name, start, end in self.spans:
+            events.append({"name": name, "cat": "stage", "ph": "X", "pid": pid, "tid": 0,
+                           "ts": us(start), "dur": us(end) - us(start)})
+        threads: dict[int, int] = {}
+        for c in self.compiled:
+            start, end, ident = c.span
+            if c.cached or not end:
+                continue
+            tid = threads.setdefault(ident, len(threads) + 1)
+            events.append({"name": f"compile {c.cu.payload.source}", "cat": "compile",
+                           "ph": "X", "pid": pid, "tid": tid, "ts": us(start),
+                           "dur": us(end) - us(start),
+                           "args": {"target": c.target.name, "cu": c.cu.label}})
+        import tempfile
+
+        # Written beside and renamed into place: the trace is whole or not there.
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
+                                   dir=os.path.dirname(os.path.abspath(path)))
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f, indent=1)
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
 
     def report(self) -> None:
         if self.enabled:
@@ -72,13 +117,13 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
         # later offlink link reads CU by CU.
-        return _plain(plan, options)
+        return _plain(plan, options, timer)
     from .extract import extract
 
     cus = extract(plan, options.offload_options)
     timer.stage("extract")
     if not cus:
-        return _plain(plan, options)
+        return _plain(plan, options, timer)
     targets = _targets(cus, options)
     for t in targets:
         if plan.static and t.static_link_problem:
@@ -89,6 +134,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
     from ..jobserver import slots_for, stop_on_signals
     from .staging import OutputSlot, WorkFolder
 
+    if options.dry_run:  # before the work folder: a dry run makes nothing
+        return _dry_run(plan, cus, targets, options)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     work = WorkFolder(options.save_temps)
     workdir = work.path
@@ -99,8 +146,6 @@ def link(argv: list[str], options: LinkOptions) -> int:
         from .cache import Cache, device_link
         from .compile import compile_all
 
-        if options.dry_run:
-            return _dry_run(plan, cus, targets, workdir)
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
         cache = Cache.open(options.cache)
         launcher = target_launcher(options)
@@ -108,11 +153,16 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if runner.VERBOSE:
             print(f"offlink: parallel target compiles: {slots.why}", file=sys.stderr)
         images = []
+        from .compile import show_warnings
+
+        said: set[tuple[str, str]] = set()  # target compiler warnings shown (once per CU)
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
-            compiled = compile_all(mine, target, tdir, slots, cache, launcher)
+            compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
+            timer.compiled += compiled
+            show_warnings(compiled, said)
             timer.stage(f"compile[{target.name}]")
             hits = cache.hits if cache else 0
             images.append(device_link(plan, target, compiled, tdir, cache))
@@ -186,6 +236,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
         if cache is not None:
             cache.trim()
         timer.report()
+        if options.time_trace:
+            timer.write_trace(options.time_trace, plan.output)
         return 0
     finally:
         if slots is not None:
@@ -248,7 +300,7 @@ def _targets(cus, options: LinkOptions) -> list[Target]:
     return [t.for_inputs([cu for cu in cus if cu.payload.target == t.name]) for t in wanted]
 
 
-def _plain(plan: LinkPlan, options: LinkOptions) -> int:
+def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
     """No target code: the link exactly as given (byte-identical output)."""
     if options.dry_run:
         print(runner.show(plan.argv))
@@ -256,25 +308,49 @@ def _plain(plan: LinkPlan, options: LinkOptions) -> int:
     status = runner.pass_through(plan.argv, "linker")
     if status != 0:
         raise ToolError(f"link failed (exit status {status}): {runner.show(plan.argv)}", status)
+    timer.stage("host")
+    if options.time_trace:
+        timer.write_trace(options.time_trace, plan.output)
     return 0
 
 
-def _dry_run(plan, cus, targets, workdir) -> int:
-    from .compile import CompiledCU
+# What --dry-run prints for the work folder a real run makes (under $TMPDIR, a new name each
+# time): the names inside it are the real run's.
+DRY_RUN_WORK = "$OFFLINK_WORK"
 
+
+def _dry_run(plan, cus, targets, options: LinkOptions) -> int:
+    """The commands a real run runs, in order, with the file names it uses: the output's
+    own name, and the work folder's files as $OFFLINK_WORK/NAME (no folder is made)."""
+    from .compile import CompiledCU, object_names
+    from .device import image_path
+
+    launcher = target_launcher(options)
     for target in targets:
         mine = [cu for cu in cus if cu.payload.target == target.name]
-        fake = []
+        tdir = os.path.join(DRY_RUN_WORK, target.name)
+        compiled = []
         for i, cu in enumerate(mine):
-            base = os.path.join(workdir, target.name, f"{i:04d}")
-            src = base + target.source_suffix(cu)
-            print(runner.show(target.compile_argv(cu, src, base + ".o")))
-            fake.append(CompiledCU(cu, target, base + ".o", ()))
-        print(runner.show(target.image_argv(plan, fake, os.path.join(workdir, "image"))))
-    placeholder = os.path.join(workdir, "offlink-table.o")
-    print(runner.show(host_link_argv(plan, plan.output,
-                                     [placeholder, *_host_link_args(plan, targets)])))
+            src, obj = object_names(i, cu, target, tdir)
+            print(_show_dry([*launcher, *target.compile_argv(cu, src, obj)]))
+            compiled.append(CompiledCU(cu, target, obj, ()))
+        print(_show_dry(target.image_argv(plan, compiled, image_path(target, tdir))))
+    placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
+    print(_show_dry(host_link_argv(plan, plan.output,
+                                   [placeholder, *_host_link_args(plan, targets)])))
     return 0
+
+
+def _show_dry(argv: list[str]) -> str:
+    """A command as a shell reads it, with $OFFLINK_WORK left for the shell to expand."""
+    import shlex
+
+    out = []
+    for word in argv:
+        head, sep, rest = word.partition(DRY_RUN_WORK)
+        out.append(shlex.quote(head) + '"$OFFLINK_WORK"' + shlex.quote(rest) if sep and head
+                   else '"$OFFLINK_WORK"' + shlex.quote(rest) if sep else shlex.quote(word))
+    return " ".join(out)
 
 
 def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:

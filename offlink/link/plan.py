@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from ..errors import UsageError
-from ..gccargs import expand_response_files, linker_options, words
+from ..gccargs import expand_with_origins, linker_options, respelled, words
 
 STRIP_ALL = {"-s", "--strip-all"}
 # Words that name a link input, never the compiler driver (`offlink link a.o b.o -o app`).
@@ -39,16 +39,20 @@ class LinkPlan:
     inputs: list[Input]
     lib_dirs: list[str]
     base_args: list[str] = field(default_factory=list)  # args without -o and strip options
+    # base_args as the host link gets them: an @file offlink keeps whole is passed as written
+    host_args: list[str] = field(default_factory=list)
 
 
 def plan_link(argv: list[str]) -> LinkPlan:
-    """Read a driver link command (`gcc ARGS...`); response files are expanded."""
+    """Read a driver link command (`gcc ARGS...`); response files are read (as gcc reads
+    them) to plan, and passed on as written where the link keeps all their words."""
     if not argv:
         raise UsageError("link: missing linker command (offlink link [OPTIONS] LINKER ARGS...)")
     driver = argv[0]
     check_driver(driver, "link")
-    args = expand_response_files(argv[1:])
+    args, origins = expand_with_origins(argv[1:])
     ws = words(args)
+    parts: list[tuple[int, int, list[str]]] = []  # what each word becomes in the host link
     output = "a.out"
     mode = "executable"
     static = False
@@ -126,12 +130,18 @@ def plan_link(argv: list[str]) -> LinkPlan:
                     spelled = ["-Wl," + ",".join(kept)] if opt.startswith("-Wl,") else \
                         ["-Xlinker", kept[0]]
                     base += spelled
+                    parts.append((w.index, w.count, spelled))
+                else:
+                    parts.append((w.index, w.count, []))
         if keep:
             base += spelled
+            parts.append((w.index, w.count, spelled))
+        elif opt in ("-o", "-s"):
+            parts.append((w.index, w.count, []))
     if static:  # gcc applies -static to the whole line, also to -l words before it
         inputs = [replace(i, static=True) for i in inputs]
     return LinkPlan(driver, list(argv), output, mode, static, pie, strip, lto, inputs, lib_dirs,
-                    base)
+                    base, respelled(argv[1:], args, origins, parts))
 
 
 def check_driver(driver: str, command: str) -> None:
@@ -170,7 +180,7 @@ def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list
     """The real link, writing `output`, with offlink's placeholder object added (after
     `-x none` when the command line leaves a -x language in force for later files)."""
     reset = ["-x", "none"] if any(a.startswith("-x") for a in plan.base_args) else []
-    return [plan.driver, *plan.base_args, *reset, *extra_inputs, "-o", output]
+    return [plan.driver, *plan.host_args, *reset, *extra_inputs, "-o", output]
 
 
 def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
