@@ -139,8 +139,11 @@ def link(argv: list[str], options: LinkOptions) -> int:
         # The linker creates the file itself, so its mode is the plain link's (0777 & ~umask),
         # not mkstemp's 0600; the unique name stays reserved for this link in practice.
         os.unlink(staged)
-        extra = [placeholder, *_host_link_args(plan, targets)]
-        host = host_link_argv(plan, staged, extra)
+        from ..registrations import objects as registration_objects
+
+        extra = [placeholder, *registration_objects(plan, images, layout, workdir),
+                 *_host_link_args(plan, targets)]
+        host = _drop_words(host_link_argv(plan, staged, extra), targets)
         registration = None
         from . import gomp_register
 
@@ -246,6 +249,12 @@ def _dry_run(plan, cus, targets, workdir) -> int:
     print(runner.show(host_link_argv(plan, plan.output,
                                      [placeholder, *_host_link_args(plan, targets)])))
     return 0
+
+
+def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
+    """The host link without the driver words a target replaces (e.g. clang's
+    -fopenmp-targets=, which would run clang's own device link)."""
+    return [argv[0], *(w for w in argv[1:] if not any(t.host_link_drops(w) for t in targets))]
 
 
 def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:
