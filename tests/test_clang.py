@@ -64,8 +64,23 @@ def test_offlink_and_clang_links_print_the_same(sample):
 def test_kernels_run_on_the_plugin(sample):
     mine = launches(sample / "build" / "launches.txt")
     theirs = launches(sample / "build" / "launches.clang.txt")
-    assert len(mine) == 9 and mine == theirs
+    assert len(mine) == 14 and mine == theirs
     assert all(k.startswith("__omp_offloading_") for k in mine)
+    # the shared library's own kernel, and the C++ program's (mangled enclosing names)
+    assert sum("counter_bump" in k for k in mine) == 2
+    assert any("_ZN4geom10total_area" in k for k in mine)
+
+
+@needs_clang
+def test_the_library_and_the_cxx_program_have_tables(offlink, sample):
+    lib = json.loads(run([offlink, "inspect", "--json",
+                          sample / "build" / "offlink" / "libcounter.so"]).stdout)["table"]
+    assert {s["name"] for s in lib["symbols"] if s["kind"] == "variable"} == {"counter_base"}
+    cxx = json.loads(run([offlink, "inspect", "--json",
+                          sample / "build" / "clang_openmp_cxx"]).stdout)["table"]
+    names = {s["name"]: s for s in cxx["symbols"]}
+    assert names["_ZN4geom6Circle4unitE"]["kind"] == "variable"
+    assert names["_ZN4geom6Circle4unitE"]["size"] == 8
 
 
 @needs_clang
@@ -108,7 +123,8 @@ def test_relink_is_deterministic_and_cached(offlink, sample, tmp_path):
     outs = []
     for i in range(2):
         out = tmp_path / f"app{i}"
-        proc = run([offlink, "link", "--timings", CLANG, *OFFLOAD, *objs, "-o", out])
+        proc = run([offlink, "link", "--timings", CLANG, *OFFLOAD, *objs,
+                    f"-L{sample / 'build' / 'offlink'}", "-lcounter", "-o", out])
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
     assert "3 from cache" in proc.stderr or "0 compiled" in proc.stderr
@@ -201,3 +217,27 @@ def test_a_dso_and_an_executable_each_register(offlink, tmp_path):
     for binary in ("libk.so", "app"):
         info = json.loads(run([offlink, "inspect", "--json", tmp_path / binary]).stdout)
         assert info["table"]["targets"][0]["name"] == f"openmp-{TRIPLE}"
+
+
+@needs_clang
+def test_archive_members_and_relocatable_links(offlink, sample, tmp_path):
+    """Objects in a static archive (members chosen as ld chooses them) and a `-r` object: the
+    `-r` link keeps the CUs' images apart (clang 19's own -r would link and register the
+    device code there, and again at the final link)."""
+    build = sample / "build"
+    run(["ar", "rcs", tmp_path / "libk.a", build / "vec.o", build / "math.o"])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{build / 'offlink'}:{LLVM_LIB}"}
+    expected = (sample / "expected.txt").read_text().split("total area")[0]
+    run([offlink, "link", CLANG, *OFFLOAD, build / "main.o", tmp_path / "libk.a",
+         f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "from_archive"])
+    assert run([tmp_path / "from_archive"], env=env).stdout == expected
+    run([offlink, "link", CLANG, *OFFLOAD, "-r", build / "vec.o", build / "math.o", "-o",
+         tmp_path / "vm.o"])
+    dump = run(["llvm-objdump-19", "--offloading", tmp_path / "vm.o"]).stdout
+    assert dump.count("triple") == 2
+    assert "__tgt_register_lib" not in run(["nm", tmp_path / "vm.o"]).stdout
+    run([offlink, "link", CLANG, *OFFLOAD, build / "main.o", tmp_path / "vm.o",
+         f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "from_r"])
+    assert run([tmp_path / "from_r"], env=env).stdout == expected
+    info = json.loads(run([offlink, "inspect", "--json", tmp_path / "vm.o"]).stdout)
+    assert [c["target"] for c in info["cus"]] == [f"openmp-{TRIPLE}"] * 2

@@ -32,3 +32,12 @@ def cus_of(elf: ElfFile, origin: str) -> list[CU]:
             reader = importlib.import_module(f"{__name__}.{module}")
             out.extend(reader.cus_of(elf, section, origin))
     return out
+
+
+def relocatable_argv(argv: list[str]) -> list[str]:
+    """A `-r` link line as offlink runs it: without the words that would make a driver link
+    the device code at `-r` time (clang 19 does), so the CUs stay separate for the final
+    link."""
+    from .llvm import without_offload_driver
+
+    return without_offload_driver(argv)

@@ -79,6 +79,7 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     images = parse_binaries(bytes(elf.content(section)), where)
     compiler = producer(elf)
     source = source_name(elf, os.path.basename(origin))
+    offered = tuple(e.name for e in object_entries(elf))  # the host side's rows
     out = []
     for i, img in enumerate(images):
         if img.offload_kind != "openmp":
@@ -91,9 +92,24 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
                               f"LLVM bitcode")
         options = (f"--target={img.triple}", *((f"-march={img.arch}",) if img.arch else ()))
         payload = Payload(TARGET_PREFIX + img.triple, kind, source, compiler, options,
-                          img.image)
+                          img.image, offered)
         out.append(CU(origin if len(images) == 1 else f"{origin}#{i}", payload))
     return out
+
+
+# Driver words that make clang run its own device link and libomptarget registration
+# (clang-linker-wrapper), at a final link and, since clang 19, at `-r` too.
+DRIVER_OFFLOAD_WORDS = ("-fopenmp-targets=", "--offload-arch=", "-foffload-lto",
+                        "-fno-offload-lto", "--offload-new-driver")
+
+
+def without_offload_driver(argv: list[str]) -> list[str]:
+    """A clang link line without the words that start clang's own offload link, so `-r`
+    concatenates the CUs' `.llvm.offloading` and entries as `ld -r` does (offlink links the
+    device code when the program is linked)."""
+    if "clang" not in os.path.basename(argv[0]):
+        return argv
+    return [argv[0], *(w for w in argv[1:] if not w.startswith(DRIVER_OFFLOAD_WORDS))]
 
 
 def _string_at(elf: ElfFile, shndx: int, offset: int, where: str) -> str:

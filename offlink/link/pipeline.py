@@ -68,8 +68,12 @@ def link(argv: list[str], options: LinkOptions) -> int:
     timer.stage("plan")
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
-        # later offlink link reads CU by CU.
-        return _plain(plan, options)
+        # later offlink link reads CU by CU (no driver may link the device code here).
+        from dataclasses import replace
+
+        from ..dialects import relocatable_argv
+
+        return _plain(replace(plan, argv=relocatable_argv(plan.argv)), options)
     from .extract import extract
 
     cus = extract(plan, options.offload_options)

@@ -72,11 +72,25 @@ class OpenMPTarget(Target):
         return tuple(out[n] for n in sorted(out))
 
     def image_argv(self, plan, compiled, output):
+        """As clang-linker-wrapper links a CPU image: the host link's shared and system
+        libraries (not the user's static archives: their CUs are in), libomp, and the C++
+        driver when the program is C++."""
+        from ..link.plan import find_library
+
         lib = llvm_lib_dir(self.compiler)
-        return [self.compiler, f"--target={self.triple}", "-O2", "-Wl,--no-undefined",
+        driver = self.compiler
+        if "++" in os.path.basename(plan.driver):
+            driver = driver.replace("clang", "clang++", 1)
+        libs = []
+        for inp in plan.inputs:
+            if inp.kind == "library":
+                found = find_library(inp.path, plan, inp.static)
+                if found is None or found.endswith(".so"):
+                    libs.append("-l" + inp.path)
+        return [driver, f"--target={self.triple}", "-O2", "-Wl,--no-undefined",
                 *(c.object_path for c in compiled), "-Wl,-Bsymbolic", "-shared",
-                "-Wl,--hash-style=gnu", "-Wl,--build-id=none", f"-L{lib}", "-lomp",
-                "-o", output]
+                "-Wl,--hash-style=gnu", "-Wl,--build-id=none",
+                *("-L" + d for d in plan.lib_dirs), f"-L{lib}", *libs, "-lomp", "-o", output]
 
     def exports(self, image, path):
         return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}
@@ -86,8 +100,9 @@ class OpenMPTarget(Target):
 
     def host_link_drops(self, word: str) -> bool:
         """Driver words that would make clang run its own device link and registration."""
-        return word.startswith(("-fopenmp-targets=", "--offload-arch=", "-foffload-lto",
-                                "-fno-offload-lto", "--offload-new-driver"))
+        from ..dialects.llvm import DRIVER_OFFLOAD_WORDS
+
+        return word.startswith(DRIVER_OFFLOAD_WORDS)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include "common.h"
 
+int counter_bump(int by); /* libcounter.so */
+
 int main(void) {
   static double x[N], y[N];
   for (int i = 0; i < N; i++) {
@@ -32,6 +34,8 @@ int main(void) {
   printf("device calls counter: %d\n", calls);
   printf("indirect add_one(41): %d\n", call_through(add_one, 41));
   printf("host-only pointer host_only(41): %d\n", call_through(host_only, 41));
+  int first = counter_bump(1);
+  printf("library counter: %d %d\n", first, counter_bump(10));
   printf("devices: %d\n", omp_get_num_devices() > 0);
   return 0;
 }
