@@ -241,3 +241,12 @@ def test_archive_members_and_relocatable_links(offlink, sample, tmp_path):
     assert run([tmp_path / "from_r"], env=env).stdout == expected
     info = json.loads(run([offlink, "inspect", "--json", tmp_path / "vm.o"]).stdout)
     assert [c["target"] for c in info["cus"]] == [f"openmp-{TRIPLE}"] * 2
+
+
+def test_clangs_rpath_takes_a_folder():
+    """clang's `-rpath DIR` (used by LLVM's offload tests): DIR is no input file."""
+    from offlink.link.plan import plan_link
+
+    plan = plan_link([CLANG, "-rpath", "/opt/lib", "a.o", "-o", "app"])
+    assert [i.path for i in plan.inputs] == ["a.o"]
+    assert plan.output == "app"

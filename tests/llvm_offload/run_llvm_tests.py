@@ -48,7 +48,8 @@ while [ $# -gt 0 ]; do
     -o) out="$2"; shift 2; continue;;
     -c) compile_only=1;;
     *.c|*.cpp|*.cc) srcs+=("$1"); args+=("$(basename "$1").o"); shift; continue;;
-    *.o|*.a|*.so|-l*) args+=("$1"); shift; continue;;
+    -l|-L|-rpath) args+=("$1" "$2"); shift 2; continue;;
+    *.o|*.a|*.so|-l*|-L*) args+=("$1"); shift; continue;;
   esac
   args+=("$1"); flags+=("$1"); shift
 done
@@ -83,6 +84,7 @@ def substitute(line: str, src: str, tmp: str, cc: str) -> str:
             line = line.replace(f"{name}-run-and-check-generic",
                                 f"{compile_(lang, flag)} && {tmp} | "
                                 f"{LLVM_BIN}/FileCheck {shlex.quote(src)}")
+            line = line.replace(f"{name}-and-run-generic", f"{compile_(lang, flag)} && {tmp}")
             line = line.replace(f"{name}-generic", compile_(lang, flag))
     line = line.replace("%libomptarget-run-fail-generic", f"{LLVM_BIN}/not --crash {tmp}")
     line = line.replace("%libomptarget-run-generic", tmp)
