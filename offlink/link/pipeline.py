@@ -145,7 +145,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         os.unlink(staged)
         from ..registrations import objects as registration_objects
 
-        extra = [placeholder, *registration_objects(plan, images, layout, workdir),
+        extra = [placeholder, *registration_objects(plan, images, layout, workdir, cache),
                  *_host_link_args(plan, targets)]
         host = _drop_words(host_link_argv(plan, staged, extra), targets)
         registration = None

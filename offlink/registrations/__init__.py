@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..formats.table import Layout
+    from ..link.cache import Cache
     from ..link.device import Image
     from ..link.plan import LinkPlan
 
 
-def objects(plan: LinkPlan, images: list[Image], layout: Layout, workdir: str) -> list[str]:
+def objects(plan: LinkPlan, images: list[Image], layout: Layout, workdir: str,
+            cache: Cache | None = None) -> list[str]:
     """One object per registration the images' targets ask for (none for most targets)."""
     groups: dict[str, list[int]] = {}
     for i, img in enumerate(images):
@@ -28,5 +30,5 @@ def objects(plan: LinkPlan, images: list[Image], layout: Layout, workdir: str) -
     for name, indexes in groups.items():
         module = importlib.import_module(f"{__name__}.{name}")
         out.append(module.build(plan, [images[i] for i in indexes],
-                                [layout.image_offsets[i] for i in indexes], workdir))
+                                [layout.image_offsets[i] for i in indexes], workdir, cache))
     return out

@@ -86,13 +86,30 @@ def c_compiler(driver: str) -> str:
     return "cc"
 
 
-def build(plan, images, offsets: list[int], workdir: str) -> str:
-    """Write and compile the registration; the object's path."""
+def build(plan, images, offsets: list[int], workdir: str, cache=None) -> str:
+    """Write and compile the registration (or take the object from the cache: it depends
+    only on the C text and the compiler); the object's path."""
     text = c_source([(off, len(img.data)) for off, img in zip(offsets, images)])
     with open(os.path.join(workdir, SOURCE), "w", encoding="ascii") as f:
         f.write(text)
     obj = SOURCE[:-2] + ".o"
+    path = os.path.join(workdir, obj)
+    argv = [c_compiler(plan.driver), "-c", "-O2", "-fPIC", "-fno-lto", "-w", SOURCE, "-o", obj]
+    key = None
+    if cache is not None:
+        import hashlib
+
+        ident = cache.tool_identity(argv[0]) or argv[0]
+        key = hashlib.sha256("\0".join(["omptarget-registration", ident, *argv, text])
+                             .encode()).hexdigest()
+        hit = cache.get(key)
+        if hit is not None:
+            with open(path, "wb") as f:
+                f.write(hit.data)
+            return path
     # Relative names, in the work folder: nothing of its path reaches the object.
-    runner.run([c_compiler(plan.driver), "-c", "-O2", "-fPIC", "-fno-lto", "-w", SOURCE,
-                "-o", obj], "compiling the libomptarget registration", cwd=workdir)
-    return os.path.join(workdir, obj)
+    runner.run(argv, "compiling the libomptarget registration", cwd=workdir)
+    if cache is not None and key is not None:
+        with open(path, "rb") as f:
+            cache.put(key, {}, f.read())
+    return path
