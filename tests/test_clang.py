@@ -250,3 +250,49 @@ def test_clangs_rpath_takes_a_folder():
     plan = plan_link([CLANG, "-rpath", "/opt/lib", "a.o", "-o", "app"])
     assert [i.path for i in plan.inputs] == ["a.o"]
     assert plan.output == "app"
+
+
+NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
+         "--cuda-path=/usr/local/cuda"]
+needs_cuda = pytest.mark.skipif(not Path("/usr/local/cuda/bin/ptxas").exists(),
+                                reason="CUDA's ptxas is needed to compile for sm_80")
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_objects_are_read_and_their_link_refused_clearly(offlink, tmp_path):
+    """sm_80 objects (compile only: no GPU here): inspect shows triple, arch and entries; a
+    link says in one line that nvptx64 images are not linked yet, and leaves no output."""
+    (tmp_path / "k.c").write_text(
+        "#pragma omp declare target\nint gv = 3;\n#pragma omp end declare target\n"
+        "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = gv;\n"
+        "return r != 3; }\n")
+    env = {**os.environ, "PATH": f"{os.environ['PATH']}:/usr/local/cuda/bin"}
+    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"], env=env)
+    info = json.loads(run([offlink, "inspect", "--json", tmp_path / "k.o"]).stdout)
+    (cu,) = info["cus"]
+    assert cu["target"] == "openmp-nvptx64-nvidia-cuda"
+    assert cu["options"] == ["--target=nvptx64-nvidia-cuda", "-march=sm_80"]
+    assert "gv" in cu["offered"] and any(n.endswith("_main_l5") for n in cu["offered"])
+    proc = run([offlink, "link", CLANG, *NVPTX, tmp_path / "k.o", "-o", tmp_path / "app"],
+               env=env, check=False)
+    assert proc.returncode == 1 and not (tmp_path / "app").exists()
+    assert proc.stderr.strip().splitlines() == [
+        "offlink: error: target openmp-nvptx64-nvidia-cuda: offlink links clang's OpenMP "
+        "images for CPU targets (x86_64, aarch64) only so far"]
+
+
+@needs_clang
+def test_a_corrupt_offload_binary_is_one_line_and_nothing_is_written(offlink, sample, tmp_path):
+    obj = bytearray((sample / "build" / "math.o").read_bytes())
+    section = ElfFile(bytes(obj), "math.o").section(SECTION)
+    obj[section.sh_offset] ^= 0xFF  # the magic
+    (tmp_path / "bad.o").write_bytes(bytes(obj))
+    (tmp_path / "app").write_text("previous output\n")
+    proc = run([offlink, "link", CLANG, *OFFLOAD, tmp_path / "bad.o", "-o", tmp_path / "app"],
+               check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"offlink: error: {tmp_path / 'bad.o'}: section {SECTION}: not an OffloadBinary at "
+        f"0x0 (bad magic)"]
+    assert (tmp_path / "app").read_text() == "previous output\n"
