@@ -296,3 +296,18 @@ def test_a_corrupt_offload_binary_is_one_line_and_nothing_is_written(offlink, sa
         f"offlink: error: {tmp_path / 'bad.o'}: section {SECTION}: not an OffloadBinary at "
         f"0x0 (bad magic)"]
     assert (tmp_path / "app").read_text() == "previous output\n"
+
+
+@needs_clang
+def test_extract_writes_the_registered_image(offlink, sample, tmp_path):
+    """`offlink extract` gives the very image libomptarget loads: a shared object defining
+    every kernel the plugin launched."""
+    binary = sample / "build" / "clang_openmp"
+    run([offlink, "extract", binary, "--target", f"openmp-{TRIPLE}", "--output",
+         tmp_path / "image.so"])
+    image = ElfFile.open(tmp_path / "image.so")
+    assert image.e_type == 3  # ET_DYN
+    exported = {s.name for s in image.symbols(dynamic=True) if s.defined}
+    launched = set(launches(sample / "build" / "launches.txt"))
+    ours = {k for k in launched if "counter_bump" not in k and "_ZN4geom" not in k}
+    assert ours and ours <= exported
