@@ -81,7 +81,7 @@ def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
                     raise FormatError(f"{where}: payload is for target {p.target}")
                 label = origin if len(records) == 1 else f"{origin}#{i}"
                 out.append(CU(label, p))
-    from .. import dialects  # other toolchains' offload objects (LLVM's)
+    from .. import dialects  # other toolchains' offload objects (offlink/dialects/)
 
     if dialects.is_fat(obj):
         out.extend(dialects.cus_of(obj, origin))

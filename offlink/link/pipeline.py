@@ -256,8 +256,8 @@ def _dry_run(plan, cus, targets, workdir) -> int:
 
 
 def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
-    """The host link without the driver words a target replaces (e.g. clang's
-    -fopenmp-targets=, which would run clang's own device link)."""
+    """The host link without the driver words a target replaces (words that would make the
+    driver run its own device link and registration as well)."""
     return [argv[0], *(w for w in argv[1:] if not any(t.host_link_drops(w) for t in targets))]
 
 
