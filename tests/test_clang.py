@@ -313,3 +313,19 @@ def test_extract_writes_the_registered_image(offlink, sample, tmp_path):
     assert len(rows) > 5 and rows <= exported
     launched = set(launches(sample / "build" / "launches.txt"))
     assert {k for k in launched if "saxpy" in k or "dot" in k} <= exported
+
+
+@needs_clang
+def test_indirect_hit_and_miss_in_the_table(sample):
+    """A `declare target indirect` function's host address is a row (a hit: translated by
+    name); a host-only function's is none (a miss: the pointer stays as it is, seed 000)."""
+    from offlink.table import Table
+
+    binary = sample / "build" / "clang_openmp"
+    table = Table.open(binary)
+    host = {s.name: s.st_value for s in ElfFile.open(binary).symbols() if s.defined}
+    hit = table.find(host["add_one"])
+    assert hit is not None and hit.kind == "indirect-function"
+    assert re.search(r"_add_one_l\d+$", hit.name)
+    assert table.find(host["host_only"]) is None
+    assert (sample / "expected.txt").read_text().count("(41): ") == 2  # both calls ran
