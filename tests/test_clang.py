@@ -329,3 +329,21 @@ def test_indirect_hit_and_miss_in_the_table(sample):
     assert re.search(r"_add_one_l\d+$", hit.name)
     assert table.find(host["host_only"]) is None
     assert (sample / "expected.txt").read_text().count("(41): ") == 2  # both calls ran
+
+
+@needs_clang
+@pytest.mark.parametrize("variant", ["-Wl,--gc-sections", "-s", "-no-pie"])
+def test_link_variants_run_on_the_plugin(offlink, sample, tmp_path, variant):
+    build = sample / "build"
+    objs = [build / f"{n}.o" for n in ("main", "vec", "math")]
+    run([offlink, "link", CLANG, *OFFLOAD, variant, *objs, f"-L{build / 'offlink'}",
+         "-lcounter", "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{build / 'offlink'}:{LLVM_LIB}",
+           "LIBOMPTARGET_INFO": "16"}
+    proc = run([tmp_path / "app"], env=env)
+    assert proc.stdout == (sample / "expected.txt").read_text().split("total area")[0]
+    assert len(launches_of(proc.stderr)) == 11
+
+
+def launches_of(text: str) -> list[str]:
+    return re.findall(r"Launching kernel (\S+)", text)
