@@ -148,10 +148,13 @@ def main() -> None:
         sys.exit("needs clang-19 and libomp-19-dev")
     offlink = shlex.split(args.offlink)
     os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
-    cols = [(m, int(c)) for m in args.modes.split(",") for c in args.cus.split(",")]
+    cols = [(m, int(c)) for c in args.cus.split(",") for m in args.modes.split(",")]
+    results = {}
     with tempfile.TemporaryDirectory(prefix="offlink-bench-clang-") as tmp:
-        results = {col: bench(col[1], col[0], args.repeat, offlink, Path(tmp))
-                   for col in cols}
+        for col in cols:  # each column as soon as it is measured (the 300s take long)
+            results[col] = bench(col[1], col[0], args.repeat, offlink, Path(tmp))
+            print(f"{col[0]} {col[1]} CUs: " + "; ".join(
+                f"{r} {w:.3f} ({c:.3f})" for r, (w, c) in results[col].items()), flush=True)
     print(f"median of {args.repeat} runs, seconds: wall (CPU of all processes); "
           f"{os.cpu_count()} CPUs, {FUNCS} declare target functions per CU")
     print("| link | " + " | ".join(f"{m} {n} CUs" for m, n in cols) + " |")
