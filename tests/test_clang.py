@@ -347,3 +347,13 @@ def test_link_variants_run_on_the_plugin(offlink, sample, tmp_path, variant):
 
 def launches_of(text: str) -> list[str]:
     return re.findall(r"Launching kernel (\S+)", text)
+
+
+@needs_clang
+def test_dry_run_shows_the_host_link_offlink_runs(offlink, sample):
+    build = sample / "build"
+    proc = run([offlink, "link", "--dry-run", CLANG, *OFFLOAD, build / "vec.o",
+                build / "math.o", build / "main.o", "-o", build / "never"])
+    host = proc.stdout.strip().splitlines()[-1]
+    assert "-fopenmp-targets=" not in host and "-lomptarget" in host
+    assert "offlink-omptarget-register.o" in host and not (build / "never").exists()

@@ -250,8 +250,11 @@ def _dry_run(plan, cus, targets, workdir) -> int:
             fake.append(CompiledCU(cu, target, base + ".o", ()))
         print(runner.show(target.image_argv(plan, fake, os.path.join(workdir, "image"))))
     placeholder = os.path.join(workdir, "offlink-table.o")
-    print(runner.show(host_link_argv(plan, plan.output,
-                                     [placeholder, *_host_link_args(plan, targets)])))
+    registrations = [os.path.join(workdir, f"offlink-{r}-register.o")
+                     for r in dict.fromkeys(t.registration for t in targets if t.registration)]
+    print(runner.show(_drop_words(host_link_argv(
+        plan, plan.output, [placeholder, *registrations, *_host_link_args(plan, targets)]),
+        targets)))
     return 0
 
 
