@@ -127,7 +127,7 @@ def test_relink_is_deterministic_and_cached(offlink, sample, tmp_path):
                     f"-L{sample / 'build' / 'offlink'}", "-lcounter", "-o", out])
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
-    assert "3 from cache" in proc.stderr or "0 compiled" in proc.stderr
+    assert "image from cache" in proc.stderr  # the CUs' objects are used as they are
 
 
 @needs_clang

@@ -76,7 +76,8 @@ class Target:
         return self
 
     def compile_argv(self, cu: CU, source: str, output: str) -> list[str]:
-        """The link-time compile of one CU's captured code."""
+        """The link-time compile of one CU's captured code; [] when the code is the target
+        object already (nothing is run)."""
         raise NotImplementedError
 
     def source_suffix(self, cu: CU) -> str:

@@ -57,7 +57,7 @@ class OpenMPTarget(Target):
     def compile_argv(self, cu, source, output):
         p = cu.payload
         if p.code_kind == "object":
-            return ["cp", source, output]  # clang compiled it already (no device LTO)
+            return []  # clang compiled it already (no device LTO): the code is the object
         return [p.compiler, "-c", "-O2", "-fPIC", *p.options, "-x", "ir", source, "-o",
                 output]
 
