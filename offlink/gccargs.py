@@ -17,6 +17,7 @@ SEPARATE = {
     "-MQ", "-L", "-l", "-T", "-u", "-e", "-z", "-Xlinker", "-Xpreprocessor", "-Xassembler",
     "-aux-info", "--param", "-A", "-B", "-G", "-dumpbase", "-dumpdir", "-dumpbase-ext",
     "--sysroot", "-specs", "-wrapper", "-plugin", "-Xclang", "-target", "-arch",
+    "-rpath",  # clang (Separate<["-"], "rpath">): the value is a folder, not an input
 }
 # The subset whose attached forms start with the option (-DX, -I/dir, -lm, -L/dir, -ofile).
 ATTACHED = ("-MF", "-MT", "-MQ", "-o", "-D", "-U", "-I", "-L", "-l", "-x", "-B", "-A", "-T",

@@ -81,6 +81,10 @@ def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
                     raise FormatError(f"{where}: payload is for target {p.target}")
                 label = origin if len(records) == 1 else f"{origin}#{i}"
                 out.append(CU(label, p))
+    from .. import dialects  # other toolchains' offload objects (offlink/dialects/)
+
+    if dialects.is_fat(obj):
+        out.extend(dialects.cus_of(obj, origin))
     return out
 
 
@@ -175,7 +179,10 @@ def _object(data, name: str) -> ElfFile | None:
 
 
 def _fat(elf: ElfFile) -> bool:
-    return any(s.name.startswith((SECTION_PREFIX, GCC_OFFLOAD_PREFIX)) for s in elf.sections)
+    from .. import dialects
+
+    return (any(s.name.startswith((SECTION_PREFIX, GCC_OFFLOAD_PREFIX)) for s in elf.sections)
+            or dialects.is_fat(elf))
 
 
 def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:

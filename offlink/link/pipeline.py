@@ -116,8 +116,12 @@ def link(argv: list[str], options: LinkOptions) -> int:
     timer.stage("plan")
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
-        # later offlink link reads CU by CU.
-        return _plain(plan, options, timer)
+        # later offlink link reads CU by CU (no driver may link the device code here).
+        from dataclasses import replace
+
+        from ..dialects import relocatable_argv
+
+        return _plain(replace(plan, argv=relocatable_argv(plan.argv)), options, timer)
     from .extract import extract
 
     cus = extract(plan, options.offload_options)
@@ -188,8 +192,11 @@ def link(argv: list[str], options: LinkOptions) -> int:
         slot = OutputSlot(plan.output)
         os.mkdir(os.path.join(workdir, "out"))
         staged = os.path.join(workdir, "out", os.path.basename(plan.output))
-        extra = [placeholder, *_host_link_args(plan, targets)]
-        host = host_link_argv(plan, staged, extra)
+        from ..registrations import objects as registration_objects
+
+        extra = [placeholder, *registration_objects(plan, images, layout, workdir, cache),
+                 *_host_link_args(plan, targets)]
+        host = _drop_words(host_link_argv(plan, staged, extra), targets)
         registration = None
         from . import gomp_register
 
@@ -332,12 +339,17 @@ def _dry_run(plan, cus, targets, options: LinkOptions) -> int:
         compiled = []
         for i, cu in enumerate(mine):
             src, obj = object_names(i, cu, target, tdir)
-            print(_show_dry([*launcher, *target.compile_argv(cu, src, obj)]))
+            argv = target.compile_argv(cu, src, obj)
+            if argv:  # [] : the code is the object already
+                print(_show_dry([*launcher, *argv]))
             compiled.append(CompiledCU(cu, target, obj, ()))
         print(_show_dry(target.image_argv(plan, compiled, image_path(target, tdir))))
     placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
-    print(_show_dry(host_link_argv(plan, plan.output,
-                                   [placeholder, *_host_link_args(plan, targets)])))
+    registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
+                     for r in dict.fromkeys(t.registration for t in targets if t.registration)]
+    print(_show_dry(_drop_words(host_link_argv(
+        plan, plan.output, [placeholder, *registrations, *_host_link_args(plan, targets)]),
+        targets)))
     return 0
 
 
@@ -351,6 +363,12 @@ def _show_dry(argv: list[str]) -> str:
         out.append(shlex.quote(head) + '"$OFFLINK_WORK"' + shlex.quote(rest) if sep and head
                    else '"$OFFLINK_WORK"' + shlex.quote(rest) if sep else shlex.quote(word))
     return " ".join(out)
+
+
+def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
+    """The host link without the driver words a target replaces (words that would make the
+    driver run its own device link and registration as well)."""
+    return [argv[0], *(w for w in argv[1:] if not any(t.host_link_drops(w) for t in targets))]
 
 
 def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:

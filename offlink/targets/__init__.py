@@ -83,7 +83,8 @@ class Target:
         return self
 
     def compile_argv(self, cu: CU, source: str, output: str) -> list[str]:
-        """The link-time compile of one CU's captured code."""
+        """The link-time compile of one CU's captured code; [] when the code is the target
+        object already (nothing is run)."""
         raise NotImplementedError
 
     def source_suffix(self, cu: CU) -> str:
@@ -110,6 +111,14 @@ class Target:
         """Words the host link needs added at its end (none by default)."""
         return []
 
+    def host_link_drops(self, word: str) -> bool:
+        """Whether the host link must go without this word of the link line (none by
+        default)."""
+        return False
+
+    # The runtime registration module (offlink/registrations/) the images need, if any.
+    registration: str = ""
+
     # Why a static executable cannot use this target's image, or "" when it can.
     static_link_problem: str = ""
 
@@ -135,6 +144,10 @@ def _target(canonical: str) -> Target | None:
         from .host import HostTarget
 
         return HostTarget(canonical)
+    if canonical.startswith("openmp-"):  # clang's OpenMP offload objects (dialects/llvm.py)
+        from .openmp import OpenMPTarget
+
+        return OpenMPTarget(canonical)
     if canonical not in _TARGETS:
         return None
     module, cls = _TARGETS[canonical]

@@ -1,0 +1,168 @@
+"""Link time of clang OpenMP offload programs: offlink vs clang's own link.
+
+For a program of N CUs (each with FUNCS `declare target` functions with loops and math calls,
+a `declare target` global and a target region calling them all), the objects are compiled
+once; then each way of linking is timed (median of --repeat runs, round-robin):
+
+  clang own              clang-19 -fopenmp -fopenmp-targets=T ... (clang-linker-wrapper)
+  clang own, 1 CU changed  the same after cu0.c changed (its object recompiled, not timed)
+  offlink cold           offlink link with an empty compile cache
+  offlink 1 CU changed   after cu0.c changed; the other CUs' device objects from the cache
+  offlink nothing changed  the same objects again
+  host only              clang-19 -fopenmp ... (no offload target: the floor)
+
+Modes: `elf` (clang's default for x86_64: each CU's device code is an object, clang's link
+only links them) and `lto` (-foffload-lto: bitcode, which clang's link compiles as one
+whole-program LTO on every link and offlink compiles per CU). Times are wall seconds and, in
+parentheses, the CPU seconds of all processes of the link. Both programs' output is compared.
+
+Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CLANG = "clang-19"
+TRIPLE = "x86_64-pc-linux-gnu"
+OFFLOAD = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
+LLVM_LIB = "/usr/lib/llvm-19/lib"
+FUNCS = 24
+ROWS = ("clang own", "clang own, 1 CU changed", "offlink cold", "offlink 1 CU changed",
+        "offlink nothing changed", "host only")
+
+
+def cu_source(k: int, bump: int) -> str:
+    fs = []
+    for j in range(FUNCS):
+        fs.append(f"""double f{k}_{j}(double x, int n) {{
+  double s = {j}.0 + {bump};
+  for (int i = 0; i < n; i++)
+    s += sin(x * i + {j}) * exp(-x * {j % 5 + 1}) + sqrt(fabs(s) + {k % 7});
+  return s / (n + 1);
+}}
+""")
+    calls = " + ".join(f"f{k}_{j}(x, {j % 8 + 4})" for j in range(FUNCS))
+    return f"""#include <math.h>
+#pragma omp declare target
+double g_{k} = {k}.5;
+{''.join(fs)}#pragma omp end declare target
+
+double work_{k}(double x) {{
+  double r = 0.0;
+#pragma omp target map(tofrom: r) firstprivate(x)
+  r = g_{k} + {calls};
+  return r;
+}}
+"""
+
+
+def write_program(d: Path, n: int) -> list[str]:
+    decls = "".join(f"double work_{k}(double);\n" for k in range(n))
+    calls = "".join(f"  sum += work_{k}(0.{k % 9 + 1});\n" for k in range(n))
+    (d / "main.c").write_text(f"#include <stdio.h>\n{decls}int main(void) {{\n"
+                              f"  double sum = 0;\n{calls}  printf(\"%.6f\\n\", sum);\n"
+                              f"  return 0;\n}}\n")
+    for k in range(n):
+        (d / f"cu{k}.c").write_text(cu_source(k, 0))
+    return ["main.c", *(f"cu{k}.c" for k in range(n))]
+
+
+def sh(argv, cwd, env=None) -> str:
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"failed: {shlex.join(map(str, argv))}\n{proc.stdout}{proc.stderr}")
+    return proc.stdout
+
+
+def timed(argv, cwd, env=None) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    sh(argv, cwd, env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def bench(n: int, mode: str, repeat: int, offlink: list[str], work: Path):
+    d = work / f"{mode}-{n}"
+    d.mkdir()
+    cflags = ["-O2", *OFFLOAD, *(["-foffload-lto"] if mode == "lto" else [])]
+    lflags = [*OFFLOAD, *(["-foffload-lto"] if mode == "lto" else [])]
+    sources = write_program(d, n)
+    objs = []
+    for src in sources:
+        objs.append(src[:-2] + ".o")
+    # compile in parallel: not timed
+    procs = [subprocess.Popen([CLANG, *cflags, "-c", s, "-o", o], cwd=d)
+             for s, o in zip(sources, objs)]
+    if any(p.wait() for p in procs):
+        sys.exit("compile failed")
+    clang_link = [CLANG, *lflags, *objs, "-lm", "-o", "prog.clang"]
+    host_link = [CLANG, "-fopenmp", *objs, "-lm", f"-L{LLVM_LIB}", "-lomptarget", "-o",
+                 "prog.host"]
+    ofl_link = [*offlink, "link", CLANG, *lflags, *objs, "-lm", "-o", "prog.offlink"]
+    env = dict(os.environ)
+    warm = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{mode}-{n}"))
+    sh(ofl_link, d, warm)
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in ROWS}
+    for i in range(repeat):
+        times["host only"].append(timed(host_link, d))
+        times["clang own"].append(timed(clang_link, d))
+        cold = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-cold-{mode}-{n}-{i}"))
+        times["offlink cold"].append(timed(ofl_link, d, cold))
+        shutil.rmtree(work / f"cache-cold-{mode}-{n}-{i}", ignore_errors=True)
+        times["offlink nothing changed"].append(timed(ofl_link, d, warm))
+        (d / "cu0.c").write_text(cu_source(0, i + 1))
+        sh([CLANG, *cflags, "-c", "cu0.c", "-o", "cu0.o"], d)
+        times["clang own, 1 CU changed"].append(timed(clang_link, d))
+        times["offlink 1 CU changed"].append(timed(ofl_link, d, warm))
+    run_env = dict(env, LD_LIBRARY_PATH=LLVM_LIB)
+    out = sh(["./prog.offlink"], d, run_env)
+    ref = sh(["./prog.clang"], d, run_env)
+    if out != ref:
+        sys.exit(f"{mode} {n} CUs: the programs disagree: offlink {out!r}, clang {ref!r}")
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+            for k, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cus", default="30,300")
+    ap.add_argument("--modes", default="elf,lto")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--offlink", default=f"{sys.executable} -m offlink")
+    args = ap.parse_args()
+    if not shutil.which(CLANG):
+        sys.exit("needs clang-19 and libomp-19-dev")
+    offlink = shlex.split(args.offlink)
+    os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
+    cols = [(m, int(c)) for c in args.cus.split(",") for m in args.modes.split(",")]
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="offlink-bench-clang-") as tmp:
+        for col in cols:  # each column as soon as it is measured (the 300s take long)
+            results[col] = bench(col[1], col[0], args.repeat, offlink, Path(tmp))
+            print(f"{col[0]} {col[1]} CUs: " + "; ".join(
+                f"{r} {w:.3f} ({c:.3f})" for r, (w, c) in results[col].items()), flush=True)
+    print(f"median of {args.repeat} runs, seconds: wall (CPU of all processes); "
+          f"{os.cpu_count()} CPUs, {FUNCS} declare target functions per CU")
+    print("| link | " + " | ".join(f"{m} {n} CUs" for m, n in cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for r in ROWS:
+        print(f"| {r} | " + " | ".join(f"{results[c][r][0]:.3f} ({results[c][r][1]:.3f})"
+                                       for c in cols) + " |")
+
+
+if __name__ == "__main__":
+    main()

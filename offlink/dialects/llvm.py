@@ -1,0 +1,211 @@
+"""LLVM's offload objects (`clang -fopenmp -fopenmp-targets=T -c`, clang 17-19): reading the
+dialect.
+
+Such an object carries its device code in `.llvm.offloading` (OffloadBinary: per image a
+triple, an arch, a kind of code, a producer) and its host side in `omp_offloading_entries`
+(`__tgt_offload_entry` rows, seed 001: address, name, size, flags). The device code has the
+same rows by name. Each image becomes one CU for target `openmp-<triple>` (targets/openmp.py
+compiles and links it); the rows' names are what the CU offers. Plain data in, plain data
+out.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+
+from ..elf import STT_FILE, STT_SECTION, ElfFile, Section
+from ..errors import FormatError
+from ..formats.offload_binary import (
+    ENTRIES_SECTION,
+    ENTRY_INDIRECT,
+    ENTRY_LINK,
+    OFFLOAD_ENTRY,
+    parse_binaries,
+)
+
+TARGET_PREFIX = "openmp-"
+_RELA = struct.Struct("<QQq")
+SHT_RELA = 4
+# The payload's code kind for an OffloadBinary image kind.
+CODE_KINDS = {"elf": "object", "bc": "llvm-bc"}
+
+
+@dataclass(frozen=True)
+class OffloadEntry:
+    """One `__tgt_offload_entry` row with its name resolved."""
+
+    name: str
+    size: int
+    flags: int
+    symbol: str = ""  # the host symbol its address relocation names (objects only)
+
+    @property
+    def kind(self) -> str:
+        """The table's kind for this row."""
+        if self.flags & ENTRY_INDIRECT:
+            return "indirect-function"
+        if self.flags & ENTRY_LINK:
+            return "link-variable"
+        return "variable" if self.size else "function"  # size 0: a kernel (target region)
+
+
+def producer(elf: ElfFile) -> str:
+    """The clang that made an object, from its `.comment` ("... clang version 19.1.7 ...")
+    as a command name (`clang-19`), or `clang` when it does not say."""
+    section = elf.section(".comment")
+    text = bytes(elf.content(section)).decode("utf-8", "replace") if section else ""
+    for word in text.replace("\0", " ").split("clang version ")[1:]:
+        major = word.split(".")[0]
+        if major.isdigit():
+            return f"clang-{major}"
+    return "clang"
+
+
+def source_name(elf: ElfFile, fallback: str) -> str:
+    for s in elf.symbols():
+        if s.st_type == STT_FILE and s.name:
+            return s.name
+    return fallback
+
+
+def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
+    """One CU per OpenMP image in the object's `.llvm.offloading` section."""
+    from ..formats.payload import Payload
+    from ..link.extract import CU
+
+    where = f"{origin}: section {section.name}"
+    images = parse_binaries(bytes(elf.content(section)), where)
+    compiler = producer(elf)
+    source = source_name(elf, os.path.basename(origin))
+    offered = tuple(e.name for e in object_entries(elf))  # the host side's rows
+    out = []
+    for i, img in enumerate(images):
+        if img.offload_kind != "openmp":
+            raise FormatError(f"{where}: a {img.offload_kind} image ({img.triple}); offlink "
+                              f"reads clang's OpenMP offload images only")
+        kind = CODE_KINDS.get(img.image_kind)
+        if kind is None or not img.triple:
+            raise FormatError(f"{where}: image {i} is {img.image_kind!r} for "
+                              f"{img.triple or 'no triple'}; offlink reads ELF objects and "
+                              f"LLVM bitcode")
+        options = (f"--target={img.triple}", *((f"-march={img.arch}",) if img.arch else ()))
+        payload = Payload(TARGET_PREFIX + img.triple, kind, source, compiler, options,
+                          img.image, offered)
+        out.append(CU(origin if len(images) == 1 else f"{origin}#{i}", payload))
+    return out
+
+
+# Driver words that make clang run its own device link and libomptarget registration
+# (clang-linker-wrapper), at a final link and, since clang 19, at `-r` too.
+DRIVER_OFFLOAD_WORDS = ("-fopenmp-targets=", "--offload-arch=", "-foffload-lto",
+                        "-fno-offload-lto", "--offload-new-driver")
+
+
+def without_offload_driver(argv: list[str]) -> list[str]:
+    """A clang link line without the words that start clang's own offload link, so `-r`
+    concatenates the CUs' `.llvm.offloading` and entries as `ld -r` does (offlink links the
+    device code when the program is linked)."""
+    if "clang" not in os.path.basename(argv[0]):
+        return argv
+    return [argv[0], *(w for w in argv[1:] if not w.startswith(DRIVER_OFFLOAD_WORDS))]
+
+
+def _string_at(elf: ElfFile, shndx: int, offset: int, where: str) -> str:
+    if shndx >= len(elf.sections):
+        raise FormatError(f"{where}: entry name in section {shndx}, which does not exist")
+    data = bytes(elf.content(elf.sections[shndx]))
+    end = data.find(b"\0", offset)
+    if offset >= len(data) or end < 0:
+        raise FormatError(f"{where}: entry name out of bounds")
+    return data[offset:end].decode("utf-8", "replace")
+
+
+def object_entries(elf: ElfFile) -> list[OffloadEntry]:
+    """The `omp_offloading_entries` rows of a relocatable object (host or device side), with
+    names read through their relocations, in section order."""
+    section = elf.section(ENTRIES_SECTION)
+    if section is None:
+        return []
+    where = f"{elf.name}: {ENTRIES_SECTION}"
+    content = bytes(elf.content(section))
+    if len(content) % OFFLOAD_ENTRY.size:
+        raise FormatError(f"{where} is {len(content)} bytes, not a multiple of "
+                          f"{OFFLOAD_ENTRY.size}")
+    rela = next((s for s in elf.sections if s.sh_type == SHT_RELA
+                 and s.name == ".rela" + ENTRIES_SECTION), None)
+    relocs: dict[int, tuple[int, int]] = {}
+    if rela is not None:
+        raw = bytes(elf.content(rela))
+        for r_offset, r_info, r_addend in _RELA.iter_unpack(raw[:len(raw) - len(raw) % 24]):
+            relocs[r_offset] = (r_info >> 32, r_addend)
+    symbols = elf.symbols()
+    out = []
+    for off in range(0, len(content), OFFLOAD_ENTRY.size):
+        _addr, _name, size, flags, _reserved = OFFLOAD_ENTRY.unpack_from(content, off)
+        if off + 8 not in relocs:
+            raise FormatError(f"{where}: entry {off // OFFLOAD_ENTRY.size} has no name")
+        index, addend = relocs[off + 8]
+        if index >= len(symbols):
+            raise FormatError(f"{where}: bad symbol index {index}")
+        sym = symbols[index]
+        base = 0 if sym.st_type == STT_SECTION else sym.st_value
+        name = _string_at(elf, sym.st_shndx, base + addend, where)
+        host = ""
+        if off in relocs and relocs[off][0] < len(symbols):
+            host = symbols[relocs[off][0]].name
+        out.append(OffloadEntry(name, size, flags, host))
+    return out
+
+
+# -- the linked binary ----------------------------------------------------------------------
+
+
+
+def linked_entries(elf: ElfFile) -> list[tuple[int, OffloadEntry]]:
+    """(host address, row) of every `omp_offloading_entries` row of a linked executable or
+    shared library: what libomptarget reads at run time, with the dynamic relocations of a
+    PIE or DSO applied."""
+    section = elf.section(ENTRIES_SECTION)
+    if section is None or not section.sh_addr:
+        return []
+    content = bytes(elf.content(section))
+    words = {off: struct.unpack_from("<Q", content, off)[0]
+             for off in range(0, len(content) - len(content) % 8, 8)}
+    relative, absolute = {62: (8, 1), 183: (1027, 257)}.get(elf.e_machine, (None, None))
+    dynsym = None
+    for rela in elf.sections:
+        if rela.sh_type != SHT_RELA or not rela.sh_addr:
+            continue
+        raw = bytes(elf.content(rela))
+        for r_offset, r_info, r_addend in _RELA.iter_unpack(raw[:len(raw) - len(raw) % 24]):
+            off = r_offset - section.sh_addr
+            if off not in words:
+                continue
+            if r_info & 0xFFFFFFFF == relative:
+                words[off] = r_addend
+            elif r_info & 0xFFFFFFFF == absolute:
+                dynsym = dynsym if dynsym is not None else elf.symbols(dynamic=True)
+                target = dynsym[r_info >> 32] if r_info >> 32 < len(dynsym) else None
+                words[off] = (target.st_value if target and target.defined else 0) + r_addend
+    out = []
+    for off in range(0, len(content) - len(content) % OFFLOAD_ENTRY.size, OFFLOAD_ENTRY.size):
+        _a, _n, size, flags, _r = OFFLOAD_ENTRY.unpack_from(content, off)
+        name_addr = words[off + 8]
+        if not name_addr and not words[off] and not size:
+            continue  # a zero row (none are written, but a dummy could be)
+        out.append((words[off], OffloadEntry(_read_cstr(elf, name_addr), size, flags)))
+    return out
+
+
+def _read_cstr(elf: ElfFile, address: int) -> str:
+    for s in elf.sections:
+        if s.sh_addr and s.sh_addr <= address < s.sh_addr + s.sh_size and s.sh_type != 8:
+            data = bytes(elf.content(s))
+            off = address - s.sh_addr
+            end = data.find(b"\0", off)
+            if end >= 0:
+                return data[off:end].decode("utf-8", "replace")
+    raise FormatError(f"{elf.name}: {ENTRIES_SECTION}: an entry's name at {address:#x} is in "
+                      f"no section")

@@ -1,0 +1,117 @@
+"""clang's OpenMP offload targets (`openmp-<triple>`, from objects made by clang -fopenmp
+-fopenmp-targets=<triple>): each CU's device code compiled on its own, then linked into the
+image clang's link would make, registered with libomptarget (registrations/omptarget.py).
+
+x86_64-pc-linux-gnu: clang writes each CU's device code as an ELF object (as bitcode with
+-foffload-lto), the image is a shared object linked as clang-linker-wrapper links it
+(`-shared -Wl,-Bsymbolic -Wl,--no-undefined ... -lomp`); libomptarget's x86_64 plugin loads it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from ..elf import ElfFile
+from ..errors import LinkError, ToolError
+from . import Target
+
+
+def llvm_lib_dir(compiler: str) -> str:
+    """The LLVM install's lib folder beside a clang (libomp, libomptarget live there)."""
+    path = shutil.which(compiler)
+    if path is None:
+        raise ToolError(f"clang '{compiler}' not found (it made the offload objects)")
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(path))), "lib")
+
+
+def row_size(entry) -> int:
+    """The table's size of a row: a variable's size, 1 for kernels and indirect functions
+    (whose entry size is that of the device's pointer cell)."""
+    return entry.size if entry.kind in ("variable", "link-variable") else 1
+
+
+class OpenMPTarget(Target):
+    image_kind = "shared-object"
+    macro = "__OFFLINK_TARGET_OPENMP__"
+    registration = "omptarget"
+    static_link_problem = ("libomptarget loads images with dlopen, which a static executable "
+                           "cannot do")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.triple = name.removeprefix("openmp-")
+        self.compiler = "clang"
+
+    def for_inputs(self, cus):
+        t = OpenMPTarget(self.name)
+        t.compiler = cus[0].payload.compiler if cus else "clang"
+        if not self.triple.startswith(("x86_64-", "aarch64-")):
+            raise LinkError(f"target {self.name}: offlink links clang's OpenMP images for "
+                            f"CPU targets (x86_64, aarch64) only so far")
+        return t
+
+    def source_suffix(self, cu):
+        return ".bc" if cu.payload.code_kind == "llvm-bc" else ".dev.o"
+
+    def compile_argv(self, cu, source, output):
+        p = cu.payload
+        if p.code_kind == "object":
+            return []  # clang compiled it already (no device LTO): the code is the object
+        return [p.compiler, "-c", "-O2", "-fPIC", *p.options, "-x", "ir", source, "-o",
+                output]
+
+    def offers(self, cu, obj_path):
+        from ..dialects.llvm import object_entries
+        from ..link.compile import Offer
+
+        out = {}
+        for e in object_entries(ElfFile.open(obj_path)):
+            # Kernels are weak_odr (a template's region may come from many CUs).
+            out[e.name] = Offer(e.name, e.kind, row_size(e), e.kind != "function")
+        return tuple(out[n] for n in sorted(out))
+
+    def image_argv(self, plan, compiled, output):
+        """As clang-linker-wrapper links a CPU image: the host link's shared and system
+        libraries (not the user's static archives: their CUs are in), libomp, and the C++
+        driver when the program is C++."""
+        from ..link.plan import find_library
+
+        lib = llvm_lib_dir(self.compiler)
+        driver = self.compiler
+        if "++" in os.path.basename(plan.driver):
+            driver = driver.replace("clang", "clang++", 1)
+        libs = []
+        for inp in plan.inputs:
+            if inp.kind == "library":
+                found = find_library(inp.path, plan, inp.static)
+                if found is None or found.endswith(".so"):
+                    libs.append("-l" + inp.path)
+        return [driver, f"--target={self.triple}", "-O2", "-Wl,--no-undefined",
+                *(c.object_path for c in compiled), "-Wl,-Bsymbolic", "-shared",
+                "-Wl,--hash-style=gnu", "-Wl,--build-id=none",
+                *("-L" + d for d in plan.lib_dirs), f"-L{lib}", *libs, "-lomp", "-o", output]
+
+    def exports(self, image, path):
+        return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}
+
+    def host_link_args(self, plan):
+        return [f"-L{llvm_lib_dir(self.compiler)}", "-lomptarget"]
+
+    def host_link_drops(self, word: str) -> bool:
+        """Driver words that would make clang run its own device link and registration."""
+        from ..dialects.llvm import DRIVER_OFFLOAD_WORDS
+
+        return word.startswith(DRIVER_OFFLOAD_WORDS)
+
+    def host_addresses(self, elf, image):
+        """Each row's host address from the linked `omp_offloading_entries`: the very rows
+        libomptarget is given (a kernel's address is its region id, not a symbol of its
+        name)."""
+        from ..dialects.llvm import linked_entries
+
+        out = {}
+        for address, e in linked_entries(elf):
+            if e.name in image.offers:
+                out[e.name] = (address, row_size(e), e.kind)
+        return out

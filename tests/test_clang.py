@@ -1,0 +1,359 @@
+"""clang's OpenMP offload objects (clang-19 -fopenmp -fopenmp-targets=x86_64-pc-linux-gnu -c)
+linked by offlink and run on libomptarget's x86_64 plugin.
+
+samples/clang_openmp is compiled once and linked twice, by offlink (`offlink link clang-19`)
+and by clang itself (clang-linker-wrapper); both must print expected.txt and launch the same
+kernels on the plugin (LIBOMPTARGET_INFO). offlink's table must hold the very rows
+libomptarget is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import copy_sample, make_sample, run
+
+from offlink.elf import ElfFile
+from offlink.errors import FormatError
+from offlink.formats.offload_binary import (
+    SECTION,
+    OffloadImage,
+    build_binary,
+    declarations,
+    parse_binaries,
+)
+
+CLANG = "clang-19"
+TRIPLE = "x86_64-pc-linux-gnu"
+OFFLOAD = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
+needs_clang = pytest.mark.skipif(
+    shutil.which(CLANG) is None or not Path("/usr/lib/llvm-19/lib/libomptarget.so").exists(),
+    reason="clang-19 or libomptarget missing (apt-get install clang-19 libomp-19-dev; "
+           ".ci/run installs them)")
+LLVM_LIB = "/usr/lib/llvm-19/lib"
+
+
+def launches(path: Path) -> list[str]:
+    """Kernel names libomptarget's plugin reported launching, in order."""
+    return re.findall(r"Launching kernel (\S+)", path.read_text())
+
+
+@pytest.fixture(scope="module")
+def sample(offlink, tmp_path_factory) -> Path:
+    if shutil.which(CLANG) is None:
+        pytest.skip("clang-19 missing")
+    s = copy_sample("clang_openmp", tmp_path_factory.mktemp("clang"))
+    make_sample(offlink, s, "run", "clang-run")
+    return s
+
+
+@needs_clang
+def test_offlink_and_clang_links_print_the_same(sample):
+    expected = (sample / "expected.txt").read_text()
+    assert (sample / "build" / "output.txt").read_text() == expected
+    assert (sample / "build" / "output.clang.txt").read_text() == expected
+
+
+@needs_clang
+def test_kernels_run_on_the_plugin(sample):
+    mine = launches(sample / "build" / "launches.txt")
+    theirs = launches(sample / "build" / "launches.clang.txt")
+    assert len(mine) == 14 and mine == theirs
+    assert all(k.startswith("__omp_offloading_") for k in mine)
+    # the shared library's own kernel, and the C++ program's (mangled enclosing names)
+    assert sum("counter_bump" in k for k in mine) == 2
+    assert any("_ZN4geom10total_area" in k for k in mine)
+
+
+@needs_clang
+def test_the_library_and_the_cxx_program_have_tables(offlink, sample):
+    lib = json.loads(run([offlink, "inspect", "--json",
+                          sample / "build" / "offlink" / "libcounter.so"]).stdout)["table"]
+    assert {s["name"] for s in lib["symbols"] if s["kind"] == "variable"} == {"counter_base"}
+    cxx = json.loads(run([offlink, "inspect", "--json",
+                          sample / "build" / "clang_openmp_cxx"]).stdout)["table"]
+    names = {s["name"]: s for s in cxx["symbols"]}
+    assert names["_ZN4geom6Circle4unitE"]["kind"] == "variable"
+    assert names["_ZN4geom6Circle4unitE"]["size"] == 8
+
+
+@needs_clang
+def test_table_rows_are_the_registered_entries(offlink, sample):
+    """The table's rows are libomptarget's rows: same names, same host addresses."""
+    from offlink.dialects.llvm import linked_entries
+
+    binary = sample / "build" / "clang_openmp"
+    info = json.loads(run([offlink, "inspect", "--json", binary]).stdout)["table"]
+    assert [t["name"] for t in info["targets"]] == [f"openmp-{TRIPLE}"]
+    rows = {s["name"]: s for s in info["symbols"]}
+    entries = {e.name: (addr, e) for addr, e in linked_entries(ElfFile.open(binary))}
+    assert set(rows) == set(entries)
+    section = ElfFile.open(binary).section(".openmp_target")
+    for name, (addr, e) in entries.items():
+        assert rows[name]["address"] == addr - section.sh_addr or \
+            rows[name]["address"] == addr, name
+        assert rows[name]["kind"] == e.kind
+    kinds = {rows[n]["kind"] for n in rows}
+    assert {"function", "variable", "indirect-function"} <= kinds
+    assert rows["scale"]["size"] == 8 and rows["calls"]["size"] == 4
+    indirect = [n for n in rows if re.search(r"_add_one_l\d+$", n)]
+    assert len(indirect) == 1 and rows[indirect[0]]["kind"] == "indirect-function"
+    assert rows[indirect[0]]["size"] == 1
+
+
+@needs_clang
+def test_registration_is_clangs(sample):
+    """Registered from a priority-1 constructor with __tgt_register_lib, as clang's link."""
+    binary = sample / "build" / "clang_openmp"
+    syms = run(["nm", "-D", binary]).stdout
+    assert "__tgt_register_lib" in syms and "__tgt_unregister_lib" in syms
+    sections = run(["readelf", "-S", "-W", binary]).stdout
+    assert "omp_offloading_entries" in sections and ".openmp_target" in sections
+
+
+@needs_clang
+def test_relink_is_deterministic_and_cached(offlink, sample, tmp_path):
+    objs = [sample / "build" / f"{n}.o" for n in ("main", "vec", "math")]
+    outs = []
+    for i in range(2):
+        out = tmp_path / f"app{i}"
+        proc = run([offlink, "link", "--timings", CLANG, *OFFLOAD, *objs,
+                    f"-L{sample / 'build' / 'offlink'}", "-lcounter", "-o", out])
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    assert "image from cache" in proc.stderr  # the CUs' objects are used as they are
+
+
+@needs_clang
+def test_offload_binary_reader_agrees_with_llvm_objdump(sample):
+    obj = ElfFile.open(sample / "build" / "vec.o")
+    images = parse_binaries(bytes(obj.content(obj.section(SECTION))), "vec.o")
+    dump = run(["llvm-objdump-19", "--offloading", sample / "build" / "vec.o"]).stdout
+    found = re.findall(r"kind\s+(\S+)\narch\s+(\S*)\ntriple\s+(\S+)\nproducer\s+(\S+)", dump)
+    assert found == [(i.image_kind, i.arch, i.triple, i.offload_kind) for i in images]
+    assert images[0].image[:4] == b"\x7fELF"
+
+
+@needs_clang
+def test_offload_binary_reads_the_packagers_output(tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"\x7fELF-not-really")
+    (tmp_path / "b.bin").write_bytes(b"BC\xc0\xde" + bytes(11))
+    subprocess.run(["clang-offload-packager-19", "-o", tmp_path / "p.out",
+                    f"--image=file={tmp_path / 'a.bin'},triple={TRIPLE},arch=generic,"
+                    f"kind=openmp",
+                    f"--image=file={tmp_path / 'b.bin'},triple=nvptx64-nvidia-cuda,"
+                    f"arch=sm_80,kind=openmp"], check=True)
+    images = parse_binaries((tmp_path / "p.out").read_bytes(), "p.out")
+    assert [(i.triple, i.arch, i.offload_kind) for i in images] == [
+        (TRIPLE, "generic", "openmp"), ("nvptx64-nvidia-cuda", "sm_80", "openmp")]
+    assert images[0].image == (tmp_path / "a.bin").read_bytes()
+    assert images[1].image == (tmp_path / "b.bin").read_bytes()
+
+
+def test_offload_binary_round_trip_and_construct_agree():
+    imgs = [OffloadImage("elf", "openmp", 0, {"triple": TRIPLE, "arch": ""}, b"\x7fELF" * 5),
+            OffloadImage("bc", "openmp", 0, {"triple": "nvptx64-nvidia-cuda",
+                                             "arch": "sm_80"}, b"BC\xc0\xde")]
+    blob = build_binary(imgs)
+    assert parse_binaries(blob, "x") == imgs
+    assert parse_binaries(blob + blob, "x") == imgs + imgs  # ld -r concatenates
+    d = declarations()
+    head = d["header"].parse(blob)
+    assert (head.size, head.entry_offset, head.entry_size) == (len(blob), 32, 80)
+    entry = d["entry"].parse(blob[32:])
+    assert (entry.image_kind, entry.offload_kind, entry.num_strings) == (1, 1, 2)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda b: b"\x11" + b[1:], "bad magic"),
+    (lambda b: b[:4] + b"\x02" + b[5:], "version 2"),
+    (lambda b: b[:8] + (10**6).to_bytes(8, "little") + b[16:], "out of bounds"),
+    (lambda b: b[:20], "truncated"),
+])
+def test_corrupt_offload_binary_is_one_clear_error(mutate, message):
+    blob = build_binary([OffloadImage("elf", "openmp", 0, {"triple": TRIPLE}, b"x" * 16)])
+    with pytest.raises(FormatError, match=message):
+        parse_binaries(mutate(blob), "x.o")
+
+
+@needs_clang
+def test_plain_clang_link_through_offlink_without_offload_is_untouched(offlink, tmp_path):
+    (tmp_path / "h.c").write_text("int main(void) { return 0; }\n")
+    run([CLANG, "-O2", "-c", tmp_path / "h.c", "-o", tmp_path / "h.o"])
+    run([offlink, "link", CLANG, tmp_path / "h.o", "-o", tmp_path / "h"])
+    run([CLANG, tmp_path / "h.o", "-o", tmp_path / "h.ref"])
+    assert (tmp_path / "h").read_bytes() == (tmp_path / "h.ref").read_bytes()
+
+
+@needs_clang
+def test_a_dso_and_an_executable_each_register(offlink, tmp_path):
+    """A shared library linked by offlink registers its own image; so does the program."""
+    (tmp_path / "lib.c").write_text(
+        "#pragma omp declare target\nint lib_base = 100;\n#pragma omp end declare target\n"
+        "int lib_work(int v) { int r = 0;\n#pragma omp target map(from: r)\n"
+        "r = lib_base + v;\nreturn r; }\n")
+    (tmp_path / "main.c").write_text(
+        "#include <stdio.h>\nint lib_work(int);\n"
+        "#pragma omp declare target\nint app_base = 7;\n#pragma omp end declare target\n"
+        "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = app_base * 6;\n"
+        "printf(\"%d %d\\n\", lib_work(1), r); return 0; }\n")
+    run([CLANG, "-O2", "-fPIC", *OFFLOAD, "-c", tmp_path / "lib.c", "-o", tmp_path / "lib.o"])
+    run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / "main.c", "-o", tmp_path / "main.o"])
+    run([offlink, "link", CLANG, *OFFLOAD, "-shared", tmp_path / "lib.o", "-o",
+         tmp_path / "libk.so"])
+    run([offlink, "link", CLANG, *OFFLOAD, tmp_path / "main.o", f"-L{tmp_path}", "-lk",
+         "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{tmp_path}:{LLVM_LIB}", "LIBOMPTARGET_INFO": "16"}
+    proc = run([tmp_path / "app"], env=env)
+    assert proc.stdout == "101 42\n"
+    kernels = re.findall(r"Launching kernel (\S+)", proc.stderr)
+    assert len(kernels) == 2 and any("lib_work" in k for k in kernels)
+    for binary in ("libk.so", "app"):
+        info = json.loads(run([offlink, "inspect", "--json", tmp_path / binary]).stdout)
+        assert info["table"]["targets"][0]["name"] == f"openmp-{TRIPLE}"
+
+
+@needs_clang
+def test_archive_members_and_relocatable_links(offlink, sample, tmp_path):
+    """Objects in a static archive (members chosen as ld chooses them) and a `-r` object: the
+    `-r` link keeps the CUs' images apart (clang 19's own -r would link and register the
+    device code there, and again at the final link)."""
+    build = sample / "build"
+    run(["ar", "rcs", tmp_path / "libk.a", build / "vec.o", build / "math.o"])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{build / 'offlink'}:{LLVM_LIB}"}
+    expected = (sample / "expected.txt").read_text().split("total area")[0]
+    run([offlink, "link", CLANG, *OFFLOAD, build / "main.o", tmp_path / "libk.a",
+         f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "from_archive"])
+    assert run([tmp_path / "from_archive"], env=env).stdout == expected
+    run([offlink, "link", CLANG, *OFFLOAD, "-r", build / "vec.o", build / "math.o", "-o",
+         tmp_path / "vm.o"])
+    dump = run(["llvm-objdump-19", "--offloading", tmp_path / "vm.o"]).stdout
+    assert dump.count("triple") == 2
+    assert "__tgt_register_lib" not in run(["nm", tmp_path / "vm.o"]).stdout
+    run([offlink, "link", CLANG, *OFFLOAD, build / "main.o", tmp_path / "vm.o",
+         f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "from_r"])
+    assert run([tmp_path / "from_r"], env=env).stdout == expected
+    info = json.loads(run([offlink, "inspect", "--json", tmp_path / "vm.o"]).stdout)
+    assert [c["target"] for c in info["cus"]] == [f"openmp-{TRIPLE}"] * 2
+
+
+def test_clangs_rpath_takes_a_folder():
+    """clang's `-rpath DIR` (used by LLVM's offload tests): DIR is no input file."""
+    from offlink.link.plan import plan_link
+
+    plan = plan_link([CLANG, "-rpath", "/opt/lib", "a.o", "-o", "app"])
+    assert [i.path for i in plan.inputs] == ["a.o"]
+    assert plan.output == "app"
+
+
+NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
+         "--cuda-path=/usr/local/cuda"]
+needs_cuda = pytest.mark.skipif(not Path("/usr/local/cuda/bin/ptxas").exists(),
+                                reason="CUDA's ptxas is needed to compile for sm_80")
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_objects_are_read_and_their_link_refused_clearly(offlink, tmp_path):
+    """sm_80 objects (compile only: no GPU here): inspect shows triple, arch and entries; a
+    link says in one line that nvptx64 images are not linked yet, and leaves no output."""
+    (tmp_path / "k.c").write_text(
+        "#pragma omp declare target\nint gv = 3;\n#pragma omp end declare target\n"
+        "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = gv;\n"
+        "return r != 3; }\n")
+    env = {**os.environ, "PATH": f"{os.environ['PATH']}:/usr/local/cuda/bin"}
+    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"], env=env)
+    info = json.loads(run([offlink, "inspect", "--json", tmp_path / "k.o"]).stdout)
+    (cu,) = info["cus"]
+    assert cu["target"] == "openmp-nvptx64-nvidia-cuda"
+    assert cu["options"] == ["--target=nvptx64-nvidia-cuda", "-march=sm_80"]
+    assert "gv" in cu["offered"] and any(n.endswith("_main_l5") for n in cu["offered"])
+    proc = run([offlink, "link", CLANG, *NVPTX, tmp_path / "k.o", "-o", tmp_path / "app"],
+               env=env, check=False)
+    assert proc.returncode == 1 and not (tmp_path / "app").exists()
+    assert proc.stderr.strip().splitlines() == [
+        "offlink: error: target openmp-nvptx64-nvidia-cuda: offlink links clang's OpenMP "
+        "images for CPU targets (x86_64, aarch64) only so far"]
+
+
+@needs_clang
+def test_a_corrupt_offload_binary_is_one_line_and_nothing_is_written(offlink, sample, tmp_path):
+    obj = bytearray((sample / "build" / "math.o").read_bytes())
+    section = ElfFile(bytes(obj), "math.o").section(SECTION)
+    obj[section.sh_offset] ^= 0xFF  # the magic
+    (tmp_path / "bad.o").write_bytes(bytes(obj))
+    (tmp_path / "app").write_text("previous output\n")
+    proc = run([offlink, "link", CLANG, *OFFLOAD, tmp_path / "bad.o", "-o", tmp_path / "app"],
+               check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"offlink: error: {tmp_path / 'bad.o'}: section {SECTION}: not an OffloadBinary at "
+        f"0x0 (bad magic)"]
+    assert (tmp_path / "app").read_text() == "previous output\n"
+
+
+@needs_clang
+def test_extract_writes_the_registered_image(offlink, sample, tmp_path):
+    """`offlink extract` gives the very image libomptarget loads: a shared object defining
+    every row (kernels, variables, indirect functions) and the kernels the plugin ran."""
+    binary = sample / "build" / "clang_openmp"
+    run([offlink, "extract", binary, "--target", f"openmp-{TRIPLE}", "--output",
+         tmp_path / "image.so"])
+    image = ElfFile.open(tmp_path / "image.so")
+    assert image.e_type == 3  # ET_DYN
+    exported = {s.name for s in image.symbols(dynamic=True) if s.defined}
+    table = json.loads(run([offlink, "inspect", "--json", binary]).stdout)["table"]
+    rows = {s["name"] for s in table["symbols"]}
+    assert len(rows) > 5 and rows <= exported
+    launched = set(launches(sample / "build" / "launches.txt"))
+    assert {k for k in launched if "saxpy" in k or "dot" in k} <= exported
+
+
+@needs_clang
+def test_indirect_hit_and_miss_in_the_table(sample):
+    """A `declare target indirect` function's host address is a row (a hit: translated by
+    name); a host-only function's is none (a miss: the pointer stays as it is, seed 000)."""
+    from offlink.table import Table
+
+    binary = sample / "build" / "clang_openmp"
+    table = Table.open(binary)
+    host = {s.name: s.st_value for s in ElfFile.open(binary).symbols() if s.defined}
+    hit = table.find(host["add_one"])
+    assert hit is not None and hit.kind == "indirect-function"
+    assert re.search(r"_add_one_l\d+$", hit.name)
+    assert table.find(host["host_only"]) is None
+    assert (sample / "expected.txt").read_text().count("(41): ") == 2  # both calls ran
+
+
+@needs_clang
+@pytest.mark.parametrize("variant", ["-Wl,--gc-sections", "-s", "-no-pie"])
+def test_link_variants_run_on_the_plugin(offlink, sample, tmp_path, variant):
+    build = sample / "build"
+    objs = [build / f"{n}.o" for n in ("main", "vec", "math")]
+    run([offlink, "link", CLANG, *OFFLOAD, variant, *objs, f"-L{build / 'offlink'}",
+         "-lcounter", "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{build / 'offlink'}:{LLVM_LIB}",
+           "LIBOMPTARGET_INFO": "16"}
+    proc = run([tmp_path / "app"], env=env)
+    assert proc.stdout == (sample / "expected.txt").read_text().split("total area")[0]
+    assert len(launches_of(proc.stderr)) == 11
+
+
+def launches_of(text: str) -> list[str]:
+    return re.findall(r"Launching kernel (\S+)", text)
+
+
+@needs_clang
+def test_dry_run_shows_the_host_link_offlink_runs(offlink, sample):
+    build = sample / "build"
+    proc = run([offlink, "link", "--dry-run", CLANG, *OFFLOAD, build / "vec.o",
+                build / "math.o", build / "main.o", "-o", build / "never"])
+    host = proc.stdout.strip().splitlines()[-1]
+    assert "-fopenmp-targets=" not in host and "-lomptarget" in host
+    assert "offlink-omptarget-register.o" in host and not (build / "never").exists()
