@@ -188,6 +188,44 @@ class ElfFile:
         return any(s.name == "__gnu_lto_slim" for s in self.symbols())
 
 
+_RELA = struct.Struct("<QQq")
+SHT_RELA = 4
+# (R_*_RELATIVE, R_*_64) by e_machine: x86-64 and AArch64, the hosts offlink supports.
+_DYNAMIC_RELOCS = {62: (8, 1), 183: (1027, 257)}
+
+
+def rela_entries(elf: ElfFile, rela: Section) -> Iterator[tuple[int, int, int]]:
+    """(r_offset, r_info, r_addend) of every Elf64_Rela of a relocation section."""
+    raw = bytes(elf.content(rela))
+    return _RELA.iter_unpack(raw[: len(raw) - len(raw) % _RELA.size])
+
+
+def loaded_words(elf: ElfFile, section: Section, step: int) -> dict[int, int]:
+    """Offset -> the 8-byte word at every `step` bytes of a loaded section of a linked
+    executable or shared library, as the loader leaves it: with the dynamic relocations of a
+    PIE or DSO applied (R_*_RELATIVE, and R_*_64 against a defined dynamic symbol)."""
+    content = bytes(elf.content(section))
+    words = {off: struct.unpack_from("<Q", content, off)[0]
+             for off in range(0, len(content) - len(content) % step, step)}
+    relative, absolute = _DYNAMIC_RELOCS.get(elf.e_machine, (None, None))
+    dynsym = None
+    for rela in elf.sections:
+        if rela.sh_type != SHT_RELA or not rela.sh_flags & SHF_ALLOC:
+            continue
+        for r_offset, r_info, r_addend in rela_entries(elf, rela):
+            off = r_offset - section.sh_addr
+            if off not in words:
+                continue
+            if r_info & 0xFFFFFFFF == relative:
+                words[off] = r_addend
+            elif r_info & 0xFFFFFFFF == absolute:
+                dynsym = dynsym if dynsym is not None else elf.symbols(dynamic=True)
+                index = r_info >> 32
+                target = dynsym[index] if index < len(dynsym) else None
+                words[off] = (target.st_value if target and target.defined else 0) + r_addend
+    return words
+
+
 def _cstr(table: bytes, off: int) -> str:
     end = table.find(b"\0", off)
     return table[off : end if end >= 0 else len(table)].decode("utf-8", "replace")

@@ -12,10 +12,9 @@ out.
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 
-from ..elf import STT_FILE, STT_SECTION, ElfFile, Section
+from ..elf import SHT_RELA, STT_FILE, STT_SECTION, ElfFile, Section, loaded_words, rela_entries
 from ..errors import FormatError
 from ..formats.offload_binary import (
     ENTRIES_SECTION,
@@ -26,8 +25,6 @@ from ..formats.offload_binary import (
 )
 
 TARGET_PREFIX = "openmp-"
-_RELA = struct.Struct("<QQq")
-SHT_RELA = 4
 # The payload's code kind for an OffloadBinary image kind.
 CODE_KINDS = {"elf": "object", "bc": "llvm-bc"}
 
@@ -137,8 +134,7 @@ def object_entries(elf: ElfFile) -> list[OffloadEntry]:
                  and s.name == ".rela" + ENTRIES_SECTION), None)
     relocs: dict[int, tuple[int, int]] = {}
     if rela is not None:
-        raw = bytes(elf.content(rela))
-        for r_offset, r_info, r_addend in _RELA.iter_unpack(raw[:len(raw) - len(raw) % 24]):
+        for r_offset, r_info, r_addend in rela_entries(elf, rela):
             relocs[r_offset] = (r_info >> 32, r_addend)
     symbols = elf.symbols()
     out = []
@@ -171,24 +167,7 @@ def linked_entries(elf: ElfFile) -> list[tuple[int, OffloadEntry]]:
     if section is None or not section.sh_addr:
         return []
     content = bytes(elf.content(section))
-    words = {off: struct.unpack_from("<Q", content, off)[0]
-             for off in range(0, len(content) - len(content) % 8, 8)}
-    relative, absolute = {62: (8, 1), 183: (1027, 257)}.get(elf.e_machine, (None, None))
-    dynsym = None
-    for rela in elf.sections:
-        if rela.sh_type != SHT_RELA or not rela.sh_addr:
-            continue
-        raw = bytes(elf.content(rela))
-        for r_offset, r_info, r_addend in _RELA.iter_unpack(raw[:len(raw) - len(raw) % 24]):
-            off = r_offset - section.sh_addr
-            if off not in words:
-                continue
-            if r_info & 0xFFFFFFFF == relative:
-                words[off] = r_addend
-            elif r_info & 0xFFFFFFFF == absolute:
-                dynsym = dynsym if dynsym is not None else elf.symbols(dynamic=True)
-                target = dynsym[r_info >> 32] if r_info >> 32 < len(dynsym) else None
-                words[off] = (target.st_value if target and target.defined else 0) + r_addend
+    words = loaded_words(elf, section, 8)
     out = []
     for off in range(0, len(content) - len(content) % OFFLOAD_ENTRY.size, OFFLOAD_ENTRY.size):
         _a, _n, size, flags, _r = OFFLOAD_ENTRY.unpack_from(content, off)

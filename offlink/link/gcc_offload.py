@@ -18,7 +18,6 @@ import zlib
 from dataclasses import dataclass
 
 from ..elf import (
-    SHF_ALLOC,
     STB_GLOBAL,
     STB_LOCAL,
     STT_FILE,
@@ -26,6 +25,8 @@ from ..elf import (
     STT_SECTION,
     ElfFile,
     Symbol,
+    loaded_words,
+    rela_entries,
 )
 from ..errors import FormatError, LinkError
 from .extract import CU
@@ -34,10 +35,6 @@ OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"
 VARS_SECTION = ".gnu.offload_vars"
 LINK_FLAG = 1 << 63  # in a .gnu.offload_vars size: `declare target link`
-SHT_RELA = 4
-_RELA = struct.Struct("<QQq")
-# Dynamic relocations that can fill a table slot: (RELATIVE, 64-bit absolute) per machine.
-_RELOCS = {62: (8, 1), 183: (1027, 257)}
 
 # Options of the host compile that reach the accel compiler (as lto-wrapper's
 # append_compiler_options passes them; host machine options are never in `.opts`).
@@ -127,9 +124,8 @@ def _relocations(elf: ElfFile, name: str, symbols: list[Symbol]) -> dict[int, Sy
     rela = elf.section(".rela" + name)
     if rela is None:
         return {}
-    raw = bytes(elf.content(rela))
     out = {}
-    for r_offset, r_info, r_addend in _RELA.iter_unpack(raw[: len(raw) - len(raw) % 24]):
+    for r_offset, r_info, r_addend in rela_entries(elf, rela):
         index = r_info >> 32
         if index >= len(symbols):
             raise FormatError(f"{elf.name}: .rela{name}: bad symbol index {index}")
@@ -369,25 +365,7 @@ def table_slots(elf: ElfFile, name: str, step: int) -> list[tuple[int, int]] | N
     if section is None or not section.sh_addr:
         return None
     content = bytes(elf.content(section))
-    values = {off: struct.unpack_from("<Q", content, off)[0]
-              for off in range(0, len(content) - len(content) % step, step)}
-    relative, absolute = _RELOCS.get(elf.e_machine, (None, None))
-    dynsym = None
-    for rela in elf.sections:
-        if rela.sh_type != SHT_RELA or not rela.sh_flags & SHF_ALLOC:
-            continue
-        raw = bytes(elf.content(rela))
-        for r_offset, r_info, r_addend in _RELA.iter_unpack(raw[: len(raw) - len(raw) % 24]):
-            off = r_offset - section.sh_addr
-            if off not in values:
-                continue
-            if r_info & 0xFFFFFFFF == relative:
-                values[off] = r_addend
-            elif r_info & 0xFFFFFFFF == absolute:
-                dynsym = dynsym if dynsym is not None else elf.symbols(dynamic=True)
-                index = r_info >> 32
-                target = dynsym[index] if index < len(dynsym) else None
-                values[off] = (target.st_value if target and target.defined else 0) + r_addend
+    values = loaded_words(elf, section, step)
     out = []
     for off in sorted(values):
         second = struct.unpack_from("<Q", content, off + 8)[0] if step == 16 else 0
