@@ -190,8 +190,9 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     return argv
 
 
-def run_compile(plan: CompilePlan) -> int:
-    """Preprocess for every target beside the host compile, then write each fat object.
+def run_compile(plan: CompilePlan, target_compile: bool = True) -> int:
+    """Preprocess for every target beside the host compile, write each fat object, then
+    compile its target code into the link cache (`_target_compile`) unless told not to.
 
     With one -o output the host compile writes into the work folder, and the fat object
     replaces the output whole, so a failure leaves the previous output as it was and a killed
@@ -219,6 +220,8 @@ def run_compile(plan: CompilePlan) -> int:
             runner.run(plan.argv, "host compile", capture=False)
         for si, src in enumerate(plan.sources):
             _add_payloads(plan, si, src, tmp, staged, slot)
+        if target_compile:
+            _target_compile(plan, tmp)
     finally:
         for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
             if proc.returncode is None:
@@ -283,11 +286,7 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
     """Add the payload sections to the host object and move the result to the output."""
     args = []
     for target in plan.targets:
-        with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
-            code = f.read()
-        payload = Payload(target.name, target.code_kind(src.language), src.path,
-                          plan.compiler, tuple(target.payload_options(plan.target_options)),
-                          code, plan.offered)
+        payload = _payload(plan, si, src, target, tmp)
         blob = os.path.join(tmp, f"{si}-{target.name}.payload")
         with open(blob, "wb") as f:
             f.write(build_record(payload))
@@ -306,6 +305,46 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
         slot.install(fat)
     finally:
         slot.close()
+
+
+def _payload(plan: CompilePlan, si: int, src: Source, target: Target, tmp: str) -> Payload:
+    """The payload of source `si` for `target`, from its preprocessed code in `tmp`."""
+    with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
+        code = f.read()
+    return Payload(target.name, target.code_kind(src.language), src.path, plan.compiler,
+                   tuple(target.payload_options(plan.target_options)), code, plan.offered)
+
+
+def _target_compile(plan: CompilePlan, tmp: str) -> None:
+    """Compile each new fat object's target code now and leave it in the link cache.
+
+    The link looks its CUs up by the same key (link/cache.py), so after a build system's
+    parallel compile phase it finds them all there and compiles none; the fat object keeps
+    its payload, so a link without this cache compiles as before. This runs in the cc
+    process, after the fat object is in place, one compile at a time: the build system
+    already runs as many cc processes as its -j allows. A failure here is not this
+    compile's to report (the host object is right and the link gives the same error with
+    the compiler's output), so it is left to the link; --verbose says so.
+    OFFLINK_CC_TARGET_COMPILE=0, OFFLINK_NO_CACHE=1 or OFFLINK_CACHE_SIZE=0 turn it off.
+    """
+    if os.environ.get("OFFLINK_CC_TARGET_COMPILE", "") == "0":
+        return
+    from .link.cache import Cache
+    from .link.compile import fill_cache
+    from .link.extract import CU
+    from .link.pipeline import LinkOptions, target_launcher
+
+    cache = Cache.open()
+    if cache is None:
+        return
+    launcher = target_launcher(LinkOptions())  # cc has no --target-launcher: the env decides
+    for si, src in enumerate(plan.sources):
+        for target in plan.targets:
+            cu = CU(src.output, _payload(plan, si, src, target, tmp))
+            folder = os.path.join(tmp, f"{si}-{target.name}-target")
+            os.mkdir(folder)
+            fill_cache([cu], target.for_inputs([cu]), folder, cache, launcher)
+    cache.trim()
 
 
 def _umask() -> int:

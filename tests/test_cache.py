@@ -472,3 +472,68 @@ def test_normalise_replaces_temporary_paths_in_and_as_words():
     assert normalise(argv, paths, "/w/t") == normalise(argv, paths) == [
         "ld", "-o", "<image>", "<object k1>", "--image3=file=<object k1>", "-L/usr/lib",
         "-Wl,-Map=<tmp>/map"]
+
+
+def cc_one_by_one(offlink, d: Path, env: dict, count: int) -> list[str]:
+    """`count` CUs and a main, each by its own `offlink cc` (as make runs them)."""
+    objs = []
+    for i in range(count):
+        (d / f"unit{i}.c").write_text(unit(i))
+        run([offlink, "cc", "gcc", "-O2", "-fPIC", "-c", f"unit{i}.c", "-o", f"unit{i}.o"], cwd=d,
+            env=env)
+        objs.append(str(d / f"unit{i}.o"))
+    (d / "main.c").write_text(MAIN)
+    cflags = run([offlink, "config", "--cflags"]).stdout.split()
+    run([offlink, "cc", "gcc", "-O2", *cflags, "-c", "main.c", "-o", "main.o"], cwd=d, env=env)
+    return [str(d / "main.o"), *objs, *run([offlink, "config", "--libs"]).stdout.split()]
+
+
+def test_cc_compiles_target_code_into_the_cache_so_the_link_compiles_none(offlink, tmp_path):
+    cache = tmp_path / "cache"
+    script, log = recorder(tmp_path)
+    env = env_for(cache, OFFLINK_TARGET_LAUNCHER=str(script))
+    d = tmp_path / "src"
+    d.mkdir()
+    args = cc_one_by_one(offlink, d, env, 18)
+    assert len(calls(log)) == 19  # one target compile per `offlink cc`
+    proc = run([offlink, "link", "--timings", "gcc", *args, "-o", tmp_path / "prog"], env=env)
+    assert "19 CUs, 0 compiled, 19 from cache; image linked" in proc.stderr
+    assert len(calls(log)) == 19
+    # The same link with an empty cache compiles every CU and writes the same bytes.
+    proc = run([offlink, "link", "--timings", "gcc", *args, "-o", tmp_path / "fresh"],
+               env=env_for(tmp_path / "empty"))
+    assert "19 CUs, 19 compiled, 0 from cache" in proc.stderr
+    assert (tmp_path / "prog").read_bytes() == (tmp_path / "fresh").read_bytes()
+    assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
+
+
+def test_cc_target_compile_opt_out_and_no_cache(offlink, tmp_path):
+    d = tmp_path / "src"
+    d.mkdir()
+    for name, extra in (("off", {"OFFLINK_CC_TARGET_COMPILE": "0"}),
+                        ("nocache", {"OFFLINK_NO_CACHE": "1"})):
+        cache = tmp_path / name
+        args = cc_one_by_one(offlink, d, env_for(cache, **extra), 2)
+        assert not (cache / "objects").exists()
+        proc = run([offlink, "link", "--timings", "gcc", "-shared", *args[1:3], "-o",
+                    tmp_path / name / "lib.so"], env=env_for(cache))
+        assert "2 CUs, 2 compiled, 0 from cache" in proc.stderr
+
+
+def test_cc_leaves_a_failing_target_compile_to_the_link(offlink, tmp_path):
+    cache = tmp_path / "cache"
+    env = env_for(cache)
+    (tmp_path / "bad.c").write_text("#ifdef __OFFLINK_TARGET__\n"
+                                    "int bad(void) { return undeclared_thing; }\n#endif\n"
+                                    "int good(int x) { return x; }\n")
+    proc = run([offlink, "cc", "gcc", "-c", "bad.c", "-o", "bad.o"], cwd=tmp_path, env=env)
+    assert proc.stderr == ""  # the host compile is right: nothing to report here
+    assert (tmp_path / "bad.o").exists()
+    (tmp_path / "main.c").write_text("int good(int); int main(void) { return good(0); }\n")
+    run([offlink, "cc", "gcc", "-c", "main.c", "-o", "main.o"], cwd=tmp_path, env=env)
+    proc = run([offlink, "link", "gcc", "main.o", "bad.o", "-o", "prog"], cwd=tmp_path, env=env,
+               check=False)
+    assert proc.returncode != 0
+    assert "undeclared_thing" in proc.stderr
+    assert "offlink: error: target compile of bad.c (bad.o)" in proc.stderr
+    assert not (tmp_path / "prog").exists()

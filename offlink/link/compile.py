@@ -55,7 +55,8 @@ def write_objects(compiled: Sequence[CompiledCU]) -> None:
 
 
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
-                cache: Cache | None = None, launcher: Sequence[str] = ()) -> list[CompiledCU]:
+                cache: Cache | None = None, launcher: Sequence[str] = (),
+                show_progress: bool = True) -> list[CompiledCU]:
     """Compile every CU for `target`; the first failure (in CU order) is reported.
 
     `jobs` is a number of parallel compiles or the link's Slots (make's jobserver). With a
@@ -107,7 +108,7 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         from .. import progress
 
         display = None
-        if progress.wanted():
+        if show_progress and progress.wanted():
             display = progress.CompileProgress(target.name, len(cus), len(cus) - len(todo))
         if display is None:
             done = run_jobs(len(todo), one, slots, children=children)
@@ -117,3 +118,17 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         for (i, *_), compiled in zip(todo, done):
             results[i] = compiled
     return [r for r in results if r is not None]
+
+
+def fill_cache(cus: list[CU], target: Target, workdir: str, cache: Cache,
+               launcher: Sequence[str] = ()) -> int:
+    """Compile into the cache the CUs whose objects it lacks, one at a time (`offlink cc`);
+    the number compiled, or -1 when a compile failed: that CU is left to the link, which
+    reports the failure with the compiler's output, as it would have without this step."""
+    try:
+        compiled = compile_all(cus, target, workdir, 1, cache, launcher, show_progress=False)
+    except ToolError as e:
+        if runner.VERBOSE:
+            print(f"offlink: {e.args[0] if e.args else e}; left to the link", file=sys.stderr)
+        return -1
+    return sum(not c.cached for c in compiled)
