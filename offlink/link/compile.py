@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import run as runner
-from ..errors import ToolError
+from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
 from ..targets import Target
 from .extract import CU
@@ -127,7 +127,7 @@ def fill_cache(cus: list[CU], target: Target, workdir: str, cache: Cache,
     reports the failure with the compiler's output, as it would have without this step."""
     try:
         compiled = compile_all(cus, target, workdir, 1, cache, launcher, show_progress=False)
-    except ToolError as e:
+    except OfflinkError as e:  # a compile that failed, offers the link refuses, ...
         if runner.VERBOSE:
             print(f"offlink: {e.args[0] if e.args else e}; left to the link", file=sys.stderr)
         return -1
