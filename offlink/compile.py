@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import run as runner
 from .errors import ToolError, UsageError
-from .formats.payload import Payload, build_record
+from .formats.payload import Payload, build_record, parse_records
 from .gccargs import Word, expand_response_files, language_of, words
 from .link.plan import check_driver
 
@@ -340,7 +340,10 @@ def _target_compile(plan: CompilePlan, tmp: str) -> None:
     launcher = target_launcher(LinkOptions())  # cc has no --target-launcher: the env decides
     for si, src in enumerate(plan.sources):
         for target in plan.targets:
-            cu = CU(src.output, _payload(plan, si, src, target, tmp))
+            # The record as the link reads it, so the key is the one the link computes.
+            with open(os.path.join(tmp, f"{si}-{target.name}.payload"), "rb") as f:
+                payload = parse_records(f.read(), src.output, lazy=True)[0]
+            cu = CU(src.output, payload)
             folder = os.path.join(tmp, f"{si}-{target.name}-target")
             os.mkdir(folder)
             fill_cache([cu], target.for_inputs([cu]), folder, cache, launcher)

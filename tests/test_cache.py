@@ -344,9 +344,12 @@ class FakeTarget:
     name = "x86_64-pc-linux-gnu"
 
 
-class FakePayload:
-    def __init__(self, code=b"int f(void){return 1;}", options=("-O2",), offered=()):
-        self.code, self.options, self.offered, self.code_kind = code, options, offered, "c"
+def FakePayload(code=b"int f(void){return 1;}", options=("-O2",), offered=()):
+    """A payload as the link reads it from a fat object (keyed by its stored bytes)."""
+    from offlink.formats.payload import Payload, build_record, parse_records
+
+    record = build_record(Payload(FakeTarget.name, "c", "a.c", "gcc", options, code, offered))
+    return parse_records(record, "a.o", lazy=True)[0]
 
 
 class FakeCU:
@@ -537,3 +540,48 @@ def test_cc_leaves_a_failing_target_compile_to_the_link(offlink, tmp_path):
     assert "undeclared_thing" in proc.stderr
     assert "offlink: error: target compile of bad.c (bad.o)" in proc.stderr
     assert not (tmp_path / "prog").exists()
+
+
+def test_relink_with_every_cu_cached_inflates_no_payload(offlink, forty, tmp_path, monkeypatch):
+    from offlink.formats import payload
+    from offlink.link.pipeline import LinkOptions, link
+
+    cache = tmp_path / "cache"
+    args = inputs(forty, offlink)
+    run([offlink, "link", "gcc", *args, "-o", tmp_path / "cold"], env=env_for(cache))
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(cache))
+    monkeypatch.setenv("OFFLINK_PROGRESS", "0")
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+
+    def no_inflation(*_args):
+        raise AssertionError("a payload was inflated")
+
+    monkeypatch.setattr(payload, "_code", no_inflation)
+    assert link(["gcc", *args, "-o", str(tmp_path / "warm")], LinkOptions()) == 0
+    assert (tmp_path / "warm").read_bytes() == (tmp_path / "cold").read_bytes()
+
+
+def test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key():
+    import zlib
+
+    from offlink.errors import FormatError
+    from offlink.formats import payload as pl
+
+    code = b"int f(void) { return 1; }\n" * 50
+    record = pl.build_record(pl.Payload("t", "c", "a.c", "gcc", (), code))
+    lazy = pl.parse_records(record, "a.o", lazy=True)[0]
+    key = lazy.code_id
+    assert lazy.code == code == pl.parse_records(record, "a.o")[0].code
+    assert lazy.code_id == key  # reading the code does not change the key
+    assert pl.Payload("t", "c", "a.c", "gcc", (), code).code_id != key  # keyed by stored bytes
+    # A record whose code inflates past its declared size: refused when the code is read.
+    stored = zlib.compress(bytes(1 << 20))
+    _, body_decl = pl.declarations()
+    body = body_decl.build(dict(target="t", code_kind="c", source="a.c", compiler="gcc",
+                                options=[], offered=[], code=stored))
+    body += bytes(-len(body) % 8)
+    head = pl.HEADER_STRUCT.pack(pl.MAGIC, 2, pl.FLAG_ZLIB, zlib.crc32(body), len(body), 4096)
+    forged = pl.parse_records(head + body, "b.o: section x", lazy=True)[0]
+    with pytest.raises(FormatError, match="b.o: section x: corrupt payload .the code "
+                                          "inflates to more than the 4096 bytes"):
+        assert forged.code is None  # not reached
