@@ -65,7 +65,7 @@ def main() -> None:
         variants = {"plain": ([], {}), "cold": (launch, {}),
                     "cold, cc target compile off": (launch, {"OFFLINK_CC_TARGET_COMPILE": "0"}),
                     "warm": (launch, {})}
-        for i, (name, (options, _)) in enumerate(variants.items()):
+        for i, (options, _) in enumerate(variants.values()):
             subprocess.run(["cmake", "-S", src, "-B", work / f"b{i}", "-G", "Ninja",
                             "-DCMAKE_BUILD_TYPE=Release", *options], env=base, check=True,
                            stdout=subprocess.DEVNULL)
