@@ -76,12 +76,22 @@ def extract(binary: Annotated[str, typer.Argument(help="linked binary")],
 
 @app.command()
 def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags")] = False,
-           libs: Annotated[bool, typer.Option("--libs", help="linker flags")] = False) -> None:
+           libs: Annotated[bool, typer.Option("--libs", help="linker flags")] = False,
+           pkgconfig_dir: Annotated[bool, typer.Option(
+               "--pkgconfig-dir", help="the folder of offlink.pc, for PKG_CONFIG_PATH")] = False,
+           cmake_dir: Annotated[bool, typer.Option(
+               "--cmake-dir", help="the folder of offlinkConfig.cmake, for offlink_DIR or "
+               "CMAKE_PREFIX_PATH")] = False) -> None:
     """Flags to build a program against the offlink runtime (offlink.h, libofflink)."""
 
     def go() -> int:
         from .runtime import build
 
+        if pkgconfig_dir or cmake_dir:
+            if cflags or libs or (pkgconfig_dir and cmake_dir):
+                raise UsageError("--pkgconfig-dir and --cmake-dir each go alone")
+            print(build.pkgconfig_dir() if pkgconfig_dir else build.cmake_dir())
+            return 0
         words: list[str] = []
         if cflags or not libs:
             words += build.cflags()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .elf import ElfFile, archive_members, is_archive
+from .elf import STV_HIDDEN, STV_INTERNAL, ElfFile, archive_members, is_archive
 from .errors import FormatError, TableError
 from .formats.table import SECTION
 
@@ -101,10 +101,21 @@ def explain(path: str, name: str | None, address: int | None) -> str:
              if d == name or d.startswith(name + "(")), None)
         if sym is not None:
             lines.append(_describe(sym, readable, table))
+        elif name in host and host[name].st_visibility in (STV_HIDDEN, STV_INTERNAL):
+            seen = "hidden" if host[name].st_visibility == STV_HIDDEN else "internal"
+            lines.append(f"'{name}' is defined in {path} with {seen} visibility, so no CU "
+                         f"offers it (an image cannot export it); translate returns the host "
+                         f"pointer")
+        elif name in host and (images := _local_in_images(table, name)):
+            lines.append(f"'{name}' is defined in {path} and in the target code of "
+                         f"{', '.join(images)}, but not as an exported "
+                         f"symbol (static, hidden or internal visibility), so no CU offers "
+                         f"it; translate returns the host pointer")
         elif name in host:
             lines.append(f"'{name}' is defined in {path} but no CU offers it: it is not defined "
-                         f"(externally) in any CU's target code, or its CU was not compiled "
-                         f"with `offlink cc`; translate returns the host pointer")
+                         f"(externally, with default or protected visibility) in any CU's "
+                         f"target code, or its CU was not compiled with `offlink cc`; "
+                         f"translate returns the host pointer")
         else:
             lines.append(f"'{name}' is neither in the table nor defined in {path}")
     if address is not None:
@@ -122,6 +133,19 @@ def explain(path: str, name: str | None, address: int | None) -> str:
             lines.append(f"{address:#x} is in no offered function or variable (functions "
                          f"match their exact address only){hint}")
     return "\n".join(lines)
+
+
+def _local_in_images(table, name: str) -> list[str]:
+    """Targets whose (ELF) image defines `name` without exporting it."""
+    found = []
+    for t in table.targets:
+        try:
+            syms = ElfFile(t.image, t.name).symbols()
+        except FormatError:
+            continue
+        if any(s.name == name and s.defined and not s.is_global for s in syms):
+            found.append(t.name)
+    return found
 
 
 def _describe(sym, readable: dict[str, str], table) -> str:

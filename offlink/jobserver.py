@@ -159,10 +159,12 @@ class Slots:
     Invariant: tokens held == max(0, running - 1). Without a jobserver, `limit` local slots.
     """
 
-    def __init__(self, limit: int, jobserver: Jobserver | None = None, why: str = ""):
+    def __init__(self, limit: int, jobserver: Jobserver | None = None, why: str = "",
+                 note: str = ""):
         self.limit = max(1, limit)
         self.jobserver = jobserver
         self.why = why  # how the limit was chosen, for --verbose
+        self.note = note  # said once, without --verbose, when it makes jobs wait
         self.running = 0
         self._tokens: list[bytes] = []
 
@@ -238,8 +240,15 @@ def slots_for(jobs: int = 0, makeflags: str | None = None) -> Slots:
         # Like a sub-make, run on the implicit slot only (make 4.3 hands its pipe only to
         # recipes marked `+` or that use $(MAKE)).
         return Slots(1, None, "1: make's jobserver is not reachable from this recipe "
-                              "(mark the recipe with '+' for make 4.3)")
+                              "(mark the recipe with '+' for make 4.3)", UNREACHABLE_NOTE)
     return Slots(cap, server, f"make's jobserver ({server.name}), at most {cap}")
+
+
+UNREACHABLE_NOTE = (
+    "offlink: note: make's jobserver is not reachable from this recipe, so target compiles run "
+    "one at a time (make 4.3 hands it only to recipes marked '+', which CMake's Makefiles "
+    "generator does not write); use Ninja (cmake -G Ninja), make 4.4, a '+' in front of the "
+    "link recipe, or OFFLINK_JOBS=N")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -271,8 +280,9 @@ class Children:
         self._procs: set = set()
         self._stopping = False
 
-    def run(self, argv: Sequence[str], what: str) -> None:
-        """Run a tool with its output kept; a failure is a ToolError carrying that output."""
+    def run(self, argv: Sequence[str], what: str) -> str:
+        """Run a tool with its output kept; a failure is a ToolError carrying that output.
+        Returns the output of a run that succeeded (a launcher's warnings, for example)."""
         import subprocess
 
         from . import run as runner
@@ -302,6 +312,7 @@ class Children:
             raise ToolError(f"{what} failed (exit status {proc.returncode}): "
                             f"{runner.show(argv)}", exit_code=status,
                             output=out.decode(errors="replace"))
+        return out.decode(errors="replace")
 
     def stop(self) -> None:
         with self._lock:
@@ -324,6 +335,12 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from . import run as runner
+
+    if slots.note and count > 1:  # only when jobs would wait; once per link
+        if not runner.VERBOSE:  # --verbose says it with slots.why
+            print(slots.note, file=sys.stderr)
+        slots.note = ""
     results: list = [None] * count
     errors: dict[int, BaseException] = {}
     running: dict[Future, int] = {}

@@ -26,6 +26,40 @@ def offlink_command(tmp_dir: Path) -> str:
     return str(wrapper)
 
 
+def in_ci() -> bool:
+    """Whether this is the CI run (.ci/run on a fresh machine, with every optional toolchain
+    installed), where a missing tool is a broken set-up, not a reason to skip."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def need_tool(found, reason: str):
+    """`found` (a path, a command, True) when it is there; else skip the test with the reason,
+    or fail it under CI=true: .ci/run installs every tool a test asks for here, so a skip
+    there would count a test that never ran as a pass."""
+    if found:
+        return found
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: .ci/run is meant to install it)", pytrace=False)
+    pytest.skip(reason)
+
+
+def needs_tool(missing: bool, reason: str) -> pytest.MarkDecorator:
+    """A test marker with need_tool's rule: skip when the tool is missing, fail under CI=true.
+    Checked before the test's fixtures are set up (pytest_runtest_setup below)."""
+    return pytest.mark.needs_tool(missing=missing, reason=reason)
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "needs_tool(missing, reason): skip when a tool is "
+                            "missing, fail under CI=true (tests/conftest.py: need_tool)")
+
+
+def pytest_runtest_setup(item) -> None:
+    for mark in item.iter_markers("needs_tool"):
+        if mark.kwargs["missing"]:
+            need_tool(None, mark.kwargs["reason"])
+
+
 @pytest.fixture(scope="session")
 def offlink(tmp_path_factory) -> str:
     return offlink_command(tmp_path_factory.mktemp("bin"))

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT, copy_sample, run
+from conftest import ROOT, copy_sample, need_tool, needs_tool, run
 
 from offlink.errors import FormatError, LinkError, ToolError, UsageError
 from offlink.targets import cuda, default_targets, resolve
@@ -40,8 +40,8 @@ def _toolkit():
         return None
 
 
-needs_nvcc = pytest.mark.skipif(_toolkit() is None, reason="no CUDA toolkit (nvcc) found: "
-                                "install CUDA or set CUDA_HOME / OFFLINK_NVCC")
+NO_TOOLKIT = "no CUDA toolkit (nvcc) found: install CUDA or set CUDA_HOME / OFFLINK_NVCC"
+needs_nvcc = needs_tool(_toolkit() is None, NO_TOOLKIT)
 
 
 def _real_driver() -> bool:
@@ -142,8 +142,7 @@ def _libs(offlink: str) -> list[str]:
 def built(offlink, tmp_path_factory):
     """The sample built by its Makefile (cubin, sm_80), plus the same objects linked with
     the kernels' emulation for the fake driver, as a cubin and as a fatbin image."""
-    if _toolkit() is None:
-        pytest.skip("no CUDA toolkit (nvcc) found: install CUDA or set CUDA_HOME / OFFLINK_NVCC")
+    need_tool(_toolkit(), NO_TOOLKIT)
     tmp = tmp_path_factory.mktemp("cuda")
     sample = copy_sample("cuda_saxpy", tmp)
     run(["make", "-s", "-C", sample, f"OFFLINK={offlink}", "CC=gcc", "build/saxpy"])

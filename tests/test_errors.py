@@ -152,12 +152,17 @@ def test_static_link_is_refused_clearly(ws):
 
 
 def test_failing_host_link_keeps_its_status(ws):
-    ws.write("a.c", "int twice(int);\nint main(void) { return twice(1); }\n")
+    ws.write("a.c", "int twice(int);\nint main(void) {\n#ifdef __OFFLINK_TARGET__\n"
+             "  return 0;  /* the image links; only the host link fails */\n#else\n"
+             "  return twice(1);\n#endif\n}\n")
     ws.cc("gcc", "-c", "a.c", "-o", "a.o")
     ws.write("b.c", "int unrelated(void) { return 0; }\n")
     ws.cc("gcc", "-c", "b.c", "-o", "b.o")
-    proc = ws.link("gcc", "a.o", "b.o", "-o", "prog")
+    linker = ws.write("gcc-status-7", f'#!/bin/sh\n{shutil.which("gcc")} "$@" || exit 7\n')
+    linker.chmod(0o755)  # a linker whose own failure status is not offlink's usual 1
+    proc = ws.link(str(linker), "a.o", "b.o", "-o", "prog")
     last = ws.fails(proc)
+    assert proc.returncode == 7, proc.stderr  # the status the linker failed with
     assert "undefined reference to `twice'" in proc.stderr
     assert "a.c" in last or "host link" in last or "device link" in last
     ws.clean(ws.root / "prog")

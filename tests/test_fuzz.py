@@ -1,7 +1,8 @@
 """A bounded libFuzzer run (60 s, ASan + UBSan) over the C table core: no finding allowed.
 
-Needs clang with libFuzzer (Debian: `apt-get install clang`); skipped with the reason when it
-is missing. tests/fuzz/run.sh is the same run by hand, for any length.
+Needs clang with libFuzzer (Debian: `apt-get install clang libclang-rt-14-dev`); skipped with the
+reason when it is missing, a failure under CI=true (.ci/run installs it). tests/fuzz/run.sh is
+the same run by hand, for any length.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from conftest import need_tool
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 SECONDS = int(os.environ.get("OFFLINK_FUZZ_SECONDS", "60"))
@@ -31,8 +32,8 @@ def _libfuzzer_clang(tmp_path: Path) -> str | None:
 
 def test_fuzz_table_core(tmp_path):
     clang = _libfuzzer_clang(tmp_path)
-    if clang is None:
-        pytest.skip("clang with libFuzzer is not installed (apt-get install clang)")
+    need_tool(clang, "clang with libFuzzer is not installed (apt-get install clang "
+              "libclang-rt-14-dev)")
     env = dict(os.environ, CLANG=clang, FUZZ_BUILD_DIR=str(tmp_path / "build"))
     proc = subprocess.run(["bash", str(FUZZ / "run.sh"), str(SECONDS)], env=env,
                           capture_output=True, text=True, timeout=SECONDS + 300)

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, copy_sample, make_sample, run
+from conftest import ROOT, copy_sample, make_sample, need_tool, needs_tool, run
 
 from offlink.elf import SHT_SYMTAB, STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
 from offlink.errors import LinkError
@@ -23,21 +23,20 @@ from offlink.table import Table
 from offlink.targets.gcc_nvptx import accel_compiler
 
 ACCEL = accel_compiler("12")
-needs_gcc_offload = pytest.mark.skipif(
-    shutil.which(ACCEL) is None or shutil.which("nvptx-none-ld") is None,
-    reason=f"{ACCEL} or nvptx-none-ld missing (apt-get install gcc-12-offload-nvptx "
-           f"nvptx-tools; .ci/run installs them)")
+HAVE_GCC_OFFLOAD = shutil.which(ACCEL) is not None and shutil.which("nvptx-none-ld") is not None
+NO_GCC_OFFLOAD = (f"{ACCEL} or nvptx-none-ld missing (apt-get install gcc-12-offload-nvptx "
+                  f"nvptx-tools; .ci/run installs them)")
+needs_gcc_offload = needs_tool(not HAVE_GCC_OFFLOAD, NO_GCC_OFFLOAD)
 PTXAS = shutil.which("ptxas") or shutil.which("/usr/local/cuda/bin/ptxas")
 NVLINK = shutil.which("nvlink") or shutil.which("/usr/local/cuda/bin/nvlink")
-needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA) not installed")
+needs_ptxas = needs_tool(PTXAS is None, "ptxas (CUDA) not installed")
 CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
 
 
 @pytest.fixture(scope="module")
 def sample(offlink, tmp_path_factory) -> Path:
     """samples/gcc_openmp built, linked by offlink and by GCC, and both run."""
-    if shutil.which(ACCEL) is None or shutil.which("nvptx-none-ld") is None:
-        pytest.skip(f"{ACCEL} or nvptx-none-ld missing")
+    need_tool(HAVE_GCC_OFFLOAD, NO_GCC_OFFLOAD)
     s = copy_sample("gcc_openmp", tmp_path_factory.mktemp("gcc"))
     make_sample(offlink, s, "run", "gcc-run")
     return s
@@ -122,8 +121,7 @@ def test_image_compiles_for_sm_80_and_defines_every_key(offlink, sample, tmp_pat
         run([PTXAS, "-arch=sm_80", "-c", f"{i}.ptx", "-o", f"{i}.cubin"], cwd=tmp_path)
         cubins.append(f"{i}.cubin")
     assert len(cubins) > 3  # the three CUs, then libgomp, libc and libgcc pieces
-    if NVLINK is None:
-        return
+    need_tool(NVLINK, "nvlink (CUDA) not installed")
     run([NVLINK, "-arch=sm_80", *cubins, "-o", "image.cubin"], cwd=tmp_path)
     linked = {s.name for s in ElfFile.open(tmp_path / "image.cubin").symbols() if s.defined}
     assert {s.name for s in Table.open(prog).symbols} <= linked
@@ -299,33 +297,70 @@ def registrations(binary: Path, shim: Path, log: Path) -> tuple[str, list[list[s
     return out, lines, ptx.read_bytes() if ptx.exists() else b""
 
 
-def check_registration(offlink: str, prog: Path, shim: Path, expected: str) -> None:
-    out, lines, ptx = registrations(prog, shim, prog.parent / "gomp.log")
-    assert out == expected  # no GPU here: registered, and still the host fallback
-    heads = [ln for ln in lines if ln[0] in ("register", "unregister")]
-    assert [h[:3] for h in heads] == [["register", "0x10001", "5"], ["unregister", "0x10001", "5"]]
-    head = heads[0]
-    block = lines[1:lines.index(heads[1])]  # what the register call recorded
-    funcs = [ln[1:] for ln in block if ln[0] == "func"]
-    variables = [ln[1:] for ln in block if ln[0] == "var"]
-    # as many names as host table slots, and name i is host table slot i (offlink's pairing)
-    assert head[6] == f"{len(funcs)}/{len(funcs)}" == "5/5"
-    assert head[8] == f"{len(variables)}/{len(variables)}" == "4/4"
+def host_symbols(binary: Path) -> dict[int, tuple[str, str]]:
+    """Address -> (the CU file, the name) of the function or variable defined there: two
+    statics of one name are told apart by the STT_FILE symbol before them."""
+    file, out = "", {}
+    for s in ElfFile.open(binary).symbols():
+        file = s.name if s.st_type == STT_FILE else file
+        if s.defined and s.st_type in (STT_FUNC, STT_OBJECT):
+            out.setdefault(s.st_value, ("" if s.is_global else file, s.name))
+    return out
+
+
+def registered(binary: Path, shim: Path, log: Path) -> tuple[str, dict]:
+    """(the program's output, what GOMP_offload_register_ver got: its header words, and per
+    host-table slot, in order, the host symbol there with the name (and dims or size) paired
+    with it), checked to be unregistered the same way at exit."""
+    out, lines, ptx = registrations(binary, shim, log)
+    heads = [i for i, ln in enumerate(lines) if ln[0] in ("register", "unregister")]
+    assert [lines[i][0] for i in heads] == ["register", "unregister"], lines
+    block, after = lines[heads[0] + 1:heads[1]], lines[heads[1] + 1:]
+    assert block == after and lines[heads[0]][1:] == lines[heads[1]][1:]
+    at = host_symbols(binary)
+    return out, {
+        "head": lines[heads[0]][1:],
+        "funcs": [(at[int(a)], name, dims) for _, name, a, *dims in
+                  (ln for ln in block if ln[0] == "func")],
+        "vars": [(at[int(a)], name, int(size)) for _, name, a, size in
+                 (ln for ln in block if ln[0] == "var")],
+        "ptx": ptx}
+
+
+def check_registration(offlink: str, prog: Path, shim: Path, expected: str,
+                       reference: Path) -> None:
+    """offlink's registration against GCC's own (mkoffload's) for the same objects,
+    `reference`: the same call, host slots, names and launch dimensions."""
+    out, mine = registered(prog, shim, prog.parent / "gomp.log")
+    gcc_out, theirs = registered(reference, shim, prog.parent / "gomp-gcc.log")
+    assert out == gcc_out == expected  # no GPU here: registered, and still the host fallback
+    # GOMP_VERSION, GOMP_DEVICE_NVIDIA_PTX, names for every host slot: as GCC's
+    head, ref = mine["head"], theirs["head"]
+    assert head[:2] == ref[:2] == ["0x10001", "5"]
+    assert head[4:] == ref[4:] == ["funcs", "5/5", "vars", "4/4"]
+    # Functions: host slot i holds the same function as in GCC's link, and is paired with the
+    # same name and launch dimensions (OpenMP regions: none) as mkoffload pairs it with.
+    assert mine["funcs"] == theirs["funcs"]
+    assert all(dims == ["0", "0", "0"] for *_, dims in mine["funcs"])
+    # Variables: the same host slots in the same order, with the same size and link flag.
+    # (Names of statics differ by design: GCC's are lto_priv numbers, offlink's say the CU.)
+    assert [(sym, size) for sym, _, size in mine["vars"]] == \
+        [(sym, size) for sym, _, size in theirs["vars"]]
+    public = [(sym, name) for sym, name, _ in theirs["vars"] if "$lto_priv$" not in name]
+    # Each name is the variable of its slot by offlink's table (its key for a static).
     rows = {r["name"]: r for r in table_of(offlink, prog)["symbols"]}
-    assert sorted(n for n, *_ in funcs + variables) == sorted(rows)
-    for name, address, *dims in funcs:
-        assert rows[name]["kind"] == "function" and rows[name]["address"] == int(address)
-        assert dims == ["0", "0", "0"]  # OpenMP regions have no launch dimensions
-    for name, address, size in variables:
+    assert sorted(name for _, name, _ in mine["funcs"] + mine["vars"]) == sorted(rows)
+    at = host_symbols(prog)
+    for sym, name, size in mine["vars"]:
         link = gcc.LINK_FLAG if rows[name]["kind"] == "link-variable" else 0
-        assert rows[name]["address"] == int(address)
-        assert int(size) == rows[name]["size"] | link
+        assert at[rows[name]["address"]] == sym and size == rows[name]["size"] | link
+    assert {n for _, n in public} <= {name for _, name, _ in mine["vars"]}
     # The PTX objects are the image's files, each with its NUL, byte for byte.
     image = prog.parent / "image.ptx"
     run([offlink, "extract", prog, "--target", "nvptx-none", "--output", image])
     data = image.read_bytes()
     parts = data.split(b"\0")[:-1] if data.endswith(b"\0") else data.split(b"\0")
-    assert int(head[4]) == len(parts) > 3 and ptx == b"".join(p + b"\0" for p in parts)
+    assert int(head[3]) == len(parts) > 3 and mine["ptx"] == b"".join(p + b"\0" for p in parts)
 
 
 @needs_gcc_offload
@@ -334,7 +369,8 @@ def test_gomp_register_pairs_name_i_with_host_slot_i(offlink, sample, gomp_shim,
     expected = (sample / "expected.txt").read_text()
     run([offlink, "link", "--gomp-register", "--verify-deep", "gcc", "-fopenmp", *objs,
          "-o", "prog"], cwd=tmp_path)
-    check_registration(offlink, tmp_path / "prog", gomp_shim, expected)
+    check_registration(offlink, tmp_path / "prog", gomp_shim, expected,
+                       sample / "build" / "gcc_openmp.gcc")
     # OFFLINK_GOMP_REGISTER=1 is the same link: byte for byte.
     run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "prog2"], cwd=tmp_path,
         env={**os.environ, "OFFLINK_GOMP_REGISTER": "1"})
@@ -395,7 +431,7 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
                          pipeline.LinkOptions(gomp_register=True, cache=False)) == 0
     assert len(links) == 2
     check_registration(offlink, tmp_path / "prog", gomp_shim,
-                       (sample / "expected.txt").read_text())
+                       (sample / "expected.txt").read_text(), sample / "build" / "gcc_openmp.gcc")
 
 
 def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():

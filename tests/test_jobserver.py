@@ -176,7 +176,8 @@ def test_failed_compile_gives_tokens_back(offlink, project, tmp_path):
     script, log = launcher(tmp_path, action)
     fifo = Fifo(tmp_path / "fifo", tokens=2)
     try:
-        env = link_env(MAKEFLAGS=f"-j3 --jobserver-auth=fifo:{fifo.path}")
+        env = link_env(MAKEFLAGS=f"-j3 --jobserver-auth=fifo:{fifo.path}",
+                       OFFLINK_TARGET_LAUNCHER_MANDATORY="1")  # else: compiled locally
         proc = run([offlink, "link", "--target-launcher", script, "gcc", *objects(project),
                     "-o", tmp_path / "prog"], env=env, check=False)
         assert proc.returncode == 1
@@ -197,12 +198,55 @@ def wait_for(predicate, timeout: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+# Generous but bounded: a loaded machine (parallel test runs, other builds) can be slow to start
+# three compiles, but a link that never answers a signal must fail the test, not hang it.
+SIGNAL_DEADLINE = 300.0
+
+
+def as_a_fresh_session() -> None:
+    """preexec_fn: the link runs in its own process group (so the test can kill it and every
+    compile it started) with the default SIGINT, SIGTERM and SIGHUP dispositions, whatever the
+    test runner inherited (a background job or nohup starts with SIGINT or SIGHUP ignored, and
+    ignored signals stay ignored across exec)."""
+    os.setsid()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat), None when it is gone or a zombie:
+    with it a pid reused by another process on a busy machine is not mistaken for ours."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def read_available(fd: int, deadline: float) -> bytes:
+    """What a pipe holds once it holds something, reading without blocking until the deadline
+    (a blocking read would hang the test forever if the link lost the tokens)."""
+    os.set_blocking(fd, False)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(fd, 64)
+        except BlockingIOError:
+            chunk = b""
+        got += chunk
+        if (got and not chunk) or time.monotonic() > deadline:
+            return got
+        if not chunk:
+            time.sleep(0.05)
+
+
 @pytest.mark.parametrize("kind,sig", [("fifo", signal.SIGTERM), ("pipe", signal.SIGINT)])
 def test_signals_give_tokens_back_and_stop_compiles(offlink, project, tmp_path, kind, sig):
-    script, log = launcher(tmp_path, "exec sleep 60")
+    script, log = launcher(tmp_path, "exec sleep 600")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    fifo = r = w = None
+    fifo = r = w = proc = None
     if kind == "fifo":
         fifo = Fifo(tmp_path / "fifo", tokens=2)
         flags, pass_fds = f"-j3 --jobserver-auth=fifo:{fifo.path}", ()
@@ -214,23 +258,32 @@ def test_signals_give_tokens_back_and_stop_compiles(offlink, project, tmp_path, 
         proc = subprocess.Popen(
             [offlink, "link", "--target-launcher", script, "gcc", *objects(project),
              "-o", tmp_path / "prog"], env=link_env(MAKEFLAGS=flags, TMPDIR=str(tmp)),
-            pass_fds=pass_fds, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            pass_fds=pass_fds, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, preexec_fn=as_a_fresh_session)
         running = log / "running"
-        wait_for(lambda: running.is_dir() and len(list(running.iterdir())) == 3)
-        compiles = [int(p.name) for p in running.iterdir()]
+        wait_for(lambda: proc.poll() is not None or
+                 (running.is_dir() and len(list(running.iterdir())) == 3), SIGNAL_DEADLINE)
+        assert proc.poll() is None, proc.communicate()
+        compiles = {int(p.name): start_time(int(p.name)) for p in running.iterdir()}
         proc.send_signal(sig)
-        _out, err = proc.communicate(timeout=20)
+        _out, err = proc.communicate(timeout=SIGNAL_DEADLINE)
         assert proc.returncode == 128 + sig, err
         assert err.strip().splitlines()[-1] == "offlink: interrupted"
         if fifo:
             assert fifo.count() == 2
         else:
-            assert os.read(r, 10) == b"++"
-        for pid in compiles:  # the compiles were stopped (and reaped)
-            with pytest.raises(ProcessLookupError):
-                os.kill(pid, 0)
+            assert read_available(r, time.monotonic() + 5) == b"++"
+        for pid, started in compiles.items():  # the compiles were stopped (and reaped)
+            assert started is not None and start_time(pid) != started, pid
         assert list(tmp.iterdir()) == [] and not (tmp_path / "prog").exists()
     finally:
+        if proc is not None:
+            try:  # the link and every compile it started, whatever happened above
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if proc.returncode is None:
+                proc.communicate()
         if fifo:
             fifo.close()
         for fd in (r, w):
@@ -278,7 +331,7 @@ def test_timings_verbose_and_env(offlink, project, tmp_path):
                 "-o", tmp_path / "prog"], env=env)
     err = proc.stderr
     assert "offlink: parallel target compiles: 2 from --jobs" in err
-    assert f"offlink: {script} gcc -x cpp-output" in err  # the launcher prefix, shown
+    assert f"offlink: {script} gcc -O1 -fPIC -c " in err  # the launcher prefix, shown
     assert f"x86_64-pc-linux-gnu: {CUS + 1} CUs, {CUS + 1} compiled, 0 from cache" in err
     timing = next(ln for ln in err.splitlines() if ln.startswith("offlink: timing (ms):"))
     for stage in ("extract", "compile[x86_64-pc-linux-gnu]", "device[", "host", "fill", "total"):

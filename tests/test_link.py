@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import run
 
 LIB = """\
@@ -524,3 +525,134 @@ def test_output_that_is_a_fifo_is_written_into_not_replaced(offlink, tmp_path):
         assert got == [expected.read_bytes()]
         fifo.unlink()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+INTERNALS = """\
+__attribute__((visibility("internal"))) int helper(int x) { return x + 1; }
+__attribute__((visibility("hidden"))) int hid(int x) { return x + 2; }
+int api(int x) { return helper(x) * hid(x); }
+"""
+CALLER = """\
+#include <stdio.h>
+int api(int);
+int main(void) { printf("%d\\n", api(3)); return 0; }
+"""
+
+
+def test_internal_and_hidden_functions_are_not_offered(offlink, tmp_path):
+    """Lua marks its internals `internal`: treated as `hidden`, and inspect says why."""
+    (tmp_path / "lib.c").write_text(INTERNALS)
+    (tmp_path / "main.c").write_text(CALLER)
+    for name in ("lib", "main"):
+        run([offlink, "cc", "gcc", "-O2", "-c", f"{name}.c"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "main.o", "lib.o", "-o", "app"], cwd=tmp_path)
+    assert run([tmp_path / "app"]).stdout == "20\n"
+    assert symbols(offlink, tmp_path / "app") == {"api", "main"}
+    for name, seen in (("helper", "internal"), ("hid", "hidden")):
+        why = run([offlink, "inspect", "app", "--symbol", name], cwd=tmp_path).stdout
+        assert f"with {seen} visibility" in why and "offlink cc" not in why
+    # Named in the CU's explicit list, it is refused with the reason.
+    run([offlink, "cc", "--offload-symbol", "helper", "gcc", "-c", "lib.c", "-o", "named.o"],
+        cwd=tmp_path)
+    proc = run([offlink, "link", "gcc", "main.o", "named.o", "-o", "named"], cwd=tmp_path,
+               check=False)
+    assert proc.returncode != 0 and not (tmp_path / "named").exists()
+    assert proc.stderr.startswith("offlink: error: lib.c") and "internal visibility" in \
+        proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_a_name_hidden_by_another_cus_declaration(offlink, tmp_path):
+    """The linker hides a definition that another CU declares hidden: not offered; offered by
+    name, the error says which CU hid it."""
+    (tmp_path / "def.c").write_text("int counter = 1;\n")
+    (tmp_path / "ref.c").write_text('extern int counter __attribute__((visibility("hidden")));\n'
+                                    "int bump(void) { return ++counter; }\n")
+    run([offlink, "cc", "gcc", "-c", "def.c"], cwd=tmp_path)
+    run([offlink, "cc", "gcc", "-c", "ref.c"], cwd=tmp_path)
+    for _ in range(2):  # the second link takes the image from the cache
+        run([offlink, "link", "gcc", "-shared", "def.o", "ref.o", "-o", "libx.so"], cwd=tmp_path)
+        assert symbols(offlink, tmp_path / "libx.so") == {"bump"}
+    why = run([offlink, "inspect", "libx.so", "--symbol", "counter"], cwd=tmp_path).stdout
+    assert "in the target code of x86_64-pc-linux-gnu, but not as an exported symbol" in why
+    run([offlink, "cc", "--offload-symbol", "counter", "gcc", "-c", "def.c", "-o", "named.o"],
+        cwd=tmp_path)
+    proc = run([offlink, "link", "gcc", "-shared", "named.o", "ref.o", "-o", "libn.so"],
+               cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and not (tmp_path / "libn.so").exists()
+    assert "'counter' offered by def.c (named.o) is not exported by the image: ref.c (ref.o) " \
+        "declares it with hidden visibility" in proc.stderr
+
+
+def test_shared_library_named_by_path_reaches_the_image(offlink, tmp_path):
+    """CMake links an in-tree library by its path (`app.o /abs/libz.so.1.3`): the image's
+    references to it resolve as they do with `-L. -lNAME`, and the program runs its image."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (tmp_path / "z.c").write_text("int zadd(int a, int b) { return a + b; }\n")
+    (tmp_path / "app.c").write_text(
+        "#include <stdio.h>\n#include <offlink.h>\nint zadd(int, int);\n"
+        "int twice(int x) { return zadd(x, x); }\n"
+        "int main(void) {\n"
+        "  int (*t)(int) = (int (*)(int))offlink_translate(OFFLINK_TABLE, (void *)twice);\n"
+        "  printf(\"%d %d\\n\", t(21), t != twice);\n  return 0;\n}\n")
+    run([offlink, "cc", "gcc", "-fPIC", "-c", "z.c"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "-shared", "-Wl,-soname,libz1.so.1", "z.o", "-o",
+         sub / "libz1.so.1.3"], cwd=tmp_path)
+    (sub / "libz1.so.1").symlink_to("libz1.so.1.3")
+    run([offlink, "cc", "gcc", *config(offlink, "--cflags"), "-c", "app.c"], cwd=tmp_path)
+    for lib in (sub / "libz1.so.1.3", "sub/libz1.so.1.3", "-Lsub -l:libz1.so.1.3"):
+        run([offlink, "link", "gcc", "app.o", *str(lib).split(), f"-Wl,-rpath,{sub}",
+             *config(offlink, "--libs"), "-o", "app"], cwd=tmp_path)
+        assert run([tmp_path / "app"]).stdout == "42 1\n"
+        assert symbols(offlink, tmp_path / "app") == {"main", "twice"}
+
+
+SANITIZED = """\
+int buf[4];
+int poke(int i) { return buf[i]; }
+int shift(int x, int n) { return x << n; }
+"""
+SANITIZED_MAIN = """\
+#include <stdio.h>
+#include <stdlib.h>
+#include <offlink.h>
+int poke(int);
+int shift(int, int);
+int main(int argc, char **argv) {
+  int (*p)(int) = (int (*)(int))offlink_translate(OFFLINK_TABLE, (void *)poke);
+  int (*s)(int, int) = (int (*)(int, int))offlink_translate(OFFLINK_TABLE, (void *)shift);
+  printf("%d %d\\n", p != poke && s != shift, s(1, 3));
+  fflush(stdout);
+  return argv[1][0] == 'p' ? p(atoi(argv[2])) : s(1, atoi(argv[2]));
+}
+"""
+
+
+ASAN_REPORT = "AddressSanitizer: global-buffer-overflow"
+UBSAN_REPORT = "u.c:3:36: runtime error: shift exponent 40"
+
+
+@pytest.mark.parametrize("compiler,sanitizer,link,bad,report", [
+    ("gcc", "address", [], ["p", "4"], ASAN_REPORT),
+    ("gcc", "address", ["-static-libasan"], ["p", "4"], ASAN_REPORT),
+    ("gcc", "undefined", [], ["s", "40"], UBSAN_REPORT),
+    ("gcc", "undefined", ["-static-libubsan"], ["s", "40"], UBSAN_REPORT),
+    ("clang", "address", [], ["p", "4"], ASAN_REPORT),
+])
+def test_sanitized_program_runs_its_image_with_the_sanitizer(offlink, tmp_path, compiler,
+                                                             sanitizer, link, bad, report):
+    """The image of sanitized CUs is linked with the sanitizer the program runs: an error in
+    the image's code (the translated function) is reported by that runtime."""
+    (tmp_path / "u.c").write_text(SANITIZED)
+    (tmp_path / "main.c").write_text(SANITIZED_MAIN)
+    flags = ["-g", f"-fsanitize={sanitizer}", "-fno-sanitize-recover=all"]
+    for name in ("u", "main"):
+        run([offlink, "cc", compiler, *flags, *config(offlink, "--cflags"), "-c", f"{name}.c"],
+            cwd=tmp_path)
+    run([offlink, "link", compiler, *flags, *link, "main.o", "u.o", *config(offlink, "--libs"),
+         "-o", "app"], cwd=tmp_path)
+    assert run([tmp_path / "app", "p", "1"]).stdout == "1 8\n"
+    proc = run([tmp_path / "app", *bad], check=False)
+    assert proc.returncode != 0 and proc.stdout == "1 8\n" and report in proc.stderr
+    if sanitizer == "address":  # poke's frame is the image's (dlopen'ed), far from main's
+        pc = [int(ln.split()[1], 16) for ln in proc.stderr.splitlines()
+              if ln.strip().startswith(("#0 ", "#1 "))]
+        assert abs(pc[0] - pc[1]) > 1 << 32

@@ -61,6 +61,39 @@ def test_wheel_carries_licence_extension_and_bounded_dependencies(wheel):
     assert all("<" in r for r in requires), requires
 
 
+def test_wheel_carries_the_prebuilt_runtime(wheel, tmp_path):
+    """libofflink.a, its seal, offlink.pc and the CMake package are in the wheel; installed,
+    `config --libs` and pkg-config name that library with no C compiler at hand."""
+    whl, _ = wheel
+    with zipfile.ZipFile(whl) as z:
+        names = set(z.namelist())
+    lib = "offlink/runtime/lib/"
+    assert {lib + "libofflink.a", lib + "libofflink.a.sha256", lib + "pkgconfig/offlink.pc",
+            lib + "cmake/offlink/offlinkConfig.cmake",
+            lib + "cmake/offlink/offlinkConfigVersion.cmake"} <= names
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
+                    "--target", str(site), str(whl)], check=True, timeout=300)
+    env = {**__import__("os").environ, "PYTHONPATH": str(site), "CC": "false", "AR": "false",
+           "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("OFFLINK_BUILD_RUNTIME", None)
+
+    def config(*args: str) -> str:
+        return subprocess.run([sys.executable, "-m", "offlink", "config", *args], env=env,
+                              capture_output=True, text=True, check=True, cwd=tmp_path,
+                              timeout=60).stdout.strip()
+
+    installed = site / "offlink" / "runtime" / "lib" / "libofflink.a"
+    assert config("--libs").split() == [str(installed), "-ldl", "-lpthread"]
+    if shutil.which("pkg-config"):
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "offlink"],
+                               env={**env, "PKG_CONFIG_PATH": config("--pkgconfig-dir")},
+                               capture_output=True, text=True, check=True).stdout.split()
+        assert [Path(f.removeprefix("-I")).resolve() for f in flags[:2]] == \
+            [installed.parent.parent, installed]
+    assert not (tmp_path / "cache" / "runtime").exists()
+
+
 def _without_extension(code: str, **env: str) -> subprocess.CompletedProcess:
     # sys.modules[name] = None makes `import offlink._ctable` fail as a missing build would.
     prog = f"import sys; sys.modules['offlink._ctable'] = None\n{code}"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from conftest import need_tool
 
 from offlink.elf import ElfFile
 from offlink.formats.table import (
@@ -273,8 +274,7 @@ def test_module_without_a_table_runs_on_the_host(tmp_path: Path, mode: str) -> N
 
 def test_gold_load_base_is_not_a_table(tmp_path: Path) -> None:
     """gold resolves an undefined weak hidden symbol to the load base: no table, no error."""
-    if not shutil.which("ld.gold"):
-        pytest.skip("ld.gold is not installed")
+    need_tool(shutil.which("ld.gold"), "ld.gold is not installed (binutils)")
     exe = link(tmp_path, SRC / "app.c", None, extra=("-fuse-ld=gold",)).path
     out = run(exe, "basic", env={"OFFLINK_MANDATORY": "1"})
     assert (out["side"], out["error"]) == ("host", "(null)")
@@ -413,8 +413,7 @@ def test_shared_library_with_its_own_table(tmp_path: Path, mode: str) -> None:
 
 
 def test_cxx_program(tmp_path: Path) -> None:
-    if not shutil.which("g++"):
-        pytest.skip("g++ is not installed")
+    need_tool(shutil.which("g++"), "g++ is not installed")
     exe = link(tmp_path, SRC / "cxx.cc", {"twice": "function"}, compiler="g++")
     assert run(exe.path) == {"twice": "1042", "target": HOST, "stderr": ""}
 
@@ -439,11 +438,13 @@ CXX = {"gcc": "g++", "clang": "clang++"}
 
 @pytest.mark.parametrize("compiler", sorted(CXX))
 def test_runtime_compiles_without_warnings(compiler: str, tmp_path: Path) -> None:
-    if not shutil.which(compiler) or not shutil.which(CXX[compiler]):
-        pytest.skip(f"{compiler} is not installed")
-    cc("-std=c11", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fPIC",
-       f"-I{build.RUNTIME_DIR}", "-c", build.RUNTIME_DIR / "runtime.c", "-o", tmp_path / "r.o",
-       compiler=compiler)
+    need_tool(shutil.which(compiler) and shutil.which(CXX[compiler]), f"{compiler} missing")
+    sources = build.sources()  # every C file of the library, not only runtime.c
+    assert {"runtime.c", "table.c"} <= {p.name for p in sources}
+    for src in sources:
+        cc("-std=c11", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fPIC",
+           f"-I{build.RUNTIME_DIR}", "-c", src, "-o", tmp_path / f"{src.stem}.o",
+           compiler=compiler)
     for src in ("app.c", "lib.c", "withlib.c", "cxx.cc"):
         for defines in ([], TARGET_DEFINES):
             cc("-Wall", "-Wextra", "-Werror", *defines, *build.cflags(), "-c", SRC / src,
@@ -452,6 +453,7 @@ def test_runtime_compiles_without_warnings(compiler: str, tmp_path: Path) -> Non
 
 def test_library_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OFFLINK_BUILD_RUNTIME", "1")  # the build on demand, not the prebuilt
     lib = build.runtime_library()
     assert lib.is_relative_to(tmp_path) and lib.name == "libofflink.a"
     stamp = lib.stat().st_mtime_ns
@@ -477,7 +479,8 @@ def test_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_concurrent_builds(tmp_path: Path) -> None:
     """Processes racing to build the same library all get a complete one."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path), "PYTHONPATH": path}
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path), "PYTHONPATH": path,
+           "OFFLINK_BUILD_RUNTIME": "1"}
     code = "from offlink.runtime import build; print(build.runtime_library())"
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                               text=True) for _ in range(4)]
@@ -495,6 +498,7 @@ def test_build_failure_is_a_tool_error(monkeypatch: pytest.MonkeyPatch, tmp_path
     from offlink.errors import ToolError
 
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OFFLINK_BUILD_RUNTIME", "1")
     monkeypatch.setenv("CC", "false")
     with pytest.raises(ToolError,
                        match=r"building the offlink runtime failed \(exit status 1\): false "):

@@ -455,9 +455,9 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
         image = device.device_link(plan, target, compiled, workdir, argv)
         cache.put(key, {"target": target.name}, image.data)
         return image
-    offers, owners = device.merge_offers(compiled)  # also re-checks duplicate names
     with open(out, "wb") as f:
         f.write(entry.data)
+    offers, owners = device.image_offers(target, compiled, entry.data, out)
     if runner.VERBOSE:
         print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
     return device.Image(target, out, entry.data, offers, owners)

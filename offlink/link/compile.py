@@ -87,6 +87,7 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
                 continue
         todo.append((i, src, obj, argv, what, key))
     children = Children()
+    engine = Engine(launcher, target) if launcher else None
 
     def one(j: int) -> CompiledCU:
         i, src, obj, argv, what, key = todo[j]
@@ -97,7 +98,10 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
         if launcher and runner.which(launcher[0]) is None:
             raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
-        children.run([*launcher, *argv], what)
+        if engine is None:
+            children.run(argv, what)
+        else:
+            engine.compile(children, argv, what)
         offers = target.offers(cu, obj)
         if cache is not None:
             with open(obj, "rb") as f:
@@ -117,6 +121,8 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
                 done = run_jobs(len(todo), one, slots, children=children, progress=display)
         for (i, *_), compiled in zip(todo, done):
             results[i] = compiled
+        if engine is not None:
+            engine.report(len(todo))
     return [r for r in results if r is not None]
 
 
@@ -132,3 +138,68 @@ def fill_cache(cus: list[CU], target: Target, workdir: str, cache: Cache,
             print(f"offlink: {e.args[0] if e.args else e}; left to the link", file=sys.stderr)
         return -1
     return sum(not c.cached for c in compiled)
+
+
+MANDATORY_ENV = "OFFLINK_TARGET_LAUNCHER_MANDATORY"
+
+
+class Engine:
+    """The target launcher (distcc, icecream, sccache, ccache) as a compile engine that may fail.
+
+    A compile the launcher fails is compiled again locally, without it (a real compile error
+    fails there too, with the compiler's own message), and the link ends with one warning line;
+    with OFFLINK_TARGET_LAUNCHER_MANDATORY=1 a launcher failure is the link's error instead
+    (and distcc is told not to fall back to local compiles itself: DISTCC_FALLBACK=0). What the
+    launcher says on compiles that succeed (distcc's "failed to distribute, running locally")
+    is summed up in the same one line. Either way the object is the compiler's own output:
+    never a wrong image.
+    """
+
+    def __init__(self, launcher: Sequence[str], target: Target):
+        import threading
+
+        self.launcher = list(launcher)
+        self.target = target
+        self.mandatory = os.environ.get(MANDATORY_ENV, "") not in ("", "0")
+        self.failed: list[str] = []  # first output line of each launcher failure
+        self.said: list[str] = []  # first output line of each successful compile that spoke
+        self._lock = threading.Lock()
+        if self.mandatory:
+            os.environ.setdefault("DISTCC_FALLBACK", "0")
+        if runner.VERBOSE and not target.distributable:
+            print(f"offlink: target {target.name}: compiles run through the launcher, but "
+                  f"{target.not_distributable_because}", file=sys.stderr)
+
+    def compile(self, children: Children, argv: list[str], what: str) -> None:
+        name = os.path.basename(self.launcher[0])
+        try:
+            said = children.run([*self.launcher, *argv], what)
+        except ToolError as e:
+            first = _first_line(e.output) or str(e)
+            if self.mandatory:
+                raise ToolError(f"{what} through target launcher '{name}' failed ({first}); "
+                                f"{MANDATORY_ENV} is set, so it is not compiled locally",
+                                exit_code=e.exit_code, output=e.output) from None
+            children.run(argv, what)  # locally; a compile error is reported from here
+            with self._lock:
+                self.failed.append(first)
+            return
+        if said.strip():
+            with self._lock:
+                self.said.append(_first_line(said))
+
+    def report(self, total: int) -> None:
+        """One warning line for the whole target, if the launcher failed or spoke."""
+        name = os.path.basename(self.launcher[0])
+        if self.failed:
+            print(f"offlink: warning: target launcher '{name}' failed {len(self.failed)} of "
+                  f"{total} compiles for {self.target.name} ({self.failed[0]}); they were "
+                  f"compiled locally", file=sys.stderr, flush=True)
+        elif self.said:
+            print(f"offlink: warning: target launcher '{name}' on {len(self.said)} of {total} "
+                  f"compiles for {self.target.name}: {self.said[0]}", file=sys.stderr,
+                  flush=True)
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")

@@ -47,20 +47,33 @@ def image_path(target: Target, workdir: str) -> str:
     return os.path.join(workdir, f"image-{target.name}")
 
 
+def image_offers(target: Target, compiled: list[CompiledCU], data: bytes,
+                 path: str) -> tuple[dict[str, Offer], dict[str, str]]:
+    """The merged offers that the image at `path` exports; a name the program made hidden is
+    left out (unless a CU offers it by name), any other one not exported is an error."""
+    offers, owners = merge_offers(compiled)
+    exported = target.exports(data, path)
+    explicit = {n for c in compiled for n in c.cu.payload.offered}
+    for name in [n for n in offers if n not in exported]:
+        why, hidden = target.why_not_exported(data, path, name, compiled)
+        if hidden and name not in explicit:
+            del offers[name], owners[name]  # not offered, like a hidden definition
+            continue
+        raise LinkError(f"target {target.name}: '{name}' offered by {owners[name]} is not "
+                        f"exported by the image{': ' + why if why else ''}")
+    return offers, owners
+
+
 def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str,
                 argv: list[str] | None = None) -> Image:
     """Link the image (with `argv` when the caller has made the command already: making it
     can write files, e.g. the CUDA target's PTX)."""
-    offers, owners = merge_offers(compiled)
+    merge_offers(compiled)  # duplicate names are refused before the link
     out = image_path(target, workdir)
     if argv is None:
         argv = target.image_argv(plan, compiled, out)
     runner.run(argv, f"device link for target {target.name}")
     with open(out, "rb") as f:
         data = f.read()
-    exported = target.exports(data, out)
-    for name in offers:
-        if name not in exported:
-            raise LinkError(f"target {target.name}: '{name}' offered by {owners[name]} is not "
-                            f"exported by the image")
+    offers, owners = image_offers(target, compiled, data, out)
     return Image(target, out, data, offers, owners)

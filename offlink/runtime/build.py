@@ -1,10 +1,16 @@
-"""Build the C runtime library (libofflink.a) on demand, cached, and say how to use it.
+"""The C runtime library (libofflink.a): the prebuilt one, else built on demand, cached; and
+how to use it (flags, pkg-config and CMake files).
 
-The library is compiled from the sources shipped in this package, once per set of sources and
-compiler, into a cache directory: `OFFLINK_CACHE_DIR`, else `$XDG_CACHE_HOME/offlink`, else
-`~/.cache/offlink`. Its size and SHA-256 are kept beside it and checked on every use; a
-library that does not match is rebuilt. `offlink config --cflags/--libs` prints `cflags()`
-and `libs()`.
+The package build (setup.py) compiles the library into offlink/runtime/lib/ with a seal
+(size, SHA-256 and the hash of the sources it came from) and relocatable offlink.pc and
+offlinkConfig.cmake beside it; that one is used whatever $CC says, so no C compiler is needed.
+When it is missing, does not match its seal or was built from other sources (an editable
+install after an edit), or OFFLINK_BUILD_RUNTIME=1 asks for it, the library is compiled from
+the shipped sources with $CC, once per set of sources and compiler, into a cache directory:
+`OFFLINK_CACHE_DIR`, else `$XDG_CACHE_HOME/offlink`, else `~/.cache/offlink`; its size and
+SHA-256 are kept beside it and checked on every use, and a library that does not match is
+rebuilt. `offlink config --cflags/--libs/--pkgconfig-dir/--cmake-dir` prints `cflags()`,
+`libs()`, `pkgconfig_dir()` and `cmake_dir()`.
 """
 
 from __future__ import annotations
@@ -18,18 +24,30 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ToolError
+from . import recipe
+from .recipe import CFLAGS, LIBRARY, SEAL
 
 RUNTIME_DIR = Path(__file__).resolve().parent
-LIBRARY = "libofflink.a"
-SEAL = ".sha256"  # beside the library: "<size> <sha256>\n" of what was built
-# -fvisibility=hidden keeps the table core (ofl_*) and the runtime's helpers out of the
-# module's dynamic symbols; offlink.h marks the public offlink_* API default.
-CFLAGS = ["-O2", "-fPIC", "-fvisibility=hidden", "-std=c11", "-pthread", "-Wall", "-Wextra"]
+PREBUILT_DIR = RUNTIME_DIR / recipe.PREBUILT
 
 
 def sources() -> list[Path]:
     """The C sources of the library: the runtime and the table core it shares with Python."""
-    return sorted(RUNTIME_DIR.glob("runtime*.c")) + [RUNTIME_DIR / "table.c"]
+    return recipe.sources(RUNTIME_DIR)
+
+
+def prebuilt_library() -> Path | None:
+    """The library the package build made, when it is intact and built from these sources;
+    None when OFFLINK_BUILD_RUNTIME=1 asks for a build from the sources instead."""
+    if os.environ.get("OFFLINK_BUILD_RUNTIME", "") not in ("", "0"):
+        return None
+    library = PREBUILT_DIR / LIBRARY
+    try:
+        kept = library.with_name(LIBRARY + SEAL).read_text("ascii")
+        expected = recipe.seal(library) + f"sources {recipe.sources_hash(RUNTIME_DIR)}\n"
+    except (OSError, ValueError):
+        return None
+    return library if kept == expected else None
 
 
 def cache_dir() -> Path:
@@ -58,8 +76,7 @@ def _key(cc: list[str], ar: str) -> str:
     from ..link.cache import file_stamp
 
     h = hashlib.sha256()
-    for path in [*sources(), *sorted(RUNTIME_DIR.glob("*.h"))]:
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(recipe.sources_hash(RUNTIME_DIR).encode())
     h.update(" ".join([*cc, *CFLAGS, ar]).encode())
     for tool in (cc[0], ar):
         found = shutil.which(tool)
@@ -76,10 +93,7 @@ def _run(argv: list[str]) -> None:
     runner.run(argv, "building the offlink runtime")
 
 
-def _seal(library: Path) -> str:
-    """What is kept beside the library: its size and SHA-256."""
-    data = library.read_bytes()
-    return f"{len(data)} {hashlib.sha256(data).hexdigest()}\n"
+_seal = recipe.seal
 
 
 def _intact(library: Path) -> bool:
@@ -91,13 +105,17 @@ def _intact(library: Path) -> bool:
 
 
 def runtime_library() -> Path:
-    """Path to libofflink.a, built first if this set of sources and compiler has none yet,
-    or if the cached one does not match the size and hash kept beside it (then rebuilt).
+    """Path to libofflink.a: the prebuilt one (see prebuilt_library), else the cached build
+    for this set of sources and compiler, built first if there is none yet or if the cached
+    one does not match the size and hash kept beside it (then rebuilt).
 
     Safe when several processes build at once: each builds in its own temporary directory
     and renames the result into place, then its seal; the last rename wins with identical
     content, and a library seen without its seal is only built once more.
     """
+    prebuilt = prebuilt_library()
+    if prebuilt is not None:
+        return prebuilt
     missing = [p for p in sources() if not p.is_file()]
     if missing:
         raise ToolError(f"the offlink runtime sources are incomplete: {missing[0]} is missing")
@@ -116,13 +134,7 @@ def runtime_library() -> Path:
     except OSError as e:
         raise ToolError(f"cannot create {target.parent}: {e.strerror}") from None
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as tmp:
-        objects = []
-        for src in sources():
-            obj = Path(tmp) / (src.stem + ".o")
-            _run([*cc, *CFLAGS, f"-I{RUNTIME_DIR}", "-c", str(src), "-o", str(obj)])
-            objects.append(str(obj))
-        archive = Path(tmp) / LIBRARY
-        _run([ar, "rcsD", str(archive), *objects])  # D: no timestamps, reproducible
+        archive = recipe.compile_archive(cc, ar, RUNTIME_DIR, Path(tmp), _run)
         seal = _seal(archive)
         os.replace(archive, target)
     try:
@@ -139,4 +151,36 @@ def cflags() -> list[str]:
 
 def libs() -> list[str]:
     """Linker arguments for a program that uses the runtime (builds the library if needed)."""
-    return [str(runtime_library()), "-ldl", "-lpthread"]
+    return [str(runtime_library()), *recipe.LINK_LIBS]
+
+
+def _config_dir(sub: str) -> Path:
+    """The folder `sub` (pkgconfig, cmake/offlink) beside the library in use: shipped with
+    the prebuilt one; written beside a library built on demand, with absolute paths."""
+    library = runtime_library()
+    if library.parent == PREBUILT_DIR:
+        return PREBUILT_DIR / sub
+    from .. import __version__
+    from ..link.cache import write_atomic
+
+    include = str(RUNTIME_DIR)
+    files = recipe.config_files(__version__, include, str(library), include, str(library),
+                                RUNTIME_DIR / "config")
+    for rel, text in files.items():
+        path = library.parent / rel
+        try:
+            if not path.is_file() or path.read_text("utf-8") != text:
+                write_atomic(str(path), text.encode("utf-8"))
+        except OSError as e:
+            raise ToolError(f"cannot write {path}: {e.strerror}") from None
+    return library.parent / sub
+
+
+def pkgconfig_dir() -> Path:
+    """The folder holding offlink.pc, for PKG_CONFIG_PATH."""
+    return _config_dir(recipe.PKGCONFIG)
+
+
+def cmake_dir() -> Path:
+    """The folder holding offlinkConfig.cmake, for offlink_DIR or CMAKE_PREFIX_PATH."""
+    return _config_dir(recipe.CMAKE)

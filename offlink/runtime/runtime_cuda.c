@@ -117,8 +117,15 @@ static void driver_open(void) {
     snprintf(drv_error, sizeof drv_error, "no CUDA driver (%s)", dlerror());
     return;
   }
-  get_proc_v2_fn get2 = (get_proc_v2_fn)dlsym(h, "cuGetProcAddress_v2");
-  get_proc_v1_fn get1 = get2 ? NULL : (get_proc_v1_fn)dlsym(h, "cuGetProcAddress");
+  /* dlsym's void * to a function pointer through memcpy: ISO C has no cast between them. */
+  get_proc_v2_fn get2 = NULL;
+  get_proc_v1_fn get1 = NULL;
+  void *sym = dlsym(h, "cuGetProcAddress_v2");
+  memcpy(&get2, &sym, sizeof get2);
+  if (!get2) {
+    sym = dlsym(h, "cuGetProcAddress");
+    memcpy(&get1, &sym, sizeof get1);
+  }
   if (!get2 && !get1) {
     snprintf(drv_error, sizeof drv_error,
              "%s has no cuGetProcAddress (a CUDA driver older than 11.3)", path);

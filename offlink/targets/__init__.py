@@ -49,6 +49,12 @@ class Target:
     image_kind: str = ""  # the table's image kind
     macro: str = ""  # defined to 1 in target code besides __OFFLINK_TARGET__
     image_argv_reads_objects = True  # False: image_argv only names the CUs' object files
+    # Whether a distributed compile engine used as the target launcher (distcc, icecream,
+    # sccache) can send this target's per-CU compile to another machine or a shared cache:
+    # True for a self-contained compile of preprocessed C/C++ with a plain `CC -c FILE.i`;
+    # False (with the reason) for compiles an engine only runs locally.
+    distributable: bool = False
+    not_distributable_because: str = "its compile is not a plain preprocessed C/C++ compile"
 
     def defines(self) -> list[str]:
         return [f'-D__OFFLINK_TARGET__="{self.name}"', f"-D{self.macro}=1"]
@@ -92,6 +98,13 @@ class Target:
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError
+
+    def why_not_exported(self, image: bytes, path: str, name: str,
+                         compiled: list[CompiledCU]) -> tuple[str, bool]:
+        """Why the image does not export an offered name ("" when unknown), and whether it is
+        because the program gives it hidden or internal visibility (then it is not offered,
+        unless a CU names it in its explicit list)."""
+        return "", False
 
     def host_link_args(self, plan: LinkPlan) -> list[str]:
         """Words the host link needs added at its end (none by default)."""

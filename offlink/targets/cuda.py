@@ -266,6 +266,9 @@ def image_symbols(data: bytes, where: str) -> list[tuple[str, dict[str, DeviceSy
 class CudaTarget(Target):
     name = NAME
     macro = "__OFFLINK_TARGET_CUDA__"
+    distributable = False
+    not_distributable_because = ("its compile is nvcc's (distcc runs it locally; sccache can "
+                                 "cache nvcc compiles but offlink does not rely on it)")
     static_link_problem = ("the runtime opens the CUDA driver (libcuda.so.1) with dlopen, "
                            "which a static executable cannot do")
 
