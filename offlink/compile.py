@@ -334,7 +334,10 @@ def _target_compile(plan: CompilePlan, tmp: str) -> None:
     from .link.extract import CU
     from .link.pipeline import LinkOptions, target_launcher
 
-    cache = Cache.open()
+    try:
+        cache = Cache.open()
+    except UsageError:  # a cache folder the link refuses too: it says so there
+        return
     if cache is None:
         return
     launcher = target_launcher(LinkOptions())  # cc has no --target-launcher: the env decides

@@ -526,6 +526,19 @@ def test_cc_target_compile_opt_out_and_no_cache(offlink, tmp_path):
         assert "2 CUs, 2 compiled, 0 from cache" in proc.stderr
 
 
+def test_cc_leaves_a_refused_cache_folder_to_the_link(offlink, tmp_path):
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (tmp_path / "a.c").write_text("int a(int x) { return x; }\n")
+    proc = run([offlink, "cc", "gcc", "-fPIC", "-c", "a.c", "-o", "a.o"], cwd=tmp_path,
+               env=env_for(shared))
+    assert proc.stderr == "" and (tmp_path / "a.o").exists() and not list(shared.iterdir())
+    proc = run([offlink, "link", "gcc", "-shared", "a.o", "-o", "liba.so"], cwd=tmp_path,
+               env=env_for(shared), check=False)
+    assert proc.returncode == 2 and "is writable by other users" in proc.stderr
+
+
 def test_cc_leaves_a_failing_target_compile_to_the_link(offlink, tmp_path):
     cache = tmp_path / "cache"
     env = env_for(cache)
