@@ -12,7 +12,8 @@ every process under it. The variants run interleaved, one of each per run:
 - cold: offlink with an empty cache (target compiles in `offlink cc`, the link finds them);
 - cold, cc target compile off: OFFLINK_CC_TARGET_COMPILE=0 (every target compile at link time,
   as before);
-- warm: offlink with the cache the cold build of this run left (a rebuild after `ninja clean`).
+- warm: offlink with the cache the cold build of this run left, in the same build folder (a
+  rebuild after `ninja clean`).
 """
 
 from __future__ import annotations
@@ -65,16 +66,21 @@ def main() -> None:
         variants = {"plain": ([], {}), "cold": (launch, {}),
                     "cold, cc target compile off": (launch, {"OFFLINK_CC_TARGET_COMPILE": "0"}),
                     "warm": (launch, {})}
-        for i, (options, _) in enumerate(variants.values()):
-            subprocess.run(["cmake", "-S", src, "-B", work / f"b{i}", "-G", "Ninja",
-                            "-DCMAKE_BUILD_TYPE=Release", *options], env=base, check=True,
-                           stdout=subprocess.DEVNULL)
+        # "warm" rebuilds the "cold" build's folder (CMake puts the build folder on the
+        # include path, so the preprocessed code and the cache keys depend on it).
+        folder = {"plain": "b0", "cold": "b1", "cold, cc target compile off": "b2",
+                  "warm": "b1"}
+        for name, (options, _) in variants.items():
+            if not (work / folder[name]).exists():
+                subprocess.run(["cmake", "-S", src, "-B", work / folder[name], "-G", "Ninja",
+                                "-DCMAKE_BUILD_TYPE=Release", *options], env=base, check=True,
+                               stdout=subprocess.DEVNULL)
         times: dict[str, list[tuple[float, float]]] = {n: [] for n in variants}
         load = os.getloadavg()[0]
         for run in range(args.runs):
             cache = work / f"cache{run}"  # cold for "cold", then warm for "warm"
-            for i, (name, (_, extra)) in enumerate(variants.items()):
-                build = work / f"b{i}"
+            for name, (_, extra) in variants.items():
+                build = work / folder[name]
                 subprocess.run(["ninja", "clean"], cwd=build, check=True,
                                stdout=subprocess.DEVNULL)
                 env = {**base, **extra, "OFFLINK_CACHE_DIR": str(
