@@ -173,7 +173,7 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
         for compile_argv in onestep.compiles:
             plan = plan_compile(compile_argv, targets, offered)
             assert plan is not None
-            run_compile(plan)
+            run_compile(plan, target_compile=False)  # the link compiles them in parallel
         return link(onestep.link, LinkOptions(targets=link_targets))
     finally:
         work.close()

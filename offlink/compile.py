@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import run as runner
 from .errors import ToolError, UsageError
-from .formats.payload import Payload, build_record
+from .formats.payload import Payload, build_record, parse_records
 from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver
 
@@ -193,8 +193,9 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     return argv
 
 
-def run_compile(plan: CompilePlan) -> int:
-    """Preprocess for every target beside the host compile, then write each fat object.
+def run_compile(plan: CompilePlan, target_compile: bool = True) -> int:
+    """Preprocess for every target beside the host compile, write each fat object, then
+    compile its target code into the link cache (`_target_compile`) unless told not to.
 
     With one -o output the host compile writes into the work folder, and the fat object
     replaces the output whole, so a failure leaves the previous output as it was and a killed
@@ -224,6 +225,8 @@ def run_compile(plan: CompilePlan) -> int:
         _show_target_warnings(said, host_said)
         for si, src in enumerate(plan.sources):
             _add_payloads(plan, si, src, tmp, staged, slot)
+        if target_compile:
+            _target_compile(plan, tmp, host_said)
     finally:
         for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
             if proc.returncode is None:
@@ -315,11 +318,7 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
     """Add the payload sections to the host object and move the result to the output."""
     args = []
     for target in plan.targets:
-        with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
-            code = f.read()
-        payload = Payload(target.name, target.code_kind(src.language), src.path,
-                          plan.compiler, tuple(target.payload_options(plan.target_options)),
-                          code, plan.offered)
+        payload = _payload(plan, si, src, target, tmp)
         blob = os.path.join(tmp, f"{si}-{target.name}.payload")
         with open(blob, "wb") as f:
             f.write(build_record(payload))
@@ -338,6 +337,57 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
         slot.install(fat)
     finally:
         slot.close()
+
+
+def _payload(plan: CompilePlan, si: int, src: Source, target: Target, tmp: str) -> Payload:
+    """The payload of source `si` for `target`, from its preprocessed code in `tmp`."""
+    with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
+        code = f.read()
+    return Payload(target.name, target.code_kind(src.language), src.path, plan.compiler,
+                   tuple(target.payload_options(plan.target_options)), code, plan.offered)
+
+
+def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
+    """Compile each new fat object's target code now and leave it in the link cache.
+
+    The link looks its CUs up by the same key (link/cache.py), so after a build system's
+    parallel compile phase it finds them all there and compiles none; the fat object keeps
+    its payload, so a link without this cache compiles as before. This runs in the cc
+    process, after the fat object is in place, one compile at a time: the build system
+    already runs as many cc processes as its -j allows. A failure here is not this
+    compile's to report (the host object is right and the link gives the same error with
+    the compiler's output), so it is left to the link; --verbose says so. What a target
+    compiler says is shown here, as a device compile's warnings are, less what the host
+    compile said already (the link shows no cached CU's warnings again).
+    OFFLINK_CC_TARGET_COMPILE=0, OFFLINK_NO_CACHE=1 or OFFLINK_CACHE_SIZE=0 turn it off.
+    """
+    if os.environ.get("OFFLINK_CC_TARGET_COMPILE", "") == "0":
+        return
+    from .link.cache import Cache
+    from .link.compile import fill_cache
+    from .link.extract import CU
+    from .link.pipeline import LinkOptions, target_launcher
+
+    try:
+        cache = Cache.open()
+    except UsageError:  # a cache folder the link refuses too: it says so there
+        return
+    if cache is None:
+        return
+    launcher = target_launcher(LinkOptions())  # cc has no --target-launcher: the env decides
+    said: list[str] = []
+    for si, src in enumerate(plan.sources):
+        for target in plan.targets:
+            # The record as the link reads it, so the key is the one the link computes.
+            with open(os.path.join(tmp, f"{si}-{target.name}.payload"), "rb") as f:
+                payload = parse_records(f.read(), src.output, lazy=True)[0]
+            cu = CU(src.output, payload)
+            folder = os.path.join(tmp, f"{si}-{target.name}-target")
+            os.mkdir(folder)
+            compiled = fill_cache([cu], target.for_inputs([cu]), folder, cache, launcher)
+            said.extend(c.warnings for c in compiled)
+    _show_target_warnings(said, host_said)
+    cache.trim()
 
 
 def _umask() -> int:

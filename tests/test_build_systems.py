@@ -171,19 +171,25 @@ def notes(proc) -> list[str]:
 
 def test_cmake_makefiles_says_once_that_compiles_run_one_at_a_time(offlink, tmp_path):
     """CMake's Makefiles generator under make 4.3 gives `offlink link` no jobserver: one note
-    line says so without --verbose (Ninja and a '+' recipe under make say nothing)."""
+    line says so without --verbose (Ninja and a '+' recipe under make say nothing). By default
+    `offlink cc` compiled the target code in make's parallel phase: the link has none to run
+    and says nothing."""
     need("cmake")
     sample = copy_sample(SAMPLE, tmp_path)
-    build = tmp_path / "build"
     env = env_with_offlink(offlink, tmp_path / "cache")
     env.pop("MAKEFLAGS", None)
-    run(["cmake", "-G", "Unix Makefiles", "-S", sample, "-B", build,
-         f"-Dofflink_DIR={config(offlink, env, '--cmake-dir')}"], env=env)
-    proc = run(["cmake", "--build", build, "-j2"], env=env)
-    (note,) = notes(proc)
-    assert "make's jobserver is not reachable" in note and "one at a time" in note
-    assert "Ninja" in note
-    check_output(sample, build / "bs")
+    for name, extra in (("build", {"OFFLINK_CC_TARGET_COMPILE": "0"}), ("default", {})):
+        build = tmp_path / name
+        run(["cmake", "-G", "Unix Makefiles", "-S", sample, "-B", build,
+             f"-Dofflink_DIR={config(offlink, env, '--cmake-dir')}"], env=env)
+        proc = run(["cmake", "--build", build, "-j2"], env={**env, **extra})
+        if extra:
+            (note,) = notes(proc)
+            assert "make's jobserver is not reachable" in note and "one at a time" in note
+            assert "Ninja" in note
+        else:
+            assert notes(proc) == []
+        check_output(sample, build / "bs")
 
 
 def test_meson_dependency(offlink, tmp_path):

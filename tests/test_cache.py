@@ -347,9 +347,12 @@ class FakeTarget:
     name = "x86_64-pc-linux-gnu"
 
 
-class FakePayload:
-    def __init__(self, code=b"int f(void){return 1;}", options=("-O2",), offered=()):
-        self.code, self.options, self.offered, self.code_kind = code, options, offered, "c"
+def FakePayload(code=b"int f(void){return 1;}", options=("-O2",), offered=()):
+    """A payload as the link reads it from a fat object (keyed by its stored bytes)."""
+    from offlink.formats.payload import Payload, build_record, parse_records
+
+    record = build_record(Payload(FakeTarget.name, "c", "a.c", "gcc", options, code, offered))
+    return parse_records(record, "a.o", lazy=True)[0]
 
 
 class FakeCU:
@@ -475,3 +478,126 @@ def test_normalise_replaces_temporary_paths_in_and_as_words():
     assert normalise(argv, paths, "/w/t") == normalise(argv, paths) == [
         "ld", "-o", "<image>", "<object k1>", "--image3=file=<object k1>", "-L/usr/lib",
         "-Wl,-Map=<tmp>/map"]
+
+
+def cc_one_by_one(offlink, d: Path, env: dict, count: int) -> list[str]:
+    """`count` CUs and a main, each by its own `offlink cc` (as make runs them)."""
+    objs = []
+    for i in range(count):
+        (d / f"unit{i}.c").write_text(unit(i))
+        run([offlink, "cc", "gcc", "-O2", "-fPIC", "-c", f"unit{i}.c", "-o", f"unit{i}.o"], cwd=d,
+            env=env)
+        objs.append(str(d / f"unit{i}.o"))
+    (d / "main.c").write_text(MAIN)
+    cflags = run([offlink, "config", "--cflags"]).stdout.split()
+    run([offlink, "cc", "gcc", "-O2", *cflags, "-c", "main.c", "-o", "main.o"], cwd=d, env=env)
+    return [str(d / "main.o"), *objs, *run([offlink, "config", "--libs"]).stdout.split()]
+
+
+def test_cc_compiles_target_code_into_the_cache_so_the_link_compiles_none(offlink, tmp_path):
+    cache = tmp_path / "cache"
+    script, log = recorder(tmp_path)
+    env = env_for(cache, OFFLINK_TARGET_LAUNCHER=str(script))
+    d = tmp_path / "src"
+    d.mkdir()
+    args = cc_one_by_one(offlink, d, env, 18)
+    assert len(calls(log)) == 19  # one target compile per `offlink cc`
+    proc = run([offlink, "link", "--timings", "gcc", *args, "-o", tmp_path / "prog"], env=env)
+    assert "19 CUs, 0 compiled, 19 from cache; image linked" in proc.stderr
+    assert len(calls(log)) == 19
+    # The same link with an empty cache compiles every CU and writes the same bytes.
+    proc = run([offlink, "link", "--timings", "gcc", *args, "-o", tmp_path / "fresh"],
+               env=env_for(tmp_path / "empty"))
+    assert "19 CUs, 19 compiled, 0 from cache" in proc.stderr
+    assert (tmp_path / "prog").read_bytes() == (tmp_path / "fresh").read_bytes()
+    assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
+
+
+def test_cc_target_compile_opt_out_and_no_cache(offlink, tmp_path):
+    d = tmp_path / "src"
+    d.mkdir()
+    for name, extra in (("off", {"OFFLINK_CC_TARGET_COMPILE": "0"}),
+                        ("nocache", {"OFFLINK_NO_CACHE": "1"})):
+        cache = tmp_path / name
+        args = cc_one_by_one(offlink, d, env_for(cache, **extra), 2)
+        assert not (cache / "objects").exists()
+        proc = run([offlink, "link", "--timings", "gcc", "-shared", *args[1:3], "-o",
+                    tmp_path / name / "lib.so"], env=env_for(cache))
+        assert "2 CUs, 2 compiled, 0 from cache" in proc.stderr
+
+
+def test_cc_leaves_a_refused_cache_folder_to_the_link(offlink, tmp_path):
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (tmp_path / "a.c").write_text("int a(int x) { return x; }\n")
+    proc = run([offlink, "cc", "gcc", "-fPIC", "-c", "a.c", "-o", "a.o"], cwd=tmp_path,
+               env=env_for(shared))
+    assert proc.stderr == "" and (tmp_path / "a.o").exists() and not list(shared.iterdir())
+    proc = run([offlink, "link", "gcc", "-shared", "a.o", "-o", "liba.so"], cwd=tmp_path,
+               env=env_for(shared), check=False)
+    assert proc.returncode == 2 and "is writable by other users" in proc.stderr
+
+
+def test_cc_leaves_a_failing_target_compile_to_the_link(offlink, tmp_path):
+    cache = tmp_path / "cache"
+    env = env_for(cache)
+    (tmp_path / "bad.c").write_text("#ifdef __OFFLINK_TARGET__\n"
+                                    "int bad(void) { return undeclared_thing; }\n#endif\n"
+                                    "int good(int x) { return x; }\n")
+    proc = run([offlink, "cc", "gcc", "-c", "bad.c", "-o", "bad.o"], cwd=tmp_path, env=env)
+    assert proc.stderr == ""  # the host compile is right: nothing to report here
+    assert (tmp_path / "bad.o").exists()
+    (tmp_path / "main.c").write_text("int good(int); int main(void) { return good(0); }\n")
+    run([offlink, "cc", "gcc", "-c", "main.c", "-o", "main.o"], cwd=tmp_path, env=env)
+    proc = run([offlink, "link", "gcc", "main.o", "bad.o", "-o", "prog"], cwd=tmp_path, env=env,
+               check=False)
+    assert proc.returncode != 0
+    assert "undeclared_thing" in proc.stderr
+    assert "offlink: error: target compile of bad.c (bad.o)" in proc.stderr
+    assert not (tmp_path / "prog").exists()
+
+
+def test_relink_with_every_cu_cached_inflates_no_payload(offlink, forty, tmp_path, monkeypatch):
+    from offlink.formats import payload
+    from offlink.link.pipeline import LinkOptions, link
+
+    cache = tmp_path / "cache"
+    args = inputs(forty, offlink)
+    run([offlink, "link", "gcc", *args, "-o", tmp_path / "cold"], env=env_for(cache))
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(cache))
+    monkeypatch.setenv("OFFLINK_PROGRESS", "0")
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+
+    def no_inflation(*_args):
+        raise AssertionError("a payload was inflated")
+
+    monkeypatch.setattr(payload, "_code", no_inflation)
+    assert link(["gcc", *args, "-o", str(tmp_path / "warm")], LinkOptions()) == 0
+    assert (tmp_path / "warm").read_bytes() == (tmp_path / "cold").read_bytes()
+
+
+def test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key():
+    import zlib
+
+    from offlink.errors import FormatError
+    from offlink.formats import payload as pl
+
+    code = b"int f(void) { return 1; }\n" * 50
+    record = pl.build_record(pl.Payload("t", "c", "a.c", "gcc", (), code))
+    lazy = pl.parse_records(record, "a.o", lazy=True)[0]
+    key = lazy.code_id
+    assert lazy.code == code == pl.parse_records(record, "a.o")[0].code
+    assert lazy.code_id == key  # reading the code does not change the key
+    assert pl.Payload("t", "c", "a.c", "gcc", (), code).code_id != key  # keyed by stored bytes
+    # A record whose code inflates past its declared size: refused when the code is read.
+    stored = zlib.compress(bytes(1 << 20))
+    _, body_decl = pl.declarations()
+    body = body_decl.build(dict(target="t", code_kind="c", source="a.c", compiler="gcc",
+                                options=[], offered=[], code=stored))
+    body += bytes(-len(body) % 8)
+    head = pl.HEADER_STRUCT.pack(pl.MAGIC, 2, pl.FLAG_ZLIB, zlib.crc32(body), len(body), 4096)
+    forged = pl.parse_records(head + body, "b.o: section x", lazy=True)[0]
+    with pytest.raises(FormatError, match="b.o: section x: corrupt payload .the code "
+                                          "inflates to more than the 4096 bytes"):
+        assert forged.code is None  # not reached

@@ -11,6 +11,7 @@ bounded by MAX_CODE_SIZE alone.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -82,6 +83,40 @@ _DECLS = None
 
 
 @dataclass(frozen=True)
+class Stored:
+    """A record's code as stored (compressed or not), inflated only when read (`_code`)."""
+
+    data: bytes
+    compressed: bool
+    declared: int | None  # the header's code_size (version 2), None for version 1
+    where: str
+
+
+class _Code:
+    """Payload.code: the bytes given, or a record's `Stored` code inflated on first read, so
+    a relink whose objects are all in the cache inflates none (the cache keys the stored
+    bytes: Payload.code_id). The bounds checks are those of an eager read (`_code`)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError("code")  # no default: the field is required
+        value = obj.__dict__[self.slot]
+        if not isinstance(value, Stored):
+            return value
+        code = obj.__dict__.get(self.slot + "_inflated")
+        if code is None:  # the Stored form stays: code_id never depends on what was read
+            code = _code(*astuple_stored(value))
+            obj.__dict__[self.slot + "_inflated"] = code
+        return code
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
+@dataclass(frozen=True)
 class Payload:
     """One CU's target code for one target."""
 
@@ -90,12 +125,22 @@ class Payload:
     source: str  # the source file, for diagnostics
     compiler: str  # the compiler driver that made the host object
     options: tuple[str, ...]  # options the target compile must use
-    code: bytes  # e.g. preprocessed source
+    code: bytes = _Code()  # type: ignore[assignment]  # e.g. preprocessed source
     offered: tuple[str, ...] = field(default=())  # empty: every external definition
 
     @property
     def section_name(self) -> str:
         return SECTION_PREFIX + self.target
+
+    @property
+    def code_id(self) -> str:
+        """A SHA-256 that tells this code from any other: of the record's stored bytes when
+        read from a record (no inflation needed), else of the code itself."""
+        value = self.__dict__["_code"]
+        if isinstance(value, Stored):
+            form = b"zlib" if value.compressed else b"raw"
+            return hashlib.sha256(form + b"\0" + value.data).hexdigest()
+        return hashlib.sha256(b"code\0" + value).hexdigest()
 
 
 def build_record(p: Payload) -> bytes:
@@ -115,8 +160,11 @@ def build_record(p: Payload) -> bytes:
     return head + body
 
 
-def parse_records(data: bytes, where: str) -> list[Payload]:
-    """All records of one section; `where` names the file and section in errors."""
+def parse_records(data: bytes, where: str, lazy: bool = False) -> list[Payload]:
+    """All records of one section; `where` names the file and section in errors.
+
+    `lazy`: each record's code is inflated (and its bounds checked) when first read, not
+    here; everything else is checked here as without it (the link: see `_Code`)."""
     out = []
     pos = 0
     while pos < len(data):
@@ -152,11 +200,17 @@ def parse_records(data: bytes, where: str) -> list[Payload]:
             fields = _parse_body(body)
         except (ValueError, UnicodeDecodeError) as e:
             raise FormatError(f"{where}: corrupt payload ({type(e).__name__})") from None
-        code = _code(fields[-1], bool(flags & FLAG_ZLIB), declared, where)
+        stored = Stored(fields[-1], bool(flags & FLAG_ZLIB), declared, where)
+        code: bytes | Stored = stored if lazy else _code(*astuple_stored(stored))
         target, kind, source, compiler, options, offered, _ = fields
-        out.append(Payload(target, kind, source, compiler, options, code, offered))
+        out.append(Payload(target, kind, source, compiler, options, code,  # type: ignore[arg-type]
+                           offered))
         pos += head + size
     return out
+
+
+def astuple_stored(s: Stored) -> tuple[bytes, bool, int | None, str]:
+    return s.data, s.compressed, s.declared, s.where
 
 
 def _code(stored: bytes, compressed: bool, declared: int | None, where: str) -> bytes:

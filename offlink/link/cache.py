@@ -1,7 +1,8 @@
 """The link cache: per-CU target objects (with their offers) and per-target images, by content.
 
-An object's key covers all the target compile depends on: the CU's code, kind and offered
-list, the target, the compile command with its temporary paths taken out, the compiler's
+An object's key covers all the target compile depends on: the CU's code (a SHA-256 of its
+record's stored, compressed bytes, so a hit needs no inflation: Payload.code_id), kind and
+offered list, the target, the compile command with its temporary paths taken out, the compiler's
 identity (resolved path, content hash and `--version` output, probed once per link and
 remembered by the file's device, inode, size, mtime and ctime) and offlink's own version and
 cache format. With -g the working directory is in it too (debug info records it). An image's
@@ -254,7 +255,7 @@ class Cache:
         cwd = os.getcwd() if _uses_debug_info(argv) else ""
         return _hash("object", str(FORMAT), __version__, type(target).__qualname__,
                      target.name, p.code_kind, "\0".join(normalise(argv, paths, tmp)),
-                     "\0".join(p.options), "\0".join(p.offered), compiler, cwd, p.code)
+                     "\0".join(p.options), "\0".join(p.offered), compiler, cwd, p.code_id)
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import run as runner
-from ..errors import ToolError
+from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
 from ..targets import Target
 from .extract import CU
@@ -64,7 +64,7 @@ def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str
 
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
                 cache: Cache | None = None, launcher: Sequence[str] = (),
-                output: str = "") -> list[CompiledCU]:
+                output: str = "", show_progress: bool = True) -> list[CompiledCU]:
     """Compile every CU for `target`; the first failure (in CU order) is reported.
 
     `jobs` is a number of parallel compiles or the link's Slots (make's jobserver). With a
@@ -133,7 +133,7 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         from .. import progress
 
         display = None
-        if progress.wanted():
+        if show_progress and progress.wanted():
             if progress.siblings():
                 progress.announce(output, target.name, len(cus), len(cus) - len(todo))
             else:
@@ -149,6 +149,21 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         if engine is not None:
             engine.report(len(todo))
     return [r for r in results if r is not None]
+
+
+def fill_cache(cus: list[CU], target: Target, workdir: str, cache: Cache,
+               launcher: Sequence[str] = ()) -> list[CompiledCU]:
+    """Compile into the cache the CUs whose objects it lacks, one at a time (`offlink cc`);
+    what was compiled (with what the compiler said), none when a compile failed: that CU is
+    left to the link, which reports the failure with the compiler's output, as it would
+    have without this step."""
+    try:
+        compiled = compile_all(cus, target, workdir, 1, cache, launcher, show_progress=False)
+    except OfflinkError as e:  # a compile that failed, offers the link refuses, ...
+        if runner.VERBOSE:
+            print(f"offlink: {e.args[0] if e.args else e}; left to the link", file=sys.stderr)
+        return []
+    return [c for c in compiled if not c.cached]
 
 
 MANDATORY_ENV = "OFFLINK_TARGET_LAUNCHER_MANDATORY"

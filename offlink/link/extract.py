@@ -75,7 +75,8 @@ def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
             from ..formats.payload import parse_records  # construct: only with target code
 
             where = f"{origin}: section {section.name}"
-            records = parse_records(bytes(obj.content(section)), where)
+            # Lazy: the code is inflated only for a CU compiled (not found in the cache).
+            records = parse_records(bytes(obj.content(section)), where, lazy=True)
             for i, p in enumerate(records):
                 if SECTION_PREFIX + p.target != section.name:
                     raise FormatError(f"{where}: payload is for target {p.target}")

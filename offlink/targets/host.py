@@ -100,7 +100,10 @@ class HostTarget(Target):
         # The linker gives a symbol the most hidden visibility any object gives it, also
         # where that object only declares it.
         for c in compiled:
-            for s in ElfFile.open(c.object_path).symbols():
+            # A cached object may be in memory only (CompiledCU.data), never written out.
+            obj = ElfFile(c.data, c.object_path) if c.data is not None else \
+                ElfFile.open(c.object_path)
+            for s in obj.symbols():
                 if s.name == name and s.is_global and s.st_visibility in NOT_EXPORTED:
                     return (f"{c.cu.label} declares it with "
                             f"{NOT_EXPORTED[s.st_visibility]} visibility"), True

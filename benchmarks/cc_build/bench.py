@@ -1,0 +1,117 @@
+"""A real C project (zlib 1.3.1, CMake + Ninja, -j2) built plainly and through offlink
+(`offlink cc` as the compiler launcher, `offlink link` as the linker launcher).
+
+    python benchmarks/cc_build/bench.py [--runs 3] [--zlib tests/real_projects/zlib]
+                                        [--offlink PATH] [--out benchmarks/cc_build/RESULTS.md]
+
+Each build folder is configured once (not timed); each run then cleans it (`ninja clean`) and
+times `cmake --build . -j2`, with the wall time and the CPU time (user+sys) of the build and
+every process under it. The variants run interleaved, one of each per run:
+
+- plain: no offlink;
+- cold: offlink with an empty cache (target compiles in `offlink cc`, the link finds them);
+- cold, cc target compile off: OFFLINK_CC_TARGET_COMPILE=0 (every target compile at link time,
+  as before);
+- warm: offlink with the cache the cold build of this run left, in the same build folder (a
+  rebuild after `ninja clean`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float]:
+    """Wall and CPU (user+sys of the command and all its children) seconds."""
+    before = os.times()
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - start
+    after = os.times()
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}\n{proc.stdout.decode()[-4000:]}")
+    return wall, (after.children_user - before.children_user
+                  + after.children_system - before.children_system)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--zlib", default=str(ROOT / "tests" / "real_projects" / "zlib"))
+    ap.add_argument("--offlink", default=shutil.which("offlink") or
+                    str(Path(sys.executable).parent / "offlink"))
+    ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="cc-build-"))
+    try:
+        src = work / "src"
+        shutil.copytree(args.zlib, src)
+        base = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
+        base["OFFLINK_PROGRESS"] = "0"
+        launch = [f"-DCMAKE_C_COMPILER_LAUNCHER={args.offlink};cc",
+                  f"-DCMAKE_C_LINKER_LAUNCHER={args.offlink};link"]
+        variants = {"plain": ([], {}), "cold": (launch, {}),
+                    "cold, cc target compile off": (launch, {"OFFLINK_CC_TARGET_COMPILE": "0"}),
+                    "warm": (launch, {})}
+        # "warm" rebuilds the "cold" build's folder (CMake puts the build folder on the
+        # include path, so the preprocessed code and the cache keys depend on it).
+        folder = {"plain": "b0", "cold": "b1", "cold, cc target compile off": "b2",
+                  "warm": "b1"}
+        for name, (options, _) in variants.items():
+            if not (work / folder[name]).exists():
+                subprocess.run(["cmake", "-S", src, "-B", work / folder[name], "-G", "Ninja",
+                                "-DCMAKE_BUILD_TYPE=Release", *options], env=base, check=True,
+                               stdout=subprocess.DEVNULL)
+        times: dict[str, list[tuple[float, float]]] = {n: [] for n in variants}
+        load = os.getloadavg()[0]
+        for run in range(args.runs):
+            cache = work / f"cache{run}"  # cold for "cold", then warm for "warm"
+            for name, (_, extra) in variants.items():
+                build = work / folder[name]
+                subprocess.run(["ninja", "clean"], cwd=build, check=True,
+                               stdout=subprocess.DEVNULL)
+                env = {**base, **extra, "OFFLINK_CACHE_DIR": str(
+                    work / f"cache{run}-off" if extra else cache)}
+                times[name].append(timed(["cmake", "--build", ".", "-j2"], build, env))
+                print(name, run, times[name][-1], file=sys.stderr)
+        med = {n: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t))
+               for n, t in times.items()}
+        pw, pc = med["plain"]
+        lines = [
+            "# A real C project's build through offlink cc (zlib 1.3.1, CMake + Ninja -j2)",
+            "",
+            f"Command: `python benchmarks/cc_build/bench.py --runs {args.runs}`",
+            "",
+            f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"Python {platform.python_version()}, load average {load:.2f} at the start. "
+            f"Medians of {args.runs} interleaved runs; CPU = user+sys of the build and all "
+            f"its processes.",
+            "",
+            "| build | wall (s) | / plain | CPU (s) | / plain | runs (wall/CPU) |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        for n, (w, c) in med.items():
+            each = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in times[n])
+            lines.append(f"| {n} | {w:.2f} | {w / pw:.2f}x | {c:.2f} | {c / pc:.2f}x | {each} |")
+        text = "\n".join(lines) + "\n"
+        print(text)
+        Path(args.out).write_text(text)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
