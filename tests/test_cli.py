@@ -132,17 +132,25 @@ int main(void) { return twice(0); }
 """
 
 
-def test_target_compiler_warnings_are_shown_once_per_cu(offlink, tmp_path):
+@pytest.mark.parametrize("when", ["cc", "link"])
+def test_target_compiler_warnings_are_shown_once_per_cu(offlink, tmp_path, when):
+    """The target compile runs in offlink cc (filling the link cache) or, with
+    OFFLINK_CC_TARGET_COMPILE=0, in the link: either way its warnings are shown once."""
+    import os
+
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"),
+           "OFFLINK_CC_TARGET_COMPILE": "1" if when == "cc" else "0"}
     (tmp_path / "w.c").write_text(WARNS)
-    proc = run([offlink, "cc", "gcc", "-Wall", "-c", "w.c", "-o", "w.o"], cwd=tmp_path)
-    err = proc.stderr
-    assert err.count("both sides say this") == 2, err  # the host's: its line and its source
-    assert err.count("warning: #warning only the target side says this") == 1, err
-    proc = run([offlink, "link", "gcc", "w.o", "-o", "app"], cwd=tmp_path)
-    assert proc.stderr.count("unused_on_target") == 2, proc.stderr  # its line, its source
-    assert proc.stderr.count("defined but not used") == 1, proc.stderr
-    assert "w.c:" in proc.stderr  # named after the user's source, not a temporary file
-    again = run([offlink, "link", "gcc", "w.o", "-o", "app2"], cwd=tmp_path)
+    cc = run([offlink, "cc", "gcc", "-Wall", "-c", "w.c", "-o", "w.o"], cwd=tmp_path, env=env)
+    assert cc.stderr.count("both sides say this") == 2, cc.stderr  # the host's: line, source
+    assert cc.stderr.count("warning: #warning only the target side says this") == 1, cc.stderr
+    link = run([offlink, "link", "gcc", "w.o", "-o", "app"], cwd=tmp_path, env=env)
+    said, quiet = (cc.stderr, link.stderr) if when == "cc" else (link.stderr, cc.stderr)
+    assert said.count("unused_on_target") == 2, said  # its line, its source
+    assert said.count("defined but not used") == 1, said
+    assert "w.c:" in said  # named after the user's source, not a temporary file
+    assert "unused_on_target" not in quiet
+    again = run([offlink, "link", "gcc", "w.o", "-o", "app2"], cwd=tmp_path, env=env)
     assert "unused_on_target" not in again.stderr  # from the cache: said once already
     assert run([tmp_path / "app"], check=False).returncode == 0
 
