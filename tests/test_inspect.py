@@ -7,6 +7,7 @@ import os
 import re
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -92,16 +93,32 @@ def test_explain_a_name_and_an_address(offlink, built):
     assert proc.returncode != 0 and "--address takes a number" in proc.stderr
 
 
+# Forks and execs the command from a small Python process, so the peak it reports is the
+# command's own: a child forked from the test process would count the test process's memory
+# (Linux keeps the pre-exec address space's high-water mark in ru_maxrss), and pytest grows
+# past 200 MiB over a whole run.
+_PEAK = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def measured(argv) -> tuple[subprocess.CompletedProcess, int]:
-    """Run a command; its result and its peak resident memory in bytes (from wait4)."""
-    proc = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    out, err = proc.stdout.read(), proc.stderr.read()  # one line each at most
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    proc.stdout.close()
-    proc.stderr.close()
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err), usage.ru_maxrss * 1024
+    """Run a command; its result and its own peak resident memory in bytes."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        peak = os.path.join(d, "peak")
+        proc = subprocess.run([sys.executable, "-c", _PEAK, peak, *map(str, argv)],
+                              capture_output=True, text=True)
+        with open(peak) as f:
+            kib = int(f.read())
+    return subprocess.CompletedProcess(argv, proc.returncode, proc.stdout, proc.stderr), kib * 1024
 
 
 def fat_object(offlink, d: Path) -> Path:
