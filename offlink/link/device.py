@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .. import run as runner
 from ..errors import LinkError
 from ..targets import Target
-from .compile import CompiledCU, Offer, write_objects
+from .compile import CompiledCU, Offer
 from .plan import LinkPlan
 
 
@@ -54,10 +54,7 @@ def image_offers(target: Target, compiled: list[CompiledCU], data: bytes,
     offers, owners = merge_offers(compiled)
     exported = target.exports(data, path)
     explicit = {n for c in compiled for n in c.cu.payload.offered}
-    missing = [n for n in offers if n not in exported]
-    if missing:
-        write_objects(compiled)  # why_not_exported reads the objects; a cached link has none
-    for name in missing:
+    for name in [n for n in offers if n not in exported]:
         why, hidden = target.why_not_exported(data, path, name, compiled)
         if hidden and name not in explicit:
             del offers[name], owners[name]  # not offered, like a hidden definition
