@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from .elf import STV_HIDDEN, STV_INTERNAL, ElfFile, archive_members, is_archive
@@ -196,22 +195,11 @@ def render_text(info: dict) -> str:
 
 def extract_image(path: str, target: str, output: str) -> int:
     """Write one target's image (checksum verified) to `output`, atomically."""
-    import tempfile
-
+    from .link.staging import write_whole
     from .table import Table
     from .targets import host_triple
 
     name = host_triple() if target == "host" else target
     image = Table.open(path).target(name).image
-    out_dir = os.path.dirname(os.path.abspath(output))
-    fd, tmp = tempfile.mkstemp(prefix=".offlink-", dir=out_dir)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(image)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, output)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_whole(output, image, 0o644)
     return len(image)

@@ -86,21 +86,11 @@ class _Timer:
                            "ph": "X", "pid": pid, "tid": tid, "ts": us(start),
                            "dur": us(end) - us(start),
                            "args": {"target": c.target.name, "cu": c.cu.label}})
-        import tempfile
+        from .staging import write_whole
 
         # Written beside and renamed into place: the trace is whole or not there.
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
-                                   dir=os.path.dirname(os.path.abspath(path)))
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f, indent=1)
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_whole(path, json.dumps({"traceEvents": events, "displayTimeUnit": "ms"},
+                                     indent=1).encode())
 
     def report(self) -> None:
         if self.enabled:

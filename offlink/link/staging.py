@@ -25,6 +25,27 @@ WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-"}  # `offlink link`
 KEPT_PREFIX = "offlink-temps-"  # --save-temps: kept on purpose, never swept
 
 
+def write_whole(path: str, data: bytes, mode: int | None = None) -> None:
+    """Write a small output (an extracted image, a time trace) beside `path` under a fresh
+    name and rename it into place: it is whole or not there. `mode` None: 0666 less the umask,
+    as the file a program creates."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if mode is None:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def _unlocked(fd: int) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
