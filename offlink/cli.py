@@ -167,14 +167,16 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
     if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
         return link(argv, LinkOptions(targets=link_targets))
     work = WorkFolder(keep=False, kind="cc")  # the objects: gone after the link, swept if killed
+    host_said: dict[str, str] = {}  # by source: the link leaves these lines out of its warnings
     try:
         onestep = plan_compile_and_link(argv, work.path)
         assert onestep is not None
         for compile_argv in onestep.compiles:
             plan = plan_compile(compile_argv, targets, offered)
             assert plan is not None
-            run_compile(plan, target_compile=False)  # the link compiles them in parallel
-        return link(onestep.link, LinkOptions(targets=link_targets))
+            run_compile(plan, target_compile=False, host_said_by_source=host_said)
+        # the link compiles the targets, in parallel
+        return link(onestep.link, LinkOptions(targets=link_targets, host_said=host_said))
     finally:
         work.close()
 

@@ -193,13 +193,15 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     return argv
 
 
-def run_compile(plan: CompilePlan, target_compile: bool = True) -> int:
+def run_compile(plan: CompilePlan, target_compile: bool = True,
+                host_said_by_source: dict[str, str] | None = None) -> int:
     """Preprocess for every target beside the host compile, write each fat object, then
     compile its target code into the link cache (`_target_compile`) unless told not to.
 
-    With one -o output the host compile writes into the work folder, and the fat object
-    replaces the output whole, so a failure leaves the previous output as it was and a killed
-    compile nothing beside it (link/staging.py).
+    `host_said_by_source` gets what each source's host compile said, for a link in this
+    process to leave out of its target warnings. With one -o output the host compile writes
+    into the work folder, and the fat object replaces the output whole, so a failure leaves
+    the previous output as it was and a killed compile nothing beside it (link/staging.py).
     """
     from .link.staging import OutputSlot, WorkFolder
 
@@ -223,6 +225,9 @@ def run_compile(plan: CompilePlan, target_compile: bool = True) -> int:
         if not single:
             host_said = _host_compile(plan.argv)
         _show_target_warnings(said, host_said)
+        if host_said_by_source is not None:
+            for src in plan.sources:
+                host_said_by_source[src.path] = host_said
         for si, src in enumerate(plan.sources):
             _add_payloads(plan, si, src, tmp, staged, slot)
         if target_compile:
@@ -304,12 +309,11 @@ def _wait(jobs: list) -> list[str]:
 def _show_target_warnings(said: list[str], host_said: str) -> None:
     """Warnings of the target side (e.g. a #warning under #ifdef __OFFLINK_TARGET__), once:
     lines the host compile said already, or another target said, are left out."""
+    from .link.compile import unsaid
+
     seen = set(host_said.splitlines())
     for text in said:
-        lines = [line for line in text.splitlines() if line not in seen]
-        seen.update(lines)
-        if any(line.strip() for line in lines):
-            sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.write(unsaid(text, seen))
     sys.stderr.flush()
 
 

@@ -155,6 +155,22 @@ def test_target_compiler_warnings_are_shown_once_per_cu(offlink, tmp_path, when)
     assert run([tmp_path / "app"], check=False).returncode == 0
 
 
+def test_compile_and_link_shows_a_warning_both_sides_give_once(offlink, tmp_path):
+    """`offlink cc gcc a.c b.c -o app` compiles the hosts, then links in the same process, where
+    the target compiles run: a compiler warning the host compile gave (not a preprocessor one)
+    is not shown again by the target compile, one only the target compile gives is shown."""
+    both = "int less(unsigned u, int i) { return u < i; }\n"
+    (tmp_path / "a.c").write_text(WARNS)
+    (tmp_path / "b.c").write_text(both)
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    proc = run([offlink, "cc", "gcc", "-Wall", "-Wextra", "a.c", "b.c", "-o", "app"],
+               cwd=tmp_path, env=env)
+    said = proc.stderr
+    assert said.count("b.c:1:40: warning: comparison of integer expressions") == 1, said
+    assert proc.stderr.count("defined but not used") == 1, proc.stderr  # the target's own
+    assert run([tmp_path / "app"], check=False).returncode == 0
+
+
 def test_time_trace_has_the_stages_and_each_cu(offlink, tmp_path):
     import json
 

@@ -235,15 +235,28 @@ def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
 
 
-def show_warnings(compiled: list[CompiledCU], shown: set[tuple[str, str]]) -> None:
+def show_warnings(compiled: list[CompiledCU], shown: set[tuple[str, str]],
+                  host_said: dict[str, str] | None = None) -> None:
     """What the target compilers said, as GCC and clang show device warnings: after the
     compiles (not into the progress display), in CU order, each CU's diagnostics once (a
     CU built for several targets that says the same thing says it once; `shown` spans the
-    link)."""
+    link), less the lines its host compile said already where the link knows them
+    (`host_said`, by source: `offlink cc gcc a.c b.c -o app` compiles the hosts in-process)."""
     for c in compiled:
         key = (c.cu.payload.source, c.warnings)
         if not c.warnings.strip() or key in shown:
             continue
         shown.add(key)
-        sys.stderr.write(c.warnings if c.warnings.endswith("\n") else c.warnings + "\n")
+        text = unsaid(c.warnings, set((host_said or {}).get(c.cu.payload.source, "").splitlines()))
+        if text:
+            sys.stderr.write(text)
     sys.stderr.flush()
+
+
+def unsaid(text: str, seen: set[str]) -> str:
+    """The lines of a compiler's `text` that are not in `seen` (which gains them), ending in a
+    newline; "" when nothing but blank lines is left. A warning the host compile gave is the
+    same lines (location, message, the source line and its caret) in the target compile's."""
+    lines = [line for line in text.splitlines() if line not in seen]
+    seen.update(lines)
+    return "\n".join(lines) + "\n" if any(line.strip() for line in lines) else ""

@@ -36,6 +36,7 @@ class LinkOptions:
     offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
     gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (gomp_register.py)
     time_trace: str = ""  # --time-trace FILE: a Chrome trace of the stages and compiles
+    host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -156,7 +157,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
             os.mkdir(tdir)
             compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
             timer.compiled += compiled
-            show_warnings(compiled, said)
+            show_warnings(compiled, said, options.host_said)
             timer.stage(f"compile[{target.name}]")
             hits = cache.hits if cache else 0
             images.append(device_link(plan, target, compiled, tdir, cache))
