@@ -1,0 +1,177 @@
+"""The readers of what offlink takes from objects it did not write, under mutation: a fat
+object's payload records (versions 1 and 2, eager and lazy) and clang's OffloadBinary
+(`.llvm.offloading`). Whatever the bytes, a reader gives records or raises FormatError (the
+one-line `offlink: error: ...`), never another exception, and never inflates past a record's
+declared size. The C table core has its own libFuzzer run (test_fuzz.py)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from offlink.errors import FormatError
+from offlink.formats import offload_binary as ob
+from offlink.formats import payload as pl
+
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _record(
+    code: bytes, version: int = 2, stored: bytes | None = None, code_size: int | None = None
+) -> bytes:
+    """A record as offlink writes one (version 2), or as an older offlink did (version 1);
+    `stored` replaces the compressed code (valid lengths and CRC around it)."""
+
+    header, body_decl = pl.declarations()
+    body = body_decl.build(
+        dict(
+            target="x86_64-pc-linux-gnu",
+            code_kind="c",
+            source="a.c",
+            compiler="gcc",
+            options=["-O2"],
+            offered=["f", "g"],
+            code=zlib.compress(code, 6) if stored is None else stored,
+        )
+    )
+    body += b"\0" * (-len(body) % 8)
+    crc = zlib.crc32(body)
+    if version == 1:
+        return pl.V1_HEADER_STRUCT.pack(pl.MAGIC, 1, pl.FLAG_ZLIB, crc, len(body)) + body
+    size = len(code) if code_size is None else code_size
+    return (
+        header.build(
+            dict(version=2, flags=pl.FLAG_ZLIB, body_crc32=crc, body_size=len(body), code_size=size)
+        )
+        + body
+    )
+
+
+SEEDS = [
+    _record(b"int f(void) { return 1; }\n" * 40),
+    _record(b"x" * 5000) + _record(b"int g;\n"),  # two records, as ld -r concatenates them
+    _record(b"int h(void) { return 2; }\n" * 20, version=1),
+]
+
+
+def _mutations():
+    """A valid record with a few bytes overwritten, a cut, or a length field forged."""
+    seed = st.sampled_from(SEEDS)
+    flips = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6)
+    cut = st.one_of(st.none(), st.integers(0, 10_000))
+    forged = st.one_of(st.none(), st.tuples(st.sampled_from([16, 24]), st.integers(0, 2**64 - 1)))
+    return st.tuples(seed, flips, cut, forged, st.booleans())
+
+
+def _apply(seed: bytes, flips, cut, forged, fix_crc: bool = False) -> bytes:
+    data = bytearray(seed)
+    for at, value in flips:
+        if data:
+            data[at % len(data)] = value
+    if forged is not None and len(data) >= forged[0] + 8:
+        struct.pack_into("<Q", data, forged[0], forged[1])  # body_size or code_size
+    if cut is not None:
+        del data[cut % (len(data) + 1) :]
+    if fix_crc and len(data) >= 32:  # past the checksum, to the body's own checks
+        version = struct.unpack_from("<H", data, 8)[0]
+        at = 24 if version == 1 else 32
+        size = struct.unpack_from("<Q", data, 16)[0]
+        struct.pack_into("<I", data, 12, zlib.crc32(data[at : at + size]))
+    return bytes(data)
+
+
+def _read_all(data: bytes, lazy: bool) -> None:
+    for p in pl.parse_records(data, "fuzz.o", lazy=lazy):
+        code = p.code  # lazy: inflated here, with the same checks
+        assert len(code) <= 256 << 20
+        _ = p.code_id, p.offered, p.options
+
+
+@SETTINGS
+@given(_mutations(), st.booleans())
+def test_payload_reader_gives_records_or_one_format_error(mutation, lazy):
+    data = _apply(*mutation)
+    try:
+        _read_all(data, lazy)
+    except FormatError as e:
+        assert str(e).startswith("fuzz.o: ") and "\n" not in str(e)
+
+
+@SETTINGS
+@given(st.binary(max_size=600), st.booleans())
+def test_payload_reader_on_random_bytes(data, lazy):
+    try:
+        _read_all(pl.MAGIC + data if data[:1] == b"\x01" else data, lazy)
+    except FormatError:
+        pass
+
+
+@SETTINGS
+@given(st.integers(1, 2**20), st.integers(0, 4096), st.sampled_from([1, 2]))
+def test_code_that_inflates_past_its_size_is_refused(extra, declared, version):
+    """A zlib bomb in a record with valid lengths and CRC: version 2 stops one byte past
+    code_size; version 1 (no code_size) past the 256 MiB limit, which extra stays under, so
+    there it is read: the limit is checked by test_formats."""
+    bomb = zlib.compress(b"a" * (declared + extra), 9)
+    record = _record(b"a" * declared, version=version, stored=bomb)
+    if version == 1:
+        assert len(pl.parse_records(record, "fuzz.o", lazy=True)[0].code) == declared + extra
+        return
+    try:
+        _read_all(record, lazy=True)
+    except FormatError as e:
+        assert "corrupt payload" in str(e) and "inflates to more" in str(e), e
+    else:
+        raise AssertionError("a record whose code inflates past code_size was read")
+
+
+def _binary() -> bytes:
+    images = [
+        ob.OffloadImage(
+            "bc",
+            "openmp",
+            0,
+            {"triple": "x86_64-pc-linux-gnu", "arch": "", "producer": "clang"},
+            b"BC" * 50,
+        ),
+        ob.OffloadImage(
+            "elf",
+            "openmp",
+            0,
+            {"triple": "nvptx64-nvidia-cuda", "arch": "sm_80"},
+            b"\x7fELF" + b"\0" * 60,
+        ),
+    ]
+    one = ob.build_binary(images)
+    return one + b"\0" * (-len(one) % 8) + one  # as ld -r concatenates them
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
+    st.one_of(st.none(), st.integers(0, 10_000)),
+    st.one_of(
+        st.none(),
+        st.tuples(
+            st.sampled_from([8, 16, 24, 32 + 8, 32 + 16, 32 + 24]), st.integers(0, 2**64 - 1)
+        ),
+    ),
+)
+def test_offload_binary_reader_gives_images_or_one_format_error(flips, cut, forged):
+    data = _apply(_binary(), flips, cut, forged)
+    try:
+        images = ob.parse_binaries(data, "fuzz.o")
+    except FormatError as e:
+        assert str(e).startswith("fuzz.o: ") and "\n" not in str(e)
+    else:
+        assert all(len(i.image) <= len(data) for i in images)
+
+
+def test_the_seeds_are_read():
+    """The mutations start from records and binaries the readers accept."""
+    for seed in SEEDS:
+        _read_all(seed, lazy=True)
+    assert len(ob.parse_binaries(_binary(), "seed")) == 4
