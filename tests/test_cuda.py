@@ -107,6 +107,35 @@ def test_fatbin_reader_checks_every_offset():
             cuda.fatbin_entries(bad, "t")
 
 
+@needs_nvcc
+def test_hidden_and_internal_device_symbols_are_not_offered(tmp_path):
+    """nvcc writes every __device__ variable with default visibility whatever the source says,
+    but a cubin whose symbols are hidden or internal (another producer, a later nvcc) must not
+    have them offered: the driver cannot find them by name."""
+    (tmp_path / "v.cu").write_text("__device__ int hv[4], iv[4], dv[4];\n"
+                                   'extern "C" __global__ void k(int *p) { p[0] = dv[0]; }\n')
+    cubin = tmp_path / "v.cubin"
+    run([_toolkit().nvcc, "-cubin", "-rdc=true", "-arch=sm_80", "v.cu", "-o", cubin.name],
+        cwd=tmp_path)
+    data = bytearray(cubin.read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    for i in range(shnum):
+        sh_type, = struct.unpack_from("<I", data, shoff + i * shentsize + 4)
+        if sh_type != 2:  # SHT_SYMTAB
+            continue
+        offset, size, link = struct.unpack_from("<QQI", data, shoff + i * shentsize + 24)
+        str_off, = struct.unpack_from("<Q", data, shoff + link * shentsize + 24)
+        for at in range(offset, offset + size, 24):
+            st_name, = struct.unpack_from("<I", data, at)
+            name = bytes(data[str_off + st_name:]).split(b"\0", 1)[0]
+            visibility = {b"hv": 2, b"iv": 3}.get(name)  # STV_HIDDEN, STV_INTERNAL
+            if visibility is not None:
+                data[at + 5] = (data[at + 5] & ~3) | visibility
+    assert sorted(cuda.cubin_symbols(bytes(cubin.read_bytes()), "v")) == ["dv", "hv", "iv", "k"]
+    assert sorted(cuda.cubin_symbols(bytes(data), "v")) == ["dv", "k"]
+
+
 def test_missing_toolkit_is_one_clear_error(offlink, tmp_path, monkeypatch):
     (tmp_path / "k.c").write_text("int k;\n")
     env = {**os.environ, "OFFLINK_NVCC": str(tmp_path / "no" / "nvcc")}

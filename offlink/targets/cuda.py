@@ -57,6 +57,7 @@ STO_CUDA_ENTRY = 0x10  # st_other bit of a kernel
 STT_OBJECT, STT_FUNC, STT_CUDA_OBJECT = 1, 2, 13
 STB_GLOBAL, STB_WEAK = 1, 2
 STV_HIDDEN = 2
+STV_INTERNAL = 3
 
 
 # -- the toolkit ---------------------------------------------------------------------------
@@ -217,7 +218,7 @@ def cubin_symbols(data: bytes, where: str) -> dict[str, DeviceSymbol]:
             st_name, st_info, st_other, st_shndx, _, st_size = struct.unpack_from(
                 "<IBBHQQ", raw, off)
             bind, typ = st_info >> 4, st_info & 0xF
-            if bind not in (STB_GLOBAL, STB_WEAK) or st_other & 3 == STV_HIDDEN:
+            if bind not in (STB_GLOBAL, STB_WEAK) or st_other & 3 in (STV_HIDDEN, STV_INTERNAL):
                 continue
             if not 0 < st_shndx < e_shnum or names[st_shndx].startswith((".nv.shared",
                                                                          ".nv.local")):
