@@ -78,7 +78,7 @@ def extract(binary: Annotated[str, typer.Argument(metavar="BINARY", help="linked
             output: Annotated[str, typer.Option("--output", metavar="FILE",
                                                 help="file to write")]) -> None:
     """Write one target's image out."""
-    from .inspect import extract_image
+    from .extract_cmd import extract_image
 
     raise typer.Exit(_guard(lambda: extract_image(binary, target, output) and 0))
 
