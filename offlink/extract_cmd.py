@@ -315,5 +315,8 @@ def _write(paths: Sequence[str], blobs: Sequence[bytes], output: str | None) -> 
         write_all(list(zip(paths, blobs)), 0o644)
     except BaseException:
         if made:
-            os.rmdir(folder)  # type: ignore[arg-type]
+            try:
+                os.rmdir(folder)  # type: ignore[arg-type]
+            except OSError:
+                pass  # someone else's file is in it now: the error said is write_all's
         raise

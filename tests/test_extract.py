@@ -223,8 +223,9 @@ def test_all_or_nothing_and_no_litter(offlink, files, tmp_path):
     fails(extract(offlink, files, "lib.a", "--all", "-o", f"{tmp_path}/out/", check=False),
           f"out/{ARCHIVE_NAMES[2]}: Is a directory")
     assert listing(tmp_path / "out") == [ARCHIVE_NAMES[2]]
-    # A write that fails (the file size limit): the folder made for it goes again.
-    proc = subprocess.run([offlink, "extract", "off-app", "llvm-app", "--all", "-o",
+    # A write that fails (the file size limit) after one that did not: neither file is left,
+    # and the folder made for them goes again.
+    proc = subprocess.run([offlink, "extract", "off.o", "off-app", "--all", "-o",
                            f"{tmp_path}/new/"], capture_output=True, text=True, cwd=files,
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
                                                                 (4096, 4096)))
