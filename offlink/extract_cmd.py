@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .elf import ElfFile, archive_members, is_archive
+from .elf import ElfFile, elf_files
 from .errors import FormatError, UsageError
 
 ET_REL = 1
@@ -51,17 +51,7 @@ class Image:
 
 def images_of(path: str) -> list[Image]:
     """Every image in one input, in file order (archive members in archive order)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise FormatError(f"{path}: {e.strerror}") from None
-    if is_archive(data):
-        return [img for m in archive_members(data, path) if bytes(m.data[:4]) == b"\x7fELF"
-                for img in _images_of_elf(ElfFile(m.data, f"{path}({m.name})"), path, m.name)]
-    if data[:4] != b"\x7fELF":
-        raise FormatError(f"{path}: not an ELF file or archive")
-    return _images_of_elf(ElfFile(data, path), path, "")
+    return [img for member, elf in elf_files(path) for img in _images_of_elf(elf, path, member)]
 
 
 def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:

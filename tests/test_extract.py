@@ -172,6 +172,8 @@ def test_selection(offlink, files, tmp_path, args, names):
      f"lib.a: no target '{TRIPLE}' with --arch sm_80"),
     (["off-app", "--target", "nvptx-none"], "off-app: no target 'nvptx-none'"),
     (["plain.o", "--all"], "plain.o: no target code"),
+    (["k.c", "--all"], "k.c: not an ELF file"),
+    (["nosuch.o", "--all"], "nosuch.o: No such file or directory"),
     (["lib.a", "--all", "--target", "host"], "--all and --target go alone"),
     (["lib.a"], "say which images"),
 ])
