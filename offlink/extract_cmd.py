@@ -218,9 +218,12 @@ def _narrowed(sel: Selection, option: str) -> str:
 
 def _present(images: Iterable[Image], option: str) -> str:
     if option == "arch":
-        found = {f"{i.target}: {a}" for i in images for a in i.archs}
-        return f"archs: {', '.join(sorted(found))}" if found else \
-            "no image records an arch"
+        found: dict[str, set[str]] = {}
+        for i in images:
+            if i.archs:
+                found.setdefault(i.target, set()).update(i.archs)
+        return "archs: " + "; ".join(f"{t}: {', '.join(sorted(a))}" for t, a in found.items()) \
+            if found else "no image records an arch"
     values = dict.fromkeys(i.target if option == "target" else i.triple for i in images)
     return f"{option}s: {', '.join(values)}"
 
