@@ -74,7 +74,7 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
 
 @app.command()
 def extract(binaries: Annotated[list[str], typer.Argument(
-                metavar="FILE...", help="linked binary, fat object (offlink cc, gcc "
+                metavar="FILE", help="linked binary, fat object (offlink cc, gcc "
                 "-foffload=nvptx-none, clang -fopenmp-targets) or archive of them")],
             target: Annotated[Optional[list[str]], typer.Option(
                 "--target", metavar="T", help="target name, 'host' or 'cuda' (repeatable)")
