@@ -19,15 +19,14 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .elf import ElfFile, elf_files
+from .elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files
 from .errors import FormatError, UsageError
 
-ET_REL = 1
 # Image kinds (the table's, OffloadBinary's) and payload code kinds -> a file name suffix.
 SUFFIXES = {"shared-object": ".so", "cubin": ".cubin", "fatbin": ".fatbin", "ptx": ".ptx",
             "nvptx-none": ".ptx", "bc": ".bc", "llvm-bc": ".bc", "object": ".o", "c": ".i",
             "c++": ".ii", "cuda": ".cu.ii"}
-_ELF_SUFFIXES = {1: ".o", 2: ".elf", 3: ".so"}  # by e_type
+_ELF_SUFFIXES = {ET_REL: ".o", ET_EXEC: ".elf", ET_DYN: ".so"}
 
 
 @dataclass(frozen=True)
@@ -268,7 +267,7 @@ def extract(inputs: Sequence[str], sel: Selection, output: str | None) -> list[s
     else:
         paths = [os.path.join(output or "", n) for n in file_names(images)]
     _check_outputs(paths, inputs, output)
-    _write(paths, [img.data for img in images], None if output is None else output)
+    _write(paths, [img.data for img in images], output)
     return paths
 
 
