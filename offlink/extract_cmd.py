@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from .elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files
 from .errors import FormatError, UsageError
@@ -39,7 +40,11 @@ class Image:
     triple: str
     archs: tuple[str, ...]  # those its producer recorded (none when it did not say)
     suffix: str
-    data: bytes
+    source: bytes | Callable[[], bytes]  # the image, or how to make it (when selected)
+
+    @property
+    def data(self) -> bytes:
+        return self.source() if callable(self.source) else self.source
 
     @property
     def origin(self) -> str:
@@ -119,17 +124,24 @@ def _payload_images(elf: ElfFile, section, path: str, member: str) -> list[Image
 
 
 def _gcc_image(elf: ElfFile, path: str, member: str) -> Image:
-    """GCC's offload LTO sections as an object of their own (objcopy keeps only them): what
+    """GCC's offload LTO sections as an object of their own: what
     `x86_64-linux-gnu-accel-nvptx-none-gcc-12 -xlto ... -c` compiles. Its architecture is the
     -misa of the object's -foffload-options, when it has one."""
-    from . import run as runner
-    from .formats import GCC_OFFLOAD_SECTION_PREFIX
     from .link.gcc_offload import compile_options, offload_options
-    from .link.staging import WorkFolder
     from .targets.gcc_nvptx import NAME
 
     options = offload_options(compile_options(elf)[1], NAME)
     archs = tuple(o[len("-misa="):] for o in options if o.startswith("-misa="))[-1:]
+    return Image(path, member, NAME, NAME, archs, ".o", partial(_gcc_sections, elf))
+
+
+def _gcc_sections(elf: ElfFile) -> bytes:
+    """The object with only its `.gnu.offload_lto_*` sections (objcopy keeps them); run only
+    for an object whose image is selected."""
+    from . import run as runner
+    from .formats import GCC_OFFLOAD_SECTION_PREFIX
+    from .link.staging import WorkFolder
+
     work = WorkFolder(keep=False, kind="extract")
     try:
         whole, only = os.path.join(work.path, "in.o"), os.path.join(work.path, "out.o")
@@ -138,10 +150,9 @@ def _gcc_image(elf: ElfFile, path: str, member: str) -> Image:
         runner.run(["objcopy", "--wildcard", "-j", GCC_OFFLOAD_SECTION_PREFIX + "*", whole,
                     only], f"taking GCC's offload sections out of {elf.name}")
         with open(only, "rb") as f:
-            data = f.read()
+            return f.read()
     finally:
         work.close()
-    return Image(path, member, NAME, NAME, archs, ".o", data)
 
 
 def _offload_binary_images(elf: ElfFile, section, path: str, member: str) -> list[Image]:

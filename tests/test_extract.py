@@ -239,3 +239,25 @@ def test_short_output_option_takes_its_value(offlink, files, tmp_path):
     """`-o -V` names a file: -V there is no request for the version."""
     extract(offlink, tmp_path, files / "off-app", "--target", "host", "-o", "-V")
     assert listing(tmp_path) == ["-V"]
+
+
+def test_objcopy_runs_only_for_a_selected_gcc_object(offlink, files, tmp_path):
+    """GCC's sections are taken out (objcopy) only for an image that is written; when that
+    fails, the error is objcopy's, and no folder or temporary file is left."""
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin" / "objcopy"
+    fake.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'ran'}\necho 'objcopy: broken'\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    out = tmp_path / "out"
+    run([offlink, "extract", "lib.a", "--target", "host", "-o", f"{out}/"], cwd=files, env=env)
+    assert not (tmp_path / "ran").exists() and len(listing(out)) == 2
+    proc = run([offlink, "extract", "lib.a", "--all", "-o", f"{tmp_path}/all/"], cwd=files,
+               env=env, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines()[0] == "objcopy: broken"
+    assert proc.stderr.splitlines()[-1].startswith(
+        "offlink: error: taking GCC's offload sections out of lib.a(gcc.o) failed")
+    assert listing(tmp_path) == ["bin", "out", "ran"]
+    assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("offlink-extract-")]
