@@ -4,6 +4,7 @@ Imported only for these commands: typer and rich cost tens of milliseconds at st
 No `from __future__ import annotations` here: typer reads the annotations at run time.
 """
 
+import os
 from typing import Annotated, Optional
 
 import typer
@@ -72,15 +73,34 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
     raise typer.Exit(_guard(go))
 
 @app.command()
-def extract(binary: Annotated[str, typer.Argument(metavar="BINARY", help="linked binary")],
-            target: Annotated[str, typer.Option("--target", metavar="T",
-                                                help="target name or 'host'")],
-            output: Annotated[str, typer.Option("--output", metavar="FILE",
-                                                help="file to write")]) -> None:
-    """Write one target's image out."""
-    from .inspect import extract_image
+def extract(binaries: Annotated[list[str], typer.Argument(
+                metavar="FILE", help="linked binary, fat object (offlink cc, gcc "
+                "-foffload=nvptx-none, clang -fopenmp-targets) or archive of them")],
+            target: Annotated[Optional[list[str]], typer.Option(
+                "--target", metavar="T", help="target name, 'host' or 'cuda' (repeatable)")
+            ] = None,
+            triple: Annotated[Optional[list[str]], typer.Option(
+                "--triple", metavar="TRIPLE", help="only images for this triple (repeatable)")
+            ] = None,
+            arch: Annotated[Optional[list[str]], typer.Option(
+                "--arch", metavar="ARCH", help="only images for this architecture, e.g. "
+                "sm_80 (repeatable)")] = None,
+            every: Annotated[bool, typer.Option("--all", help="every image")] = False,
+            output: Annotated[Optional[str], typer.Option(
+                "--output", "-o", metavar="FILE|DIR/|-",
+                help="the file for one image, a folder (ending in /) for several, - for "
+                "stdout [default: the current folder]")] = None) -> None:
+    """Write target images out: one file each, named FILE-MEMBER-TARGET-ARCH.EXT in a folder."""
+    from .extract_cmd import Selection, extract
 
-    raise typer.Exit(_guard(lambda: extract_image(binary, target, output) and 0))
+    def go() -> int:
+        sel = Selection(tuple(target or ()), tuple(triple or ()), tuple(arch or ()), every)
+        written = extract(binaries, sel, output)
+        if output is None or output.endswith(("/", os.sep)):
+            print("\n".join(written))
+        return 0
+
+    raise typer.Exit(_guard(go))
 
 @app.command()
 def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags")] = False,

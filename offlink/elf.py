@@ -91,18 +91,7 @@ class ElfFile:
         """The file mapped, not read: only the pages of what is asked for (headers, the
         symbol table, one section) are ever read, so opening a linked binary to fill or verify
         its table costs the same at 200 MB as at 20 KB. The mapping goes with the object."""
-        try:
-            with open(path, "rb") as f:
-                data: bytes | mmap.mmap
-                try:
-                    data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                except ValueError:  # an empty file
-                    data = b""
-                except OSError:  # not mappable (a pipe, some file systems): read it
-                    data = f.read()
-        except OSError as e:
-            raise FormatError(f"{os.fspath(path)}: {e.strerror}") from None
-        return cls(data, os.fspath(path))
+        return cls(_mapped(path), os.fspath(path))
 
     @property
     def sections(self) -> list[Section]:
@@ -238,6 +227,31 @@ class Member:
     name: str
     offset: int  # of the member's data in the archive file
     data: bytes | memoryview
+
+
+def _mapped(path: str | os.PathLike) -> bytes | mmap.mmap:
+    """A file's bytes, mapped (read where it cannot be mapped)."""
+    try:
+        with open(path, "rb") as f:
+            try:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file
+                return b""
+            except OSError:  # not mappable (a pipe, some file systems): read it
+                return f.read()
+    except OSError as e:
+        raise FormatError(f"{os.fspath(path)}: {e.strerror}") from None
+
+
+def elf_files(path: str | os.PathLike) -> list[tuple[str, ElfFile]]:
+    """The ELF files in `path`, mapped: ("", the file itself), or (member name, member) for
+    each ELF member of an archive (named `path(member)`), in archive order."""
+    data = memoryview(_mapped(path))
+    name = os.fspath(path)
+    if is_archive(data):
+        return [(m.name, ElfFile(m.data, f"{name}({m.name})"))
+                for m in archive_members(data, name) if bytes(m.data[:4]) == ELF_MAGIC]
+    return [("", ElfFile(data, name))]
 
 
 def is_archive(data: bytes | memoryview) -> bool:

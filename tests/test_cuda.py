@@ -192,6 +192,26 @@ def built(offlink, tmp_path_factory):
                            offlink=offlink, tmp=tmp)
 
 
+@needs_nvcc
+def test_extract_by_architecture(built, tmp_path):
+    """`--arch` picks what holds code for it: a fatbin image by its entries (sm_NN code,
+    compute_NN PTX), an offlink cc object by the architectures it was captured for."""
+    fatbin = built.build / "fake-fatbin"
+
+    def image(*args: str) -> bytes:
+        return subprocess.run([built.offlink, "extract", fatbin, *args, "-o", "-"],
+                              capture_output=True, check=True).stdout
+
+    assert image("--arch", "compute_80") == image("--arch", "sm_90") == image("--target", CUDA)
+    proc = run([built.offlink, "extract", fatbin, "--arch", "sm_75"], check=False)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        f"offlink: error: {fatbin}: no arch 'sm_75' (archs: {CUDA}: compute_80, sm_80, sm_90)"]
+    out = run([built.offlink, "extract", built.build / "kernels.o", "--arch", "sm_80", "-o",
+               f"{tmp_path}/"]).stdout
+    assert out.splitlines() == [f"{tmp_path}/kernels.o-{CUDA}-sm_80.cu.ii"]
+    assert "saxpy" in (tmp_path / f"kernels.o-{CUDA}-sm_80.cu.ii").read_text()
+
+
 def _inspect(b, binary: str) -> dict:
     return json.loads(run([b.offlink, "inspect", "--json", b.build / binary]).stdout)["table"]
 

@@ -18,10 +18,12 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Sequence
 
 from ..errors import LinkError
 
-WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-"}  # `offlink link`, `offlink cc`
+WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-",  # `offlink link`, `offlink cc`
+                 "extract": "offlink-extract-"}
 KEPT_PREFIX = "offlink-temps-"  # --save-temps: kept on purpose, never swept
 
 
@@ -29,20 +31,32 @@ def write_whole(path: str, data: bytes, mode: int | None = None) -> None:
     """Write a small output (an extracted image, a time trace) beside `path` under a fresh
     name and rename it into place: it is whole or not there. `mode` None: 0666 less the umask,
     as the file a program creates."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
-                               dir=os.path.dirname(os.path.abspath(path)))
+    write_all([(path, data)], mode)
+
+
+def write_all(files: Sequence[tuple[str, bytes]], mode: int | None = None) -> None:
+    """`write_whole` for several outputs at once: every one is written under its fresh name
+    before the first is renamed into place, so a failure to write (a full disk) leaves every
+    path as it was."""
+    if mode is None:
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    temps: list[str] = []
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if mode is None:
-            mask = os.umask(0)
-            os.umask(mask)
-            mode = 0o666 & ~mask
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        for path, data in files:
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
+                                       dir=os.path.dirname(os.path.abspath(path)))
+            temps.append(tmp)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode)
+        for (path, _data), tmp in zip(files, temps):
+            os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for tmp in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         raise
 
 
