@@ -167,7 +167,8 @@ class Table:
     # these definitions document them and behave the same.
 
     def lookup(self, name: str) -> Symbol | None:
-        """The row named `name`, or None."""
+        """The row named `name`, or None. A name with '.' also finds a row spelled as GCC's
+        PTX spells it, with '$' (the host's `run_a._omp_fn.0` is the row `run_a$_omp_fn$0`)."""
         return self._core.lookup_symbol(name)
 
     def find(self, address: int) -> Symbol | None:
