@@ -293,7 +293,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Options of inspect and extract whose value is the next word (a file may be called -V).
-_VALUED = {"--symbol", "--address", "--target", "--output"}
+_VALUED = {"--symbol", "--address", "--load-base", "--name", "--kind", "--target",
+           "--output"}
 
 
 def _asks_version(words: list[str]) -> bool:
