@@ -56,11 +56,12 @@ def inspect_file(path: str, name_glob: str | None = None,
                               f"target code in its inputs)")
         return {**head, "kind": "object", "cus": _narrow_cus(cus, name_glob, kinds)}
     table = _checked_table(elf, section, path)
-    host = host_spellings(elf, table.symbols)
-    readable = demangle([s.name for s in table.symbols])
+    symbols = table.symbols  # made anew on each call: once here (100k rows: 0.6 s)
+    host = host_spellings(elf, symbols)
+    readable = demangle([s.name for s in symbols])
     rows = [{"name": s.name, "kind": s.kind, "address": s.address, "size": s.size,
              "host_name": host.get(s.name), "demangled": readable.get(s.name)}
-            for s in table.symbols]
+            for s in symbols]
     return {
         **head,
         "kind": "module",
@@ -220,8 +221,9 @@ def demangle(names: list[str]) -> dict[str, str]:
     its function's name demangled in place."""
     import re
 
-    inner = {n: m.group(2) for n in names
-             if (m := re.match(r"(__omp_offloading_[0-9a-f]+_[0-9a-f]+_)(_Z\w+)(_l\d+)$", n))}
+    kernel_name = re.compile(r"__omp_offloading_[0-9a-f]+_[0-9a-f]+_(_Z\w+)_l\d+$")
+    inner = {n: m.group(1) for n in names
+             if n.startswith("__omp_offloading_") and (m := kernel_name.match(n))}
     mangled = sorted({n for n in names if n.startswith("_Z")} | set(inner.values()))
     if not mangled:
         return {}
@@ -302,10 +304,11 @@ def explain(path: str, name: str | None, address: int | None,
                           f"target code in its inputs): every pointer stays a host pointer")
     table = _checked_table(elf, section, path)
     host = host_symbols(elf)
-    spelled = host_spellings(elf, table.symbols)
+    symbols = table.symbols
+    spelled = host_spellings(elf, symbols)
     lines = []
     if name is not None:
-        readable = demangle([s.name for s in table.symbols])
+        readable = demangle([s.name for s in symbols])
         sym = table.lookup(name)
         found = [sym] if sym is not None else [
             table.lookup(r) for r, h in sorted(spelled.items()) if h == name]
