@@ -191,7 +191,10 @@ class Core:
     def lookup_symbol(self, name):
         if not hasattr(self, "_make"):
             raise RuntimeError("Core.bind() has not been called")
-        row = self.lookup(name.encode() if isinstance(name, str) else name)
+        raw = name.encode() if isinstance(name, str) else name
+        row = self.lookup(raw)
+        if row < 0 and b"." in raw:  # the host's spelling of a GCC nvptx row (as the C core)
+            row = self.lookup(raw.replace(b".", b"$"))
         return None if row < 0 else self._made_object(row)
 
 

@@ -39,29 +39,63 @@ def cc() -> None:
 def link() -> None:
     """Link with target code (offlink link --help)."""
 
-@app.command()
+def schema_cb(value: bool) -> None:
+    """`offlink inspect --schema`: the published schema (inspect.schema.json), no BINARY."""
+    if value:
+        from pathlib import Path
+
+        print((Path(__file__).parent / "inspect.schema.json").read_text(), end="")
+        raise typer.Exit()
+
+@app.command(epilog="Rows: size is a variable's bytes; a function's row stores 1 (an entry "
+                     "point, not an extent), shown as '-'. Addresses are st_value, as nm "
+                     "prints them. GCC's rows are spelled as in the PTX (run_a$_omp_fn$0); "
+                     "--symbol and --name also take the host's spelling (run_a._omp_fn.0), "
+                     "shown beside the row as 'host: ...'.")
 def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                                                   help="linked binary, object or archive")],
-            json: Annotated[bool, typer.Option("--json", help="JSON output")] = False,
+            json: Annotated[bool, typer.Option("--json", help="JSON output (its schema: "
+                                               "--schema)")] = False,
+            name: Annotated[Optional[str], typer.Option(
+                "--name", metavar="GLOB",
+                help="only rows (or offered names) matching this shell pattern, e.g. "
+                     "'saxpy*'; tried on the row name, the host's spelling and the "
+                     "demangled name")] = None,
+            kind: Annotated[Optional[list[str]], typer.Option(
+                "--kind", metavar="KIND",
+                help="only rows of this kind: function, variable, indirect-function, "
+                     "link-variable (a unique prefix will do; repeatable or comma-separated)")
+            ] = None,
             symbol: Annotated[Optional[str], typer.Option(
                 "--symbol", metavar="NAME",
-                help="explain what the table says about this name")] = None,
+                help="explain what the table says about this name (the row's name, the "
+                     "host's spelling or a demangled C++ name)")] = None,
             address: Annotated[Optional[str], typer.Option(
                 "--address", metavar="ADDRESS",
-                help="explain which row holds this address (as st_value)")] = None,
+                help="explain which row holds this address: st_value as nm prints it, a "
+                     "run-time address with --load-base, BASE+OFFSET, or +OFFSET as a "
+                     "backtrace prints it (prog(+0x1234))")] = None,
+            load_base: Annotated[Optional[str], typer.Option(
+                "--load-base", metavar="BASE",
+                help="where the binary is loaded, for a run-time --address: the start of its "
+                     "first mapping in /proc/PID/maps (that range, 5555...-5555..., is read as "
+                     "hex; gdb: info proc mappings)")] = None,
+            schema: Annotated[Optional[bool], typer.Option(
+                "--schema", callback=schema_cb, is_eager=True,
+                help="print the JSON schema of --json's output and exit")] = None,
             ) -> None:
     """Show a binary's offload table, or the target code of a fat object or archive."""
-    from .inspect import explain, inspect_file, render_text
+    from .inspect import explain, inspect_file, parse_address, parse_kinds, render_text
 
     def go() -> int:
+        if load_base is not None and address is None:
+            raise UsageError("--load-base goes with --address")
         if symbol is not None or address is not None:
-            try:
-                addr = int(address, 0) if address is not None else None
-            except ValueError:
-                raise UsageError(f"--address takes a number, not '{address}'") from None
-            print(explain(binary, symbol, addr))
+            addr, base = (parse_address(address, load_base) if address is not None
+                          else (None, None))
+            print(explain(binary, symbol, addr, base))
             return 0
-        info = inspect_file(binary)
+        info = inspect_file(binary, name, parse_kinds(kind) if kind else None)
         if json:
             import json as jsonlib
 

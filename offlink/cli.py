@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Options of inspect and extract whose value is the next word (a file may be called -V).
-_VALUED = {"--symbol", "--address", "--target", "--output", "-o", "--triple", "--arch"}
+_VALUED = {"--symbol", "--address", "--load-base", "--name", "--kind", "--target",
+           "--output", "-o", "--triple", "--arch"}
 
 
 def _asks_version(words: list[str]) -> bool:

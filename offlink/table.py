@@ -72,6 +72,7 @@ class Target:
     name: str
     kind: str
     image: bytes
+    offset: int = 0  # of the image from the table's start (inspect adds the file offset)
 
 
 class Table:
@@ -134,7 +135,7 @@ class Table:
         for i in range(self._core.n_targets):
             name, kind, off, size, _crc = self._core.target(i)
             image = bytes(self._buf[off : off + size])
-            out.append(Target(name.decode(), IMAGE_KIND_NAMES[kind], image))
+            out.append(Target(name.decode(), IMAGE_KIND_NAMES[kind], image, off))
         return out
 
     def damaged_targets(self) -> list[str]:
@@ -158,7 +159,7 @@ class Table:
             except ValueError as e:
                 raise TableError(e.args[0], f"{SECTION}: target {name}: {e.args[-1]}") from None
             _name, kind, off, size, _crc = self._core.target(i)
-            return Target(name, IMAGE_KIND_NAMES[kind], bytes(self._buf[off : off + size]))
+            return Target(name, IMAGE_KIND_NAMES[kind], bytes(self._buf[off : off + size]), off)
         known = ", ".join(names) or "none"
         raise FormatError(f"no target '{name}' in the table (targets: {known})")
 
@@ -166,7 +167,8 @@ class Table:
     # these definitions document them and behave the same.
 
     def lookup(self, name: str) -> Symbol | None:
-        """The row named `name`, or None."""
+        """The row named `name`, or None. A name with '.' also finds a row spelled as GCC's
+        PTX spells it, with '$' (the host's `run_a._omp_fn.0` is the row `run_a$_omp_fn$0`)."""
         return self._core.lookup_symbol(name)
 
     def find(self, address: int) -> Symbol | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -12,7 +13,18 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ROOT, copy_sample, make_sample, run
+from conftest import ROOT, copy_sample, make_sample, need_tool, needs_tool, run
+from test_clang import CLANG
+
+from offlink.targets.gcc_nvptx import accel_compiler
+
+HAVE_CLANG = shutil.which(CLANG) is not None and \
+    Path("/usr/lib/llvm-19/lib/libomptarget.so").exists()
+NO_CLANG = "clang-19 or libomptarget missing (apt-get install clang-19 libomp-19-dev)"
+HAVE_GCC_OFFLOAD = shutil.which(accel_compiler("12")) is not None and \
+    shutil.which("nvptx-none-ld") is not None
+NO_GCC_OFFLOAD = "GCC's nvptx offload compiler missing (apt-get install gcc-12-offload-nvptx " \
+    "nvptx-tools)"
 
 PAYLOAD = "gnu.target_lto_x86_64-pc-linux-gnu"
 SCHEMA = json.loads((ROOT / "offlink" / "inspect.schema.json").read_text())
@@ -25,13 +37,92 @@ def built(offlink, tmp_path_factory) -> Path:
     return sample / "build"
 
 
+@pytest.fixture(scope="module")
+def gcc_built(offlink, tmp_path_factory) -> Path:
+    """samples/gcc_openmp (gcc -fopenmp -foffload=nvptx-none objects) linked by offlink."""
+    need_tool(HAVE_GCC_OFFLOAD, NO_GCC_OFFLOAD)
+    sample = copy_sample("gcc_openmp", tmp_path_factory.mktemp("inspect-gcc"))
+    make_sample(offlink, sample, "build/gcc_openmp")
+    return sample / "build"
+
+
+@pytest.fixture(scope="module")
+def clang_built(offlink, tmp_path_factory) -> Path:
+    """samples/clang_openmp (clang-19 -fopenmp-targets=x86_64 objects) linked by offlink."""
+    need_tool(HAVE_CLANG, NO_CLANG)
+    sample = copy_sample("clang_openmp", tmp_path_factory.mktemp("inspect-clang"))
+    make_sample(offlink, sample, "all")
+    return sample / "build"
+
+
+def inspect_json(offlink, *args) -> dict:
+    return json.loads(run([offlink, "inspect", "--json", *args]).stdout)
+
+
 def test_json_matches_schema_for_module_object_and_archive(offlink, built):
     run(["ar", "rcs", built / "libops.a", built / "ops.o", built / "vec.o"])
     for path in (built / "multi_cu", built / "ops.o", built / "libops.a"):
         info = json.loads(run([offlink, "inspect", "--json", path]).stdout)
         jsonschema.validate(info, SCHEMA)
+        assert (info["schema"], info["schema_version"]) == (SCHEMA["$id"], 2)
     info = json.loads(run([offlink, "inspect", "--json", built / "ops.o"]).stdout)
     assert info["kind"] == "object" and info["cus"][0]["source"] == "ops.c"
+    assert info["cus"][0]["member"] is None
+    lib = inspect_json(offlink, built / "libops.a")
+    assert [cu["member"] for cu in lib["cus"]] == ["ops.o", "vec.o"]
+    # The schema is published: `--schema` prints the committed file, whose $id names the version.
+    assert json.loads(run([offlink, "inspect", "--schema"]).stdout) == SCHEMA
+    assert SCHEMA["$id"].endswith(":2") and SCHEMA["properties"]["schema_version"]["const"] == 2
+
+
+def test_json_matches_schema_for_gcc_and_clang_binaries(offlink, gcc_built, clang_built):
+    for path in (gcc_built / "gcc_openmp", gcc_built / "main.o", clang_built / "clang_openmp",
+                 clang_built / "clang_openmp_cxx", clang_built / "shapes.o"):
+        jsonschema.validate(inspect_json(offlink, path), SCHEMA)
+
+
+def test_images_say_where_they_lie_in_the_file(offlink, built, gcc_built):
+    from offlink import Table
+
+    for prog in (built / "multi_cu", gcc_built / "gcc_openmp"):
+        data = prog.read_bytes()
+        table = inspect_json(offlink, prog)["table"]
+        start = table["file_offset"]
+        assert data[start:start + 8] == b"OFFLINK\0"
+        for t, image in zip(table["targets"], Table.open(prog).targets):
+            assert data[t["file_offset"]:t["file_offset"] + t["image_size"]] == image.image
+
+
+def test_nvptx_images_name_their_ptx_isa(offlink, gcc_built):
+    (target,) = inspect_json(offlink, gcc_built / "gcc_openmp")["table"]["targets"]
+    assert target["kind"] == "nvptx-none" and "sm_80" in target["archs"]  # -misa=sm_80
+    text = run([offlink, "inspect", gcc_built / "gcc_openmp"]).stdout
+    assert re.search(r"nvptx-none .* bytes at file offset 0x[0-9a-f]+  .*sm_80", text)
+
+
+@needs_tool(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+            "no CUDA toolkit (nvcc)")
+def test_cuda_archs_of_cubins_and_fatbins(tmp_path):
+    from offlink.inspect import image_archs
+    from offlink.targets.cuda import toolkit
+
+    tools = toolkit()
+    (tmp_path / "k.cu").write_text("__global__ void k(int *p) { *p = 1; }\n")
+    cubins = {}
+    for sm in (80, 90):
+        cubins[sm] = tmp_path / f"k{sm}.cubin"
+        run([tools.nvcc, f"-arch=sm_{sm}", "-rdc=true", "--cubin", tmp_path / "k.cu", "-o",
+             cubins[sm]])
+        assert image_archs("cubin", cubins[sm].read_bytes()) == [f"sm_{sm}"]
+    run([tools.nvcc, "-arch=sm_80", "-rdc=true", "--ptx", tmp_path / "k.cu", "-o",
+         tmp_path / "k.ptx"])
+    assert image_archs("ptx", (tmp_path / "k.ptx").read_bytes()) == ["sm_80"]
+    run([tools.fatbinary, "-64", f"--create={tmp_path / 'k.fatbin'}",
+         f"--image3=kind=elf,sm=80,file={cubins[80]}", f"--image3=kind=elf,sm=90,file={cubins[90]}",
+         f"--image3=kind=ptx,sm=80,file={tmp_path / 'k.ptx'}"])
+    assert image_archs("fatbin", (tmp_path / "k.fatbin").read_bytes()) == \
+        ["sm_80", "sm_90", "compute_80"]
+    assert image_archs("shared-object", cubins[80].read_bytes()) == []
 
 
 def test_text_output_golden(offlink, built):
@@ -91,6 +182,163 @@ def test_explain_a_name_and_an_address(offlink, built):
     assert "neither in the table nor defined" in out
     proc = run([offlink, "inspect", prog, "--address", "zzz"], check=False)
     assert proc.returncode != 0 and "--address takes a number" in proc.stderr
+
+
+def test_symbol_takes_the_hosts_spelling_of_gcc_rows(offlink, gcc_built):
+    """GCC's rows are keyed as the PTX spells them; nm, gdb and backtraces show the host's
+    names: run_a._omp_fn.0, a static's own name, a link variable's own name."""
+    prog = gcc_built / "gcc_openmp"
+    out = run([offlink, "inspect", prog, "--symbol", "main._omp_fn.0"]).stdout
+    assert out.startswith("main$_omp_fn$0 (host: main._omp_fn.0): function at 0x"), out
+    out = run([offlink, "inspect", prog, "--symbol", "calls"]).stdout.splitlines()
+    assert [ln.split(" ")[0] for ln in out] == sorted(
+        r for r in (ln.split(" ")[0] for ln in out) if r.startswith("calls$")) and len(out) == 2
+    assert all("(host: calls): variable at" in ln for ln in out)
+    out = run([offlink, "inspect", prog, "--symbol", "squares"]).stdout
+    assert out.startswith("squares$linkptr (host: squares): link-variable at"), out
+    # The row's own spelling still works, and the text output shows both.
+    assert run([offlink, "inspect", prog, "--symbol", "main$_omp_fn$0"]).stdout == \
+        run([offlink, "inspect", prog, "--symbol", "main._omp_fn.0"]).stdout
+    rows = {ln.split()[0]: ln for ln in run([offlink, "inspect", prog]).stdout.splitlines()
+            if ln.startswith("    ") and "$" in ln}
+    assert rows["main$_omp_fn$0"].endswith("host: main._omp_fn.0")
+    assert rows["squares$linkptr"].endswith("host: squares")
+    host = {s["name"]: s["host_name"] for s in inspect_json(offlink, prog)["table"]["symbols"]}
+    assert host["main$_omp_fn$0"] == "main._omp_fn.0" and host["scale"] is None
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_table_lookup_takes_the_hosts_spelling(gcc_built, monkeypatch, pure):
+    import offlink.table as table_mod
+    from offlink import Table
+
+    if pure:
+        from offlink._pytable import Core
+
+        monkeypatch.setattr(table_mod, "_Core", Core)
+    table = Table.open(gcc_built / "gcc_openmp")
+    assert table.backend == ("python" if pure else "c")
+    assert table.lookup("main._omp_fn.0") is table.lookup("main$_omp_fn$0") is not None
+    assert table.lookup(b"main._omp_fn.0").name == "main$_omp_fn$0"
+    assert table.lookup("main.x") is None and table.lookup("scale").name == "scale"
+
+
+def test_clang_rows_show_host_names_and_demangled_names(offlink, clang_built):
+    prog = clang_built / "clang_openmp"
+    (row,) = [s for s in inspect_json(offlink, prog)["table"]["symbols"]
+              if s["kind"] == "indirect-function"]
+    assert row["host_name"] == "add_one"
+    out = run([offlink, "inspect", prog, "--symbol", "add_one"]).stdout
+    assert out.startswith(f"{row['name']} (host: add_one): indirect-function at"), out
+    cxx = {s["name"]: s for s in
+           inspect_json(offlink, clang_built / "clang_openmp_cxx")["table"]["symbols"]}
+    assert cxx["_ZN4geom6Circle4unitE"]["demangled"] == "geom::Circle::unit"
+    kernel = next(s for n, s in cxx.items() if "total_area" in n)
+    assert "geom::total_area(geom::Circle const*, int)" in kernel["demangled"]
+    assert kernel["host_name"] == f".{kernel['name']}.region_id"  # what nm shows there
+    obj = inspect_json(offlink, clang_built / "shapes.o")["cus"][0]
+    assert obj["demangled"]["_ZN4geom6Circle4unitE"] == "geom::Circle::unit"
+
+
+def test_rows_filtered_by_name_and_kind(offlink, built, gcc_built, clang_built):
+    prog = built / "multi_cu"
+
+    def names(*args, path=prog):
+        return [s["name"] for s in inspect_json(offlink, path, *args)["table"]["symbols"]]
+
+    assert names("--name", "op_*") == ["op_add", "op_mul", "op_sub"]
+    assert names("--kind", "variable") == ["hits", "scale", "weights"]
+    assert names("--kind", "var", "--name", "*s") == ["hits", "weights"]
+    assert names("--kind", "function,variable", "--name", "[hs]*") == ["hits", "scale"]
+    assert names("--kind", "indirect", path=clang_built / "clang_openmp") == \
+        [n for n in names(path=clang_built / "clang_openmp") if "add_one" in n]
+    assert names("--kind", "link", path=gcc_built / "gcc_openmp") == ["squares$linkptr"]
+    # The host's spelling matches too, and so does a demangled name.
+    assert names("--name", "saxpy_run._omp_fn.*", path=gcc_built / "gcc_openmp") == \
+        ["saxpy_run$_omp_fn$0", "saxpy_run$_omp_fn$2"]
+    assert names("--name", "geom::*", path=clang_built / "clang_openmp_cxx") == \
+        ["_ZN4geom6Circle4unitE"]
+    assert names("--name", "*geom::total_area(*", path=clang_built / "clang_openmp_cxx") == \
+        [n for n in names(path=clang_built / "clang_openmp_cxx") if "total_area" in n]
+    text = run([offlink, "inspect", prog, "--name", "op_*"]).stdout
+    assert "11 symbol(s), 3 shown" in text
+    info = inspect_json(offlink, prog, "--name", "op_*")
+    assert info["table"]["symbol_count"] == 11
+    jsonschema.validate(info, SCHEMA)
+    for argv, why in [(["--kind", "fn"], "--kind takes function, variable, indirect-function, "
+                                         "link-variable (or a unique prefix), not 'fn'"),
+                      (["--load-base", "0x1000"], "--load-base goes with --address")]:
+        proc = run([offlink, "inspect", prog, *argv], check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"offlink: error: {why}\n")
+
+
+def test_archive_rows_grouped_by_member_and_filtered(offlink, tmp_path):
+    for name, body in [("a", "int a_one(void) { return 1; }\nint a_two(void) { return 2; }\n"),
+                       ("b", "int b_one(void) { return 1; }\n")]:
+        (tmp_path / f"{name}.c").write_text(body)
+        offered = [w for n in ("one", "two") if f"{name}_{n}" in body
+                   for w in ("--offload-symbol", f"{name}_{n}")]
+        run([offlink, "cc", *offered, "gcc", "-c", f"{name}.c"], cwd=tmp_path)
+    run(["ar", "rcs", "libab.a", "a.o", "b.o"], cwd=tmp_path)
+    text = run([offlink, "inspect", "libab.a"], cwd=tmp_path).stdout.splitlines()
+    assert text[1] == "  a.o:" and text[2].startswith("    libab.a(a.o): a.c for ")
+    assert "  b.o:" in text and text[-1] == "      offers:  b_one"
+    info = inspect_json(offlink, tmp_path / "libab.a", "--name", "*two")
+    assert [(cu["member"], cu["offered"]) for cu in info["cus"]] == [("a.o", ["a_two"])]
+    proc = run([offlink, "inspect", tmp_path / "libab.a", "--kind", "function"], check=False)
+    assert proc.returncode == 2 and "--kind needs a linked binary" in proc.stderr
+
+
+def test_function_rows_have_no_size_and_the_legend_says_why(offlink, built):
+    text = run([offlink, "inspect", built / "multi_cu"]).stdout
+    assert re.search(r"\n    op_mul +function +0x[0-9a-f]+  size -\n", text)
+    assert "  size: a variable's bytes; '-' for a function (its row stores 1" in text
+    assert "not an extent" in run([offlink, "inspect", "--help"]).stdout
+    out = run([offlink, "inspect", built / "multi_cu", "--symbol", "op_mul"]).stdout
+    assert "size" not in out
+
+
+MAPS_PROGRAM = r"""
+#include <stdio.h>
+#include <string.h>
+int counters[4];
+int main(void) {
+  char line[512];
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f || !fgets(line, sizeof line, f)) return 1;
+  *strchr(line, ' ') = 0;
+  printf("%p %s\n", (void *)&counters[2], line);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("pie", ["-pie", "-no-pie"])
+def test_run_time_address_with_the_load_base_from_proc_maps(offlink, tmp_path, pie):
+    """A run-time address and the first line of /proc/PID/maps, as a user has them."""
+    (tmp_path / "m.c").write_text(MAPS_PROGRAM)
+    run([offlink, "cc", "gcc", "-O2", "-fPIE" if pie == "-pie" else "-fno-PIE", "-c", "m.c"],
+        cwd=tmp_path)
+    run([offlink, "link", "gcc", pie, "m.o", "-o", "m"], cwd=tmp_path)
+    address, maps = run([tmp_path / "m"]).stdout.split()
+    base = int(maps.split("-")[0], 16)
+    counters = next(s for s in inspect_json(offlink, tmp_path / "m")["table"]["symbols"]
+                    if s["name"] == "counters")
+    assert int(address, 16) == (base if pie == "-pie" else 0) + counters["address"] + 8
+    want = "is in 'counters' (+0x8)"
+    for argv in (["--address", address, "--load-base", maps],
+                 ["--address", address, "--load-base", hex(base)],
+                 ["--address", f"{base:#x}+{int(address, 16) - base:#x}"]):
+        out = run([offlink, "inspect", tmp_path / "m", *argv]).stdout.splitlines()
+        assert out[0].endswith(want) and f"load base {base:#x}" in out[0], (argv, out)
+    # A backtrace's offset from the load base is st_value: prog(+0x1234).
+    offset = counters["address"] + 8
+    out = run([offlink, "inspect", tmp_path / "m", "--address", f"+{offset:#x}"]).stdout
+    assert out.splitlines()[0] == f"{offset:#x} {want}"
+    if pie == "-pie":  # the run-time address alone: outside the file, and it says what to add
+        out = run([offlink, "inspect", tmp_path / "m", "--address", address]).stdout
+        assert out.endswith("past the end of the binary's sections: a run-time address needs "
+                            "--load-base\n"), out
 
 
 # Forks and execs the command from a small Python process, so the peak it reports is the

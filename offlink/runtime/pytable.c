@@ -447,7 +447,22 @@ static PyObject *Core_lookup_symbol(CoreObject *self, PyObject *name) {
   } else {
     return needs_bytes(name);
   }
-  int64_t row = ofl_table_lookup(&self->t, PyBytes_AsString(raw), (size_t)PyBytes_Size(raw));
+  const char *s = PyBytes_AsString(raw);
+  size_t n = (size_t)PyBytes_Size(raw);
+  int64_t row = ofl_table_lookup(&self->t, s, n);
+  if (row < 0 && memchr(s, '.', n) != NULL) {
+    /* GCC's nvptx rows are spelled as in the PTX ('.' became '$': run_a$_omp_fn$0); the
+     * host's own spelling (run_a._omp_fn.0, what nm shows) finds them too. Misses only. */
+    char *ptx = PyMem_Malloc(n ? n : 1);
+    if (ptx == NULL) {
+      Py_DECREF(raw);
+      return PyErr_NoMemory();
+    }
+    for (size_t i = 0; i < n; i++)
+      ptx[i] = s[i] == '.' ? '$' : s[i];
+    row = ofl_table_lookup(&self->t, ptx, n);
+    PyMem_Free(ptx);
+  }
   Py_DECREF(raw);
   if (row < 0)
     Py_RETURN_NONE;
@@ -493,7 +508,8 @@ static PyMethodDef Core_methods[] = {
     {"find_symbol", (PyCFunction)Core_find_symbol, METH_O,
      "find_symbol(address) -> made object of the row containing address - base, or None"},
     {"lookup_symbol", (PyCFunction)Core_lookup_symbol, METH_O,
-     "lookup_symbol(name: str | bytes) -> made object of the row, or None"},
+     "lookup_symbol(name: str | bytes) -> made object of the row, or None (a name with '.' also\n"
+     "as GCC's PTX spells it, with '$')"},
     {NULL, NULL, 0, NULL},
 };
 
