@@ -67,7 +67,7 @@ def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     object (its link options matter for that one)."""
     out: list[CU] = []
     if any(s.name.startswith(GCC_OFFLOAD_PREFIX) for s in obj.sections):
-        from .gcc_offload import gcc_cu  # GCC's own offload object (target nvptx-none)
+        from ..dialects.gcc import gcc_cu  # GCC's own offload object (target nvptx-none)
 
         out.append(gcc_cu(obj, origin, link_args, lto))
     for section in obj.sections:

@@ -188,7 +188,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
                  *_host_link_args(plan, targets)]
         host = _drop_words(host_link_argv(plan, staged, extra), targets)
         registration = None
-        from . import gomp_register
+        from ..registrations import gomp as gomp_register
 
         if gomp_register.enabled(options.gomp_register):
             registration = gomp_register.Registration.for_link(plan, images, workdir,

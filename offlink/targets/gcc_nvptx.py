@@ -1,6 +1,6 @@
 """The `nvptx-none` target: GCC's own offload objects, compiled one CU at a time.
 
-Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/link/gcc_offload.py reads
+Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/dialects/gcc.py reads
 it). Each CU goes alone through GCC's accel compiler (`<triple>-accel-nvptx-none-gcc-<major>
 -xlto ... -c`, which gives PTX text with its FUNC_MAP/VAR_MAP lines); the per-CU outputs, with
 their statics renamed to their qualified keys, are linked by nvptx-none-ld with GCC's device
@@ -18,8 +18,8 @@ import os
 import platform
 import re
 
+from ..dialects import gcc
 from ..errors import ToolError, UsageError
-from ..link import gcc_offload as gcc
 from . import Target
 
 NAME = "nvptx-none"
@@ -142,7 +142,7 @@ class GccNvptxTarget(Target):
 
     def link_entries(self, image_path: str) -> list[tuple[str, str, list[gcc.Entry]]]:
         """(label, source, paired entries) of every CU of the image linked at `image_path`,
-        in link order (link/gomp_register.py names the host table's slots with them)."""
+        in link order (registrations/gomp.py names the host table's slots with them)."""
         return self._links.get(image_path, [])
 
     def _pair(self, cu, obj_path: str) -> tuple[list[gcc.Entry], str]:

@@ -29,7 +29,7 @@ from ..elf import (
     rela_entries,
 )
 from ..errors import FormatError, LinkError
-from .extract import CU
+from ..link.extract import CU
 
 OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"
