@@ -20,9 +20,8 @@ from offlink.dialects import gcc
 from offlink.elf import SHT_SYMTAB, STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
 from offlink.errors import LinkError
 from offlink.table import Table
-from offlink.targets.gcc_nvptx import accel_compiler
 
-ACCEL = accel_compiler("12")
+ACCEL = gcc.accel_compiler("12")
 HAVE_GCC_OFFLOAD = shutil.which(ACCEL) is not None and shutil.which("nvptx-none-ld") is not None
 NO_GCC_OFFLOAD = (f"{ACCEL} or nvptx-none-ld missing (apt-get install gcc-12-offload-nvptx "
                   f"nvptx-tools; .ci/run installs them)")

@@ -345,6 +345,8 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
         real_host_link(argv)
 
     class NeverSettles:
+        option = "--gomp-register"
+
         def build(self):
             pass
 

@@ -1,35 +1,63 @@
-"""Input dialects offlink reads besides its own payload: each knows how to find the CUs in an
-object (LLVM's `.llvm.offloading` here; GCC's reader still lives in link/gcc_offload.py).
+"""Input dialects: how the CUs of an object are found, in each toolchain's offload objects:
+offlink's own payload (`offlink cc`), GCC's (`gcc -foffload=nvptx-none`), LLVM's
+(`clang -fopenmp-targets=`). One module each; this one is their interface.
 
-The link's extract stage asks `is_fat` and `cus_of`; it names no dialect itself.
+The link's extract stage asks `is_fat` and `cus_of`; it names no dialect itself. A dialect
+module has either `cus_of(elf, section, origin)` (CUs section by section) or, with
+`WHOLE_OBJECT`, `object_cus(elf, origin, link_args, lto)` (one read of the whole object).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..elf import ElfFile
-    from ..link.extract import CU
+from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
 
-# Section name -> the dialect module that reads it.
-SECTIONS = {".llvm.offloading": "llvm"}
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from ..elf import ElfFile
+    from ..model import CU
+
+# Section name prefix -> the dialect module that reads it.
+SECTIONS = {PAYLOAD_SECTION_PREFIX: "offlink", GCC_OFFLOAD_SECTION_PREFIX: "gcc",
+            ".llvm.offloading": "llvm"}
+_PREFIXES = tuple(SECTIONS)
+
+
+def dialect_of(section_name: str) -> str | None:
+    """The dialect whose section this is, or None."""
+    if section_name.startswith(_PREFIXES):
+        return next(d for p, d in SECTIONS.items() if section_name.startswith(p))
+    return None
+
+
+def _module(dialect: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{dialect}")
 
 
 def is_fat(elf: ElfFile) -> bool:
-    """Whether an object carries target code in one of these dialects."""
-    return any(s.name in SECTIONS for s in elf.sections)
+    """Whether an object carries target code in any dialect (one pass over section names)."""
+    return any(s.name.startswith(_PREFIXES) for s in elf.sections)
 
 
-def cus_of(elf: ElfFile, origin: str) -> list[CU]:
-    """The CUs of every dialect's sections in one object, in section order."""
-    import importlib
-
+def cus_of(elf: ElfFile, origin: str, link_args: Sequence[str] = (),
+           lto: bool = False) -> list[CU]:
+    """The CUs of one object, in the order of their sections. `link_args` and `lto` are the
+    link line's, which a whole-object dialect may need (GCC's: -foffload-options)."""
     out: list[CU] = []
+    done: set[str] = set()
     for section in elf.sections:
-        module = SECTIONS.get(section.name)
-        if module is not None:
-            reader = importlib.import_module(f"{__name__}.{module}")
+        dialect = dialect_of(section.name)
+        if dialect is None or dialect in done:
+            continue
+        reader = _module(dialect)
+        if getattr(reader, "WHOLE_OBJECT", False):
+            done.add(dialect)
+            out.extend(reader.object_cus(elf, origin, list(link_args), lto))
+        else:
             out.extend(reader.cus_of(elf, section, origin))
     return out
 

@@ -70,7 +70,7 @@ def source_name(elf: ElfFile, fallback: str) -> str:
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     """One CU per OpenMP image in the object's `.llvm.offloading` section."""
     from ..formats.payload import Payload
-    from ..link.extract import CU
+    from ..model import CU
 
     where = f"{origin}: section {section.name}"
     images = parse_binaries(bytes(elf.content(section)), where)

@@ -168,6 +168,7 @@ class Registration:
     workdir: str
     order: dict[str, list[str]] = field(default_factory=dict)  # kind -> keys, table order
     relinks: int = 0
+    option = "--gomp-register"  # what asked for it, in the pipeline's messages
 
     @classmethod
     def for_link(cls, plan, images, workdir: str, required: bool) -> Registration | None:
