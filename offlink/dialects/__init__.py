@@ -2,17 +2,19 @@
 offlink's own payload (`offlink cc`), GCC's (`gcc -foffload=nvptx-none`), LLVM's
 (`clang -fopenmp-targets=`). One module each; this one is their interface.
 
-The link's extract stage asks `is_fat` and `cus_of`; it names no dialect itself. A dialect
-module has either `cus_of(elf, section, origin)` (CUs section by section) or, with
+The link's extract stage asks `is_fat`, `cus_of` and `check_runtimes`; it names no dialect
+itself. A dialect module has `RUNTIME`, the OpenMP offload runtime its objects' host code calls
+("" for none), and either `cus_of(elf, section, origin)` (CUs section by section) or, with
 `WHOLE_OBJECT`, `object_cus(elf, origin, link_args, lto)` (one read of the whole object).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from ..errors import LinkError
 from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
 
 if TYPE_CHECKING:
@@ -60,6 +62,24 @@ def cus_of(elf: ElfFile, origin: str, link_args: Sequence[str] = (),
         else:
             out.extend(reader.cus_of(elf, section, origin))
     return out
+
+
+def check_runtimes(objects: Iterable[tuple[str, ElfFile]]) -> None:
+    """Refuse, naming one object of each, a link whose objects' host code calls two OpenMP
+    offload runtimes: one program cannot hold libgomp and libomptarget (libomp) at once.
+    offlink's own fat objects call neither, so they link beside either."""
+    first: dict[str, tuple[str, str]] = {}  # runtime -> (object, dialect)
+    for origin, elf in objects:
+        for dialect in dict.fromkeys(d for s in elf.sections if (d := dialect_of(s.name))):
+            runtime = _module(dialect).RUNTIME
+            if runtime:
+                first.setdefault(runtime, (origin, dialect))
+    if len(first) > 1:
+        (ra, (a, da)), (rb, (b, db)) = list(first.items())[:2]  # in link order
+        raise LinkError(f"{a} is {_module(da).MADE_BY}, whose host code calls {ra}, and {b} "
+                        f"is {_module(db).MADE_BY}, whose host code calls {rb}: one program "
+                        f"cannot use both OpenMP offload runtimes; compile them with one "
+                        f"toolchain (offlink cc's fat objects link beside either)")
 
 
 def relocatable_argv(argv: list[str]) -> list[str]:

@@ -35,6 +35,8 @@ from ..errors import FormatError, LinkError
 from ..model import CU
 
 TARGET = "nvptx-none"  # the target of its CUs (targets/gcc_nvptx.py)
+RUNTIME = "libgomp"  # what its host code calls (GOMP_target_ext, ...)
+MADE_BY = "a GCC offload object (gcc -foffload)"
 WHOLE_OBJECT = True  # one CU per object, read once for all its sections (object_cus)
 OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"

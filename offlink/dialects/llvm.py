@@ -25,6 +25,8 @@ from ..formats.offload_binary import (
 )
 
 TARGET_PREFIX = "openmp-"
+RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)
+MADE_BY = "an LLVM offload object (clang -fopenmp-targets)"
 # The payload's code kind for an OffloadBinary image kind.
 CODE_KINDS = {"elf": "object", "bc": "llvm-bc"}
 

@@ -1,7 +1,9 @@
 """offlink's own fat objects (`offlink cc`): reading the dialect.
 
 Each `gnu.target_lto_<target>` section holds one or more payload records (formats/payload.py),
-one CU each, for the target the section is named after.
+one CU each, for the target the section is named after. The host code of such an object calls
+no OpenMP offload runtime: offlink's table and runtime serve it, so it links beside GCC's or
+LLVM's offload objects.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
 if TYPE_CHECKING:
     from ..elf import ElfFile, Section
     from ..model import CU
+
+RUNTIME = ""  # none besides offlink's own
 
 
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list[CU]:

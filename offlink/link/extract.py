@@ -162,11 +162,15 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
     defined: set[str] = set()
     undefined: set[str] = set()
     pending: list[tuple[Input, str, list[_Obj]]] = []  # archives, for member selection
+    fat: list[tuple[str, ElfFile]] = []  # the objects used that carry target code
 
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        cus.extend(cus_of(obj.elf, obj.origin, link_args, plan.lto))
+        found = cus_of(obj.elf, obj.origin, link_args, plan.lto)
+        if found:
+            fat.append((obj.origin, obj.elf))
+            cus.extend(found)
 
     for f in files:
         objs = [_Obj(origin, elf, *_symbols(elf)) for origin, elf in f.objects]
@@ -176,6 +180,9 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
         else:
             pending.append((f.inp, f.path, objs))
             _select(pending, defined, undefined, add)
+    from .. import dialects
+
+    dialects.check_runtimes(fat)  # before any work: two offload runtimes cannot be linked
     return cus
 
 
