@@ -10,6 +10,7 @@ itself. A dialect module has `RUNTIME`, the OpenMP offload runtime its objects' 
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -29,13 +30,17 @@ SECTIONS = {PAYLOAD_SECTION_PREFIX: "offlink", GCC_OFFLOAD_SECTION_PREFIX: "gcc"
 _PREFIXES = tuple(SECTIONS)
 
 
-def dialect_of(section_name: str) -> str | None:
-    """The dialect whose section this is, or None."""
-    if section_name.startswith(_PREFIXES):
-        return next(d for p, d in SECTIONS.items() if section_name.startswith(p))
-    return None
+def dialects_in(elf: ElfFile) -> list[str]:
+    """The dialects whose sections an object has, in the order of their first section."""
+    found = (s.name for s in elf.sections if s.name.startswith(_PREFIXES))  # one test each
+    return list(dict.fromkeys(_dialect(name) for name in found))
 
 
+def _dialect(section_name: str) -> str:
+    return next(d for p, d in SECTIONS.items() if section_name.startswith(p))
+
+
+@functools.cache
 def _module(dialect: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{dialect}")
 
@@ -52,8 +57,10 @@ def cus_of(elf: ElfFile, origin: str, link_args: Sequence[str] = (),
     out: list[CU] = []
     done: set[str] = set()
     for section in elf.sections:
-        dialect = dialect_of(section.name)
-        if dialect is None or dialect in done:
+        if not section.name.startswith(_PREFIXES):  # most sections: one test, no call
+            continue
+        dialect = _dialect(section.name)
+        if dialect in done:
             continue
         reader = _module(dialect)
         if getattr(reader, "WHOLE_OBJECT", False):
@@ -70,7 +77,7 @@ def check_runtimes(objects: Iterable[tuple[str, ElfFile]]) -> None:
     offlink's own fat objects call neither, so they link beside either."""
     first: dict[str, tuple[str, str]] = {}  # runtime -> (object, dialect)
     for origin, elf in objects:
-        for dialect in dict.fromkeys(d for s in elf.sections if (d := dialect_of(s.name))):
+        for dialect in dialects_in(elf):
             runtime = _module(dialect).RUNTIME
             if runtime:
                 first.setdefault(runtime, (origin, dialect))

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .. import dialects
 from ..elf import (
     SHN_UNDEF,
     STB_WEAK,
@@ -48,8 +49,6 @@ def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     """The CUs with target code in one object, in whichever dialect it carries them (offlink's
     payload, GCC's or LLVM's offload object: offlink/dialects/); the link options matter to
     GCC's."""
-    from .. import dialects
-
     return dialects.cus_of(obj, origin, link_args, lto)
 
 
@@ -143,10 +142,6 @@ def _object(data, name: str) -> ElfFile | None:
     return ElfFile(data, name)
 
 
-def _fat(elf: ElfFile) -> bool:
-    from .. import dialects
-
-    return dialects.is_fat(elf)
 
 
 def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
@@ -155,7 +150,7 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
     `offload_options` (offlink link --offload-option) count as -foffload-options words of
     the link line, after the line's own."""
     files = _files(plan)
-    if not any(_fat(elf) for f in files for _, elf in f.objects):
+    if not any(dialects.is_fat(elf) for f in files for _, elf in f.objects):
         return []  # a plain link: no symbol table needs reading
     link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
     cus: list[CU] = []
@@ -167,7 +162,7 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        found = cus_of(obj.elf, obj.origin, link_args, plan.lto)
+        found = dialects.cus_of(obj.elf, obj.origin, link_args, plan.lto)
         if found:
             fat.append((obj.origin, obj.elf))
             cus.extend(found)
@@ -180,8 +175,6 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
         else:
             pending.append((f.inp, f.path, objs))
             _select(pending, defined, undefined, add)
-    from .. import dialects
-
     dialects.check_runtimes(fat)  # before any work: two offload runtimes cannot be linked
     return cus
 
