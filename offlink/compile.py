@@ -369,8 +369,8 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
         return
     from .link.cache import Cache
     from .link.compile import fill_cache
-    from .link.extract import CU
     from .link.pipeline import LinkOptions, target_launcher
+    from .model import CU
 
     try:
         cache = Cache.open()

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, copy_sample, make_sample, need_tool, needs_tool, run
 
+from offlink.dialects import gcc
 from offlink.elf import SHT_SYMTAB, STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
 from offlink.errors import LinkError
-from offlink.link import gcc_offload as gcc
 from offlink.table import Table
-from offlink.targets.gcc_nvptx import accel_compiler
 
-ACCEL = accel_compiler("12")
+ACCEL = gcc.accel_compiler("12")
 HAVE_GCC_OFFLOAD = shutil.which(ACCEL) is not None and shutil.which("nvptx-none-ld") is not None
 NO_GCC_OFFLOAD = (f"{ACCEL} or nvptx-none-ld missing (apt-get install gcc-12-offload-nvptx "
                   f"nvptx-tools; .ci/run installs them)")
@@ -412,7 +411,8 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
                                                             monkeypatch, offlink):
     """Names go in the order of the linked host table: a registration written in another
     order is written again from the binary and the host link runs once more."""
-    from offlink.link import gomp_register, pipeline
+    from offlink.link import pipeline
+    from offlink.registrations import gomp as gomp_register
 
     made = gomp_register.Registration.for_link.__func__  # type: ignore[attr-defined]
 
@@ -435,7 +435,7 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
 
 
 def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():
-    from offlink.link import gomp_register as g
+    from offlink.registrations import gomp as g
 
     image = b'.version 7.0\n//:FUNC_MAP "k$1", 0x1, 0x20\n\t"q?\\\x01\n\0second\0'
     text = g.c_source(image, ["k$1"], ["v"], gcc.func_dims(image.decode()))

@@ -330,7 +330,8 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
     import pytest
 
     from offlink.errors import LinkError
-    from offlink.link import gomp_register, pipeline
+    from offlink.link import pipeline
+    from offlink.registrations import gomp as gomp_register
 
     build_objects(offlink, tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -344,6 +345,8 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
         real_host_link(argv)
 
     class NeverSettles:
+        option = "--gomp-register"
+
         def build(self):
             pass
 

@@ -1,37 +1,92 @@
-"""Input dialects offlink reads besides its own payload: each knows how to find the CUs in an
-object (LLVM's `.llvm.offloading` here; GCC's reader still lives in link/gcc_offload.py).
+"""Input dialects: how the CUs of an object are found, in each toolchain's offload objects:
+offlink's own payload (`offlink cc`), GCC's (`gcc -foffload=nvptx-none`), LLVM's
+(`clang -fopenmp-targets=`). One module each; this one is their interface.
 
-The link's extract stage asks `is_fat` and `cus_of`; it names no dialect itself.
+The link's extract stage asks `is_fat`, `cus_of` and `check_runtimes`; it names no dialect
+itself. A dialect module has `RUNTIME`, the OpenMP offload runtime its objects' host code calls
+("" for none), and either `cus_of(elf, section, origin)` (CUs section by section) or, with
+`WHOLE_OBJECT`, `object_cus(elf, origin, link_args, lto)` (one read of the whole object).
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..elf import ElfFile
-    from ..link.extract import CU
+from ..errors import LinkError
+from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
 
-# Section name -> the dialect module that reads it.
-SECTIONS = {".llvm.offloading": "llvm"}
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from ..elf import ElfFile
+    from ..model import CU
+
+# Section name prefix -> the dialect module that reads it.
+SECTIONS = {PAYLOAD_SECTION_PREFIX: "offlink", GCC_OFFLOAD_SECTION_PREFIX: "gcc",
+            ".llvm.offloading": "llvm"}
+_PREFIXES = tuple(SECTIONS)
+
+
+def dialects_in(elf: ElfFile) -> list[str]:
+    """The dialects whose sections an object has, in the order of their first section."""
+    found = (s.name for s in elf.sections if s.name.startswith(_PREFIXES))  # one test each
+    return list(dict.fromkeys(_dialect(name) for name in found))
+
+
+def _dialect(section_name: str) -> str:
+    return next(d for p, d in SECTIONS.items() if section_name.startswith(p))
+
+
+@functools.cache
+def _module(dialect: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{dialect}")
 
 
 def is_fat(elf: ElfFile) -> bool:
-    """Whether an object carries target code in one of these dialects."""
-    return any(s.name in SECTIONS for s in elf.sections)
+    """Whether an object carries target code in any dialect (one pass over section names)."""
+    return any(s.name.startswith(_PREFIXES) for s in elf.sections)
 
 
-def cus_of(elf: ElfFile, origin: str) -> list[CU]:
-    """The CUs of every dialect's sections in one object, in section order."""
-    import importlib
-
+def cus_of(elf: ElfFile, origin: str, link_args: Sequence[str] = (),
+           lto: bool = False) -> list[CU]:
+    """The CUs of one object, in the order of their sections. `link_args` and `lto` are the
+    link line's, which a whole-object dialect may need (GCC's: -foffload-options)."""
     out: list[CU] = []
+    done: set[str] = set()
     for section in elf.sections:
-        module = SECTIONS.get(section.name)
-        if module is not None:
-            reader = importlib.import_module(f"{__name__}.{module}")
+        if not section.name.startswith(_PREFIXES):  # most sections: one test, no call
+            continue
+        dialect = _dialect(section.name)
+        if dialect in done:
+            continue
+        reader = _module(dialect)
+        if getattr(reader, "WHOLE_OBJECT", False):
+            done.add(dialect)
+            out.extend(reader.object_cus(elf, origin, list(link_args), lto))
+        else:
             out.extend(reader.cus_of(elf, section, origin))
     return out
+
+
+def check_runtimes(objects: Iterable[tuple[str, ElfFile]]) -> None:
+    """Refuse, naming one object of each, a link whose objects' host code calls two OpenMP
+    offload runtimes: one program cannot hold libgomp and libomptarget (libomp) at once.
+    offlink's own fat objects call neither, so they link beside either."""
+    first: dict[str, tuple[str, str]] = {}  # runtime -> (object, dialect)
+    for origin, elf in objects:
+        for dialect in dialects_in(elf):
+            runtime = _module(dialect).RUNTIME
+            if runtime:
+                first.setdefault(runtime, (origin, dialect))
+    if len(first) > 1:
+        (ra, (a, da)), (rb, (b, db)) = list(first.items())[:2]  # in link order
+        raise LinkError(f"{a} is {_module(da).MADE_BY}, whose host code calls {ra}, and {b} "
+                        f"is {_module(db).MADE_BY}, whose host code calls {rb}: one program "
+                        f"cannot use both OpenMP offload runtimes; compile them with one "
+                        f"toolchain (offlink cc's fat objects link beside either)")
 
 
 def relocatable_argv(argv: list[str]) -> list[str]:

@@ -25,6 +25,8 @@ from ..formats.offload_binary import (
 )
 
 TARGET_PREFIX = "openmp-"
+RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)
+MADE_BY = "an LLVM offload object (clang -fopenmp-targets)"
 # The payload's code kind for an OffloadBinary image kind.
 CODE_KINDS = {"elf": "object", "bc": "llvm-bc"}
 
@@ -70,7 +72,7 @@ def source_name(elf: ElfFile, fallback: str) -> str:
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     """One CU per OpenMP image in the object's `.llvm.offloading` section."""
     from ..formats.payload import Payload
-    from ..link.extract import CU
+    from ..model import CU
 
     where = f"{origin}: section {section.name}"
     images = parse_binaries(bytes(elf.content(section)), where)

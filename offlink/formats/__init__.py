@@ -4,5 +4,5 @@ Constants that the link's fast paths need live here, so reading them imports no 
 """
 
 PAYLOAD_SECTION_PREFIX = "gnu.target_lto_"
-# GCC's own offload objects (gcc -fopenmp -foffload=...): read by offlink/link/gcc_offload.py.
+# GCC's own offload objects (gcc -fopenmp -foffload=...): read by offlink/dialects/gcc.py.
 GCC_OFFLOAD_SECTION_PREFIX = ".gnu.offload_lto_"

@@ -9,51 +9,18 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import run as runner
 from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
+from ..model import CU, CompiledCU
+from ..model import Offer as Offer  # re-exported: these lived here before model.py
+from ..model import write_objects as write_objects
 from ..targets import Target
-from .extract import CU
 
 if TYPE_CHECKING:
     from .cache import Cache
-
-
-@dataclass(frozen=True)
-class Offer:
-    """A symbol a CU's target code offers, as the target object defines it."""
-
-    name: str
-    kind: str  # "function" or "variable"
-    size: int
-    strong: bool  # STB_GLOBAL (a weak or COMDAT definition may appear in many CUs)
-
-
-@dataclass(frozen=True)
-class CompiledCU:
-    cu: CU
-    target: Target
-    object_path: str
-    offers: tuple[Offer, ...]
-    key: str = ""  # the cache key ("" without a cache)
-    cached: bool = False  # the object came from the cache
-    # A cached object's bytes: written to object_path only when something reads the file (the
-    # device link of an image not in the cache, write_objects), so a relink with nothing
-    # changed writes no object into the work folder.
-    data: bytes | None = field(default=None, repr=False, compare=False)
-    warnings: str = ""  # what the target compiler said (shown by show_warnings)
-    span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
-
-
-def write_objects(compiled: Sequence[CompiledCU]) -> None:
-    """Write the cached objects that are not in the work folder yet (CompiledCU.data)."""
-    for c in compiled:
-        if c.data is not None and not os.path.exists(c.object_path):
-            with open(c.object_path, "wb") as f:
-                f.write(c.data)
 
 
 def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str]:

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from .. import run as runner
 from ..errors import LinkError
+from ..model import CompiledCU, Image, LinkPlan, Offer
 from ..targets import Target
-from .compile import CompiledCU, Offer
-from .plan import LinkPlan
-
-
-@dataclass(frozen=True)
-class Image:
-    target: Target
-    path: str
-    data: bytes
-    offers: dict[str, Offer]  # by name, over all CUs
-    owners: dict[str, str]  # name -> the CU that offers it (for messages)
 
 
 def merge_offers(compiled: list[CompiledCU]) -> tuple[dict[str, Offer], dict[str, str]]:

@@ -11,8 +11,8 @@ import mmap
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from .. import dialects
 from ..elf import (
     SHN_UNDEF,
     STB_WEAK,
@@ -21,26 +21,9 @@ from ..elf import (
     is_archive,
 )
 from ..errors import FormatError
-from ..formats import GCC_OFFLOAD_SECTION_PREFIX as GCC_OFFLOAD_PREFIX
-from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
-from .plan import Input, LinkPlan, find_library
-
-if TYPE_CHECKING:
-    from ..formats.payload import Payload
+from ..model import CU, Input, LinkPlan, find_library
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
-
-
-@dataclass(frozen=True)
-class CU:
-    """One compilation unit's target code for one target, and where it came from."""
-
-    origin: str  # "a.o", "libx.a(m.o)", with "#N" when a file holds several records
-    payload: Payload
-
-    @property
-    def label(self) -> str:
-        return f"{self.payload.source} ({self.origin})"
 
 
 @dataclass
@@ -63,30 +46,10 @@ def _read(path: str) -> bytes | memoryview:
 
 
 def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
-    """The CUs with target code in one object: offlink's payload records, or GCC's own offload
-    object (its link options matter for that one)."""
-    out: list[CU] = []
-    if any(s.name.startswith(GCC_OFFLOAD_PREFIX) for s in obj.sections):
-        from .gcc_offload import gcc_cu  # GCC's own offload object (target nvptx-none)
-
-        out.append(gcc_cu(obj, origin, link_args, lto))
-    for section in obj.sections:
-        if section.name.startswith(SECTION_PREFIX):
-            from ..formats.payload import parse_records  # construct: only with target code
-
-            where = f"{origin}: section {section.name}"
-            # Lazy: the code is inflated only for a CU compiled (not found in the cache).
-            records = parse_records(bytes(obj.content(section)), where, lazy=True)
-            for i, p in enumerate(records):
-                if SECTION_PREFIX + p.target != section.name:
-                    raise FormatError(f"{where}: payload is for target {p.target}")
-                label = origin if len(records) == 1 else f"{origin}#{i}"
-                out.append(CU(label, p))
-    from .. import dialects  # other toolchains' offload objects (offlink/dialects/)
-
-    if dialects.is_fat(obj):
-        out.extend(dialects.cus_of(obj, origin))
-    return out
+    """The CUs with target code in one object, in whichever dialect it carries them (offlink's
+    payload, GCC's or LLVM's offload object: offlink/dialects/); the link options matter to
+    GCC's."""
+    return dialects.cus_of(obj, origin, link_args, lto)
 
 
 def _symbols(elf: ElfFile) -> tuple[set[str], set[str]]:
@@ -179,11 +142,6 @@ def _object(data, name: str) -> ElfFile | None:
     return ElfFile(data, name)
 
 
-def _fat(elf: ElfFile) -> bool:
-    from .. import dialects
-
-    return (any(s.name.startswith((SECTION_PREFIX, GCC_OFFLOAD_PREFIX)) for s in elf.sections)
-            or dialects.is_fat(elf))
 
 
 def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
@@ -192,18 +150,22 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
     `offload_options` (offlink link --offload-option) count as -foffload-options words of
     the link line, after the line's own."""
     files = _files(plan)
-    if not any(_fat(elf) for f in files for _, elf in f.objects):
+    if not any(dialects.is_fat(elf) for f in files for _, elf in f.objects):
         return []  # a plain link: no symbol table needs reading
     link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
     cus: list[CU] = []
     defined: set[str] = set()
     undefined: set[str] = set()
     pending: list[tuple[Input, str, list[_Obj]]] = []  # archives, for member selection
+    fat: list[tuple[str, ElfFile]] = []  # the objects used that carry target code
 
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        cus.extend(cus_of(obj.elf, obj.origin, link_args, plan.lto))
+        found = dialects.cus_of(obj.elf, obj.origin, link_args, plan.lto)
+        if found:
+            fat.append((obj.origin, obj.elf))
+            cus.extend(found)
 
     for f in files:
         objs = [_Obj(origin, elf, *_symbols(elf)) for origin, elf in f.objects]
@@ -213,6 +175,7 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
         else:
             pending.append((f.inp, f.path, objs))
             _select(pending, defined, undefined, add)
+    dialects.check_runtimes(fat)  # before any work: two offload runtimes cannot be linked
     return cus
 
 

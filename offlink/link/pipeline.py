@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..targets import Target
 from .plan import LinkPlan, host_link_argv, plan_link
 
-HOST_RELINKS = 2  # at most this many host links after the first (gomp_register's order)
+HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
 
 
 @dataclass
@@ -34,7 +34,7 @@ class LinkOptions:
     launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
     deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
     offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
-    gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (gomp_register.py)
+    gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (registrations/)
     time_trace: str = ""  # --time-trace FILE: a Chrome trace of the stages and compiles
     host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
 
@@ -188,12 +188,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
         extra = [placeholder, *registration_objects(plan, images, layout, workdir, cache),
                  *_host_link_args(plan, targets)]
         host = _drop_words(host_link_argv(plan, staged, extra), targets)
-        registration = None
-        from . import gomp_register
+        from ..registrations import opt_in
 
-        if gomp_register.enabled(options.gomp_register):
-            registration = gomp_register.Registration.for_link(plan, images, workdir,
-                                                               options.gomp_register)
+        registration = opt_in(plan, images, workdir, options.gomp_register)
         if registration is not None:
             registration.build()
             host = registration.host_argv(host, len(host) - len(extra) - 2)
@@ -207,7 +204,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
                 _host_link(host)
             else:
                 if not registration.check(staged):
-                    raise LinkError(f"--gomp-register: the host table's order did not settle "
+                    raise LinkError(f"{registration.option}: the host table's order did not settle "
                                     f"in {HOST_RELINKS + 1} links")
         timer.stage("host")
         from .fill import fill
@@ -320,7 +317,8 @@ DRY_RUN_WORK = "$OFFLINK_WORK"
 def _dry_run(plan, cus, targets, options: LinkOptions) -> int:
     """The commands a real run runs, in order, with the file names it uses: the output's
     own name, and the work folder's files as $OFFLINK_WORK/NAME (no folder is made)."""
-    from .compile import CompiledCU, object_names
+    from ..model import CompiledCU
+    from .compile import object_names
     from .device import image_path
 
     launcher = target_launcher(options)

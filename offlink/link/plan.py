@@ -3,44 +3,18 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ..errors import UsageError
 from ..gccargs import expand_with_origins, linker_options, respelled, words
+from ..model import Input, LinkPlan
+from ..model import find_library as find_library  # re-exported: it lived here before model.py
 
 STRIP_ALL = {"-s", "--strip-all"}
 # Words that name a link input, never the compiler driver (`offlink link a.o b.o -o app`).
 INPUT_SUFFIXES = (".o", ".obj", ".lo", ".a", ".so", ".c", ".i", ".ii", ".cc", ".cp", ".cxx",
                   ".cpp", ".c++", ".C", ".s", ".S")
 DRIVER_EXAMPLES = "gcc, g++, clang, cc"
-
-
-@dataclass(frozen=True)
-class Input:
-    """A file or -l library on the link line, in order, with the archive modes in force."""
-
-    kind: str  # "file" or "library" (-lNAME; path is NAME, or ":file" for -l:file)
-    path: str
-    whole_archive: bool = False
-    static: bool = False  # -Bstatic / -static in force (for -l search)
-    group: int = 0  # --start-group number, 0 outside any group
-
-
-@dataclass(frozen=True)
-class LinkPlan:
-    driver: str
-    argv: list[str]  # the command as given
-    output: str
-    mode: str  # "executable", "shared" or "relocatable"
-    static: bool
-    pie: bool | None  # -pie / -no-pie given, None: the driver's default
-    strip: bool  # -s or -Wl,--strip-all: done by offlink after the fill
-    lto: bool
-    inputs: list[Input]
-    lib_dirs: list[str]
-    base_args: list[str] = field(default_factory=list)  # args without -o and strip options
-    # base_args as the host link gets them: an @file offlink keeps whole is passed as written
-    host_args: list[str] = field(default_factory=list)
 
 
 def plan_link(argv: list[str]) -> LinkPlan:
@@ -181,16 +155,3 @@ def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list
     `-x none` when the command line leaves a -x language in force for later files)."""
     reset = ["-x", "none"] if any(a.startswith("-x") for a in plan.base_args) else []
     return [plan.driver, *plan.host_args, *reset, *extra_inputs, "-o", output]
-
-
-def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
-    """Where -lNAME resolves among the user's -L folders (system folders hold no fat code)."""
-    candidates = [name[1:]] if name.startswith(":") else \
-        ([f"lib{name}.a"] if static else [f"lib{name}.so", f"lib{name}.a"])
-    for d in plan.lib_dirs:
-        for c in candidates:
-            path = os.path.join(d, c)
-            if os.path.isfile(path):
-                return path
-    return None
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..elf import ElfFile
 from ..errors import LinkError, OfflinkError
 from ..formats.table import SECTION
-from .device import Image
+from ..model import Image
 from .fill import Filled, host_symbols
 
 

@@ -1,9 +1,11 @@
 """Runtime registrations: what a toolchain's offload runtime expects at program start, built
-from this link's images and table layout (libomptarget's here; libgomp's still lives in
-link/gomp_register.py).
+from this link's images and table layout: libomptarget's (`omptarget.py`) and libgomp's
+(`gomp.py`). offlink's own runtime needs none: it finds the table the reserve and fill stages
+write into every module.
 
-A target names its registration (`Target.registration`); the link's pipeline asks `objects`
-for the objects to add to the host link and names no runtime itself.
+A target names the registration its images always need (`Target.registration`); the link's
+pipeline asks `objects` for the objects to add to the host link, and `opt_in` for one asked
+for on the command line; it names no runtime itself.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..formats.table import Layout
     from ..link.cache import Cache
-    from ..link.device import Image
-    from ..link.plan import LinkPlan
+    from ..model import Image, LinkPlan
+    from .gomp import Registration
 
 
 def objects(plan: LinkPlan, images: list[Image], layout: Layout, workdir: str,
@@ -32,3 +34,16 @@ def objects(plan: LinkPlan, images: list[Image], layout: Layout, workdir: str,
         out.append(module.build(plan, [images[i] for i in indexes],
                                 [layout.image_offsets[i] for i in indexes], workdir, cache))
     return out
+
+
+def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
+           asked: bool) -> Registration | None:
+    """The registration this link asks for besides its targets' own, or None: libgomp's of
+    GCC's image (`asked`: --gomp-register; OFFLINK_GOMP_REGISTER=1 too). The pipeline builds
+    it, puts it into the host link (`host_argv`) and relinks until `check` accepts the order
+    of the linked binary's host table; `option` names it in messages."""
+    from . import gomp
+
+    if not gomp.enabled(asked):
+        return None
+    return gomp.Registration.for_link(plan, images, workdir, asked)

@@ -16,10 +16,7 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..elf import ElfFile
-    from ..link.compile import CompiledCU, Offer
-    from ..link.device import Image
-    from ..link.extract import CU
-    from ..link.plan import LinkPlan
+    from ..model import CU, CompiledCU, Image, LinkPlan, Offer
 
 # The host machines offlink supports: the host target's triple and the ELF e_machine.
 HOSTS = {"x86_64": ("x86_64-pc-linux-gnu", EM_X86_64),

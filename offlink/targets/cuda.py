@@ -350,7 +350,7 @@ class CudaTarget(Target):
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
-        from ..link.compile import Offer
+        from ..model import Offer
 
         with open(obj_path, "rb") as f:
             data = f.read()

@@ -1,6 +1,6 @@
 """The `nvptx-none` target: GCC's own offload objects, compiled one CU at a time.
 
-Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/link/gcc_offload.py reads
+Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/dialects/gcc.py reads
 it). Each CU goes alone through GCC's accel compiler (`<triple>-accel-nvptx-none-gcc-<major>
 -xlto ... -c`, which gives PTX text with its FUNC_MAP/VAR_MAP lines); the per-CU outputs, with
 their statics renamed to their qualified keys, are linked by nvptx-none-ld with GCC's device
@@ -15,33 +15,15 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import re
 
+from ..dialects import gcc
 from ..errors import ToolError, UsageError
-from ..link import gcc_offload as gcc
 from . import Target
 
-NAME = "nvptx-none"
+NAME = gcc.TARGET
 DEFAULT_ISA = "-misa=sm_80"  # GCC 12's default (sm_30) is refused by CUDA 12+'s ptxas
 MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
-
-
-def accel_compiler(major: str | None) -> str:
-    """GCC's accel compiler for nvptx-none matching the GCC that wrote the objects."""
-    return _accel_compiler(major, os.environ.get("PATH", ""))
-
-
-@functools.lru_cache(maxsize=16)
-def _accel_compiler(major: str | None, path: str) -> str:
-    """One PATH search per GCC version (and PATH), not one per CU."""
-    machine = platform.machine()
-    names = [f"{machine}-linux-gnu-accel-{NAME}-gcc"]
-    if major:
-        names.insert(0, f"{names[0]}-{major}")
-    from ..run import which
-
-    return next((n for n in names if which(n)), names[0])
 
 
 class GccNvptxTarget(Target):
@@ -91,7 +73,7 @@ class GccNvptxTarget(Target):
         """The CU's entries, keyed by name. This is also the step after the compile: ptxas
         checks the ISA, and the object's statics are renamed to their keys in place, before
         a compile cache stores the object, so a cached object and its offers always agree."""
-        from ..link.compile import Offer
+        from ..model import Offer
 
         entries, ptx = self._pair(cu, obj_path)
         check_ptx(cu.label, obj_path, ptx)
@@ -104,7 +86,7 @@ class GccNvptxTarget(Target):
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def image_argv(self, plan, compiled, output):
-        from ..link.compile import write_objects
+        from ..model import write_objects
 
         cus: list[tuple[str, str, list[gcc.Entry]]] = []
         link_opts: list[str] = []
@@ -142,7 +124,7 @@ class GccNvptxTarget(Target):
 
     def link_entries(self, image_path: str) -> list[tuple[str, str, list[gcc.Entry]]]:
         """(label, source, paired entries) of every CU of the image linked at `image_path`,
-        in link order (link/gomp_register.py names the host table's slots with them)."""
+        in link order (registrations/gomp.py names the host table's slots with them)."""
         return self._links.get(image_path, [])
 
     def _pair(self, cu, obj_path: str) -> tuple[list[gcc.Entry], str]:

@@ -57,7 +57,7 @@ class HostTarget(Target):
         return elf_offers(cu, obj_path)
 
     def image_argv(self, plan, compiled, output):
-        from ..link.plan import find_library
+        from ..model import find_library
 
         cxx = next((c for c in compiled if c.cu.payload.code_kind == "c++"), None)
         driver = (cxx or compiled[0]).cu.payload.compiler
@@ -161,7 +161,7 @@ NOT_EXPORTED = {STV_HIDDEN: "hidden", STV_INTERNAL: "internal"}
 def elf_offers(cu, obj_path: str):
     """External functions and variables an ELF target object defines (default or protected
     visibility, not TLS), narrowed to the CU's explicit list when it has one."""
-    from ..link.compile import Offer
+    from ..model import Offer
 
     elf = ElfFile.open(obj_path)
     found: dict[str, Offer] = {}

@@ -63,7 +63,7 @@ class OpenMPTarget(Target):
 
     def offers(self, cu, obj_path):
         from ..dialects.llvm import object_entries
-        from ..link.compile import Offer
+        from ..model import Offer
 
         out = {}
         for e in object_entries(ElfFile.open(obj_path)):
@@ -75,7 +75,7 @@ class OpenMPTarget(Target):
         """As clang-linker-wrapper links a CPU image: the host link's shared and system
         libraries (not the user's static archives: their CUs are in), libomp, and the C++
         driver when the program is C++."""
-        from ..link.plan import find_library
+        from ..model import find_library
 
         lib = llvm_lib_dir(self.compiler)
         driver = self.compiler

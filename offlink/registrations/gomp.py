@@ -168,6 +168,7 @@ class Registration:
     workdir: str
     order: dict[str, list[str]] = field(default_factory=dict)  # kind -> keys, table order
     relinks: int = 0
+    option = "--gomp-register"  # what asked for it, in the pipeline's messages
 
     @classmethod
     def for_link(cls, plan, images, workdir: str, required: bool) -> Registration | None:
@@ -200,7 +201,7 @@ class Registration:
         return os.path.join(self.workdir, SOURCE[:-2] + ".o")
 
     def build(self) -> None:
-        from . import gcc_offload as gcc
+        from ..dialects import gcc
 
         dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
         text = c_source(self.data, self.order["function"], self.order["variable"], dims)
@@ -226,8 +227,8 @@ class Registration:
         """Whether the linked binary's host table is in the registered order; if the CUs'
         tables landed in another order, the C file is rewritten in it (relink, then check
         again). A slot offlink cannot name, or an entry the table lacks, is an error."""
+        from ..dialects import gcc
         from ..elf import ElfFile
-        from . import gcc_offload as gcc
 
         found = gcc.slot_keys(ElfFile.open(path), self.cus)
         actual: dict[str, list[str]] = {}

@@ -12,6 +12,9 @@ here is plain data in, plain data out (FACTS.md, "GCC's real offloading").
 
 from __future__ import annotations
 
+import functools
+import os
+import platform
 import re
 import struct
 import zlib
@@ -29,8 +32,12 @@ from ..elf import (
     rela_entries,
 )
 from ..errors import FormatError, LinkError
-from .extract import CU
+from ..model import CU
 
+TARGET = "nvptx-none"  # the target of its CUs (targets/gcc_nvptx.py)
+RUNTIME = "libgomp"  # what its host code calls (GOMP_target_ext, ...)
+MADE_BY = "a GCC offload object (gcc -foffload)"
+WHOLE_OBJECT = True  # one CU per object, read once for all its sections (object_cus)
 OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"
 VARS_SECTION = ".gnu.offload_vars"
@@ -212,13 +219,33 @@ def source_name(elf: ElfFile, fallback: str) -> str:
     return fallback
 
 
+def accel_compiler(major: str | None) -> str:
+    """GCC's accel compiler for nvptx-none matching the GCC that wrote the objects."""
+    return _accel_compiler(major, os.environ.get("PATH", ""))
+
+
+@functools.lru_cache(maxsize=16)
+def _accel_compiler(major: str | None, path: str) -> str:
+    """One PATH search per GCC version (and PATH), not one per CU."""
+    machine = platform.machine()
+    names = [f"{machine}-linux-gnu-accel-{TARGET}-gcc"]
+    if major:
+        names.insert(0, f"{names[0]}-{major}")
+    from ..run import which
+
+    return next((n for n in names if which(n)), names[0])
+
+
+def object_cus(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
+    return [gcc_cu(elf, origin, link_args, lto)]
+
+
 def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> GccCU:
     """The CU record of a GCC offload object: the object itself is the target code, the
     options are its host compile's plus every -foffload-options value for nvptx-none (the
     object's own, then the link line's, so the link line wins). Its host tables are read
     here too, from the object extract has open (whose symbol table is parsed once for all)."""
     from ..formats.payload import Payload
-    from ..targets.gcc_nvptx import NAME, accel_compiler
 
     if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
             elf.is_lto_slim or lto):
@@ -227,9 +254,9 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
                         f"without -flto)")
     passed, offload = compile_options(elf)
-    options = tuple(passed + offload_options(offload + _link_offload_options(link_args), NAME))
+    options = tuple(passed + offload_options(offload + _link_offload_options(link_args), TARGET))
     source = source_name(elf, origin)
-    payload = Payload(NAME, "object", source, accel_compiler(gcc_major(elf)), options,
+    payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options,
                       bytes(elf.data))
     try:
         entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))

@@ -1,0 +1,120 @@
+"""The data the link's stages and its plug-ins (dialects, targets, registrations) hand each
+other: the link plan, a CU's target code, what a compiled CU offers, a target's image.
+
+It sits below link/, dialects/, targets/ and registrations/ and imports none of them (only for
+annotations), so they all can import it and none needs another's module for its types.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .formats.payload import Payload
+    from .targets import Target
+
+
+# -- stage 1, plan ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Input:
+    """A file or -l library on the link line, in order, with the archive modes in force."""
+
+    kind: str  # "file" or "library" (-lNAME; path is NAME, or ":file" for -l:file)
+    path: str
+    whole_archive: bool = False
+    static: bool = False  # -Bstatic / -static in force (for -l search)
+    group: int = 0  # --start-group number, 0 outside any group
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    driver: str
+    argv: list[str]  # the command as given
+    output: str
+    mode: str  # "executable", "shared" or "relocatable"
+    static: bool
+    pie: bool | None  # -pie / -no-pie given, None: the driver's default
+    strip: bool  # -s or -Wl,--strip-all: done by offlink after the fill
+    lto: bool
+    inputs: list[Input]
+    lib_dirs: list[str]
+    base_args: list[str] = field(default_factory=list)  # args without -o and strip options
+    # base_args as the host link gets them: an @file offlink keeps whole is passed as written
+    host_args: list[str] = field(default_factory=list)
+
+
+def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
+    """Where -lNAME resolves among the user's -L folders (system folders hold no fat code)."""
+    candidates = [name[1:]] if name.startswith(":") else \
+        ([f"lib{name}.a"] if static else [f"lib{name}.so", f"lib{name}.a"])
+    for d in plan.lib_dirs:
+        for c in candidates:
+            path = os.path.join(d, c)
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+# -- stage 2, extract ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CU:
+    """One compilation unit's target code for one target, and where it came from."""
+
+    origin: str  # "a.o", "libx.a(m.o)", with "#N" when a file holds several records
+    payload: Payload
+
+    @property
+    def label(self) -> str:
+        return f"{self.payload.source} ({self.origin})"
+
+
+# -- stage 3, compile ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Offer:
+    """A symbol a CU's target code offers, as the target object defines it."""
+
+    name: str
+    kind: str  # "function" or "variable"
+    size: int
+    strong: bool  # STB_GLOBAL (a weak or COMDAT definition may appear in many CUs)
+
+
+@dataclass(frozen=True)
+class CompiledCU:
+    cu: CU
+    target: Target
+    object_path: str
+    offers: tuple[Offer, ...]
+    key: str = ""  # the cache key ("" without a cache)
+    cached: bool = False  # the object came from the cache
+    # A cached object's bytes: written to object_path only when something reads the file (the
+    # device link of an image not in the cache, write_objects), so a relink with nothing
+    # changed writes no object into the work folder.
+    data: bytes | None = field(default=None, repr=False, compare=False)
+    warnings: str = ""  # what the target compiler said (shown by show_warnings)
+    span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
+
+
+def write_objects(compiled: Sequence[CompiledCU]) -> None:
+    """Write the cached objects that are not in the work folder yet (CompiledCU.data)."""
+    for c in compiled:
+        if c.data is not None and not os.path.exists(c.object_path):
+            with open(c.object_path, "wb") as f:
+                f.write(c.data)
+
+
+# -- stage 4, device link --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Image:
+    target: Target
+    path: str
+    data: bytes
+    offers: dict[str, Offer]  # by name, over all CUs
+    owners: dict[str, str]  # name -> the CU that offers it (for messages)
