@@ -127,7 +127,7 @@ def _gcc_image(elf: ElfFile, path: str, member: str) -> Image:
     """GCC's offload LTO sections as an object of their own: what
     `x86_64-linux-gnu-accel-nvptx-none-gcc-12 -xlto ... -c` compiles. Its architecture is the
     -misa of the object's -foffload-options, when it has one."""
-    from .link.gcc_offload import compile_options, offload_options
+    from .dialects.gcc import compile_options, offload_options
     from .targets.gcc_nvptx import NAME
 
     options = offload_options(compile_options(elf)[1], NAME)

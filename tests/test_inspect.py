@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, copy_sample, make_sample, need_tool, needs_tool, run
 from test_clang import CLANG
 
-from offlink.targets.gcc_nvptx import accel_compiler
+from offlink.dialects.gcc import accel_compiler
 
 HAVE_CLANG = shutil.which(CLANG) is not None and \
     Path("/usr/lib/llvm-19/lib/libomptarget.so").exists()
