@@ -96,6 +96,13 @@ class Target:
     def image_argv(self, plan: LinkPlan, compiled: list[CompiledCU], output: str) -> list[str]:
         raise NotImplementedError
 
+    def narrowed_image(self, output: str,
+                       offered: frozenset[str]) -> tuple[list[str], dict[str, bytes]]:
+        """Words added to the image link (`--offload-symbol`) so that the image keeps only what
+        the `offered` names reach, and the files those words name (path -> content). By
+        default none: the image is linked whole and only the table is narrowed."""
+        return [], {}
+
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError
