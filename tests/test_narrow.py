@@ -146,3 +146,17 @@ def test_dry_run_shows_the_narrowed_image_link(offlink, objects):
     assert "-Wl,--gc-sections" in image_link and "-Wl,--version-script=" in image_link
     plain = link(offlink, d, inputs, "x", "--dry-run").stdout
     assert "--gc-sections" not in plain and "-ffunction-sections" in plain
+
+
+def test_names_and_patterns_select_as_a_version_script_does(tmp_path):
+    from offlink.link.narrow import EVERY, Narrowing
+
+    names = ["lua_call", "luaL_check", "luaopen_base", "main", "x1", "x2", "x10"]
+    assert EVERY.select(names) is None  # the default: every name
+    (tmp_path / "list").write_text("# API\nlua_*   # the core\n\n  x[12]\n")
+    n = Narrowing.from_options(["luaL_*", "main", "lua_*"], [str(tmp_path / "list")])
+    assert n.words == ("luaL_*", "main", "lua_*", "x[12]")
+    assert n.exact == {"main"}
+    assert n.select(names) == {"lua_call", "luaL_check", "main", "x1", "x2"}
+    assert Narrowing(("?1",)).select(names) == {"x1"}
+    assert Narrowing(("nothing*",)).select(names) == frozenset()

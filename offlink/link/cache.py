@@ -6,7 +6,8 @@ offered list, the target, the compile command with its temporary paths taken out
 identity (resolved path, content hash and `--version` output, probed once per link and
 remembered by the file's device, inode, size, mtime and ctime) and offlink's own version and
 cache format. With -g the working directory is in it too (debug info records it). An image's
-key covers its objects' keys, the image link command, the linker's identity and the working
+key covers its objects' keys, the image link command (and the files it reads besides the
+objects, by content: a narrowed link's version script), the linker's identity and the working
 directory. A relink with nothing changed runs neither a compile nor the device link.
 
 Entries live in `OFFLINK_CACHE_DIR/objects` (default `$XDG_CACHE_HOME/offlink`, beside the

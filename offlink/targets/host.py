@@ -53,7 +53,7 @@ class HostTarget(Target):
         assert source.endswith(self.source_suffix(cu))  # the suffix says the language
         # A section per function and variable, so a narrowed image link can drop what the
         # offered names do not reach (narrowed_image); the same object serves both links.
-        return [p.compiler, *p.options, "-fPIC", "-ffunction-sections", "-fdata-sections",
+        return [p.compiler, *p.options, "-ffunction-sections", "-fdata-sections", "-fPIC",
                 "-c", source, "-o", output]
 
     def offers(self, cu, obj_path):
