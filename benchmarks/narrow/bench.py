@@ -1,13 +1,14 @@
 """Binary size of real projects built plainly, through offlink (every external name offered),
 and through offlink with a narrowed link (`--offload-symbol` / `--offload-symbol-list`).
 
-    python benchmarks/narrow/bench.py [--runs 3] [--offlink PATH]
+    python benchmarks/narrow/bench.py [--runs 3] [--offlink PATH] [--baseline OLD]
                                       [--out benchmarks/narrow/RESULTS.md]
 
 - Lua 5.4.6 (tests/real_projects/lua): its makefile, plainly and with CC="offlink cc gcc"; then
   `lua` is linked again from the same lua.o and liblua.a by `offlink link` as the makefile links
-  it, once as it is and once with `--offload-symbol 'lua_*' --offload-symbol 'luaL_*'` (the
-  C API). Each relink is timed --runs times (the target objects come from the cache).
+  it, as it is, with `--offload-symbol 'lua_*' --offload-symbol 'luaL_*'` (the C API and the
+  auxiliary library, which opens the standard libraries) and with `lua_*` alone (the core).
+  Each relink is timed --runs times (the target objects come from the cache).
 - zlib 1.3.1 (tests/real_projects/zlib): its CMake build of libz.so (Ninja), plainly, with
   offlink's two launchers, and with the linker launcher `offlink;link;--offload-symbol-list=F`
   where F lists `deflate*` and `inflate*`.
@@ -33,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 PROJECTS = ROOT / "tests" / "real_projects"
 LUA_API = ["--offload-symbol", "lua_*", "--offload-symbol", "luaL_*"]
+LUA_CORE = ["--offload-symbol", "lua_*"]  # no auxiliary library, so no standard libraries
 ZLIB_LIST = "# zlib's compression API only\ndeflate*\ninflate*\n"
 
 
@@ -73,17 +75,20 @@ def measure(offlink: str, binary: Path, work: Path) -> dict:
     return out
 
 
-def lua(offlink: str, work: Path, env: dict, runs: int) -> tuple[dict, dict]:
+def lua(offlink: str, baseline: str, work: Path, env: dict, runs: int) -> tuple[dict, dict]:
     sizes, times = {}, {}
-    for name, cc in (("plain", []), ("offlink", [f"CC={offlink} cc gcc"])):
-        src = work / f"lua-{name}"
+    builds = {"plain": [], "offlink, make's link": [f"CC={offlink} cc gcc"]}
+    if baseline:
+        builds["baseline offlink, make's link"] = [f"CC={baseline} cc gcc"]
+    for name, cc in builds.items():
+        src = work / f"lua-{len(sizes)}"
         shutil.copytree(PROJECTS / "lua", src)
         run(["make", "-s", "-j2", "-C", src, *cc, "MYCFLAGS=-std=c99 -DLUA_USE_LINUX",
              "MYLIBS=-ldl"], env=env)
-        sizes[f"plain ({name} build)" if name == "plain" else "offlink, make's link"] = \
-            measure(offlink, src / "lua", work)
-    src = work / "lua-offlink"
-    for name, options in (("offlink", []), ("offlink, narrowed", LUA_API)):
+        sizes[name] = measure(offlink, src / "lua", work)
+    src = work / "lua-1"
+    for name, options in (("offlink", []), ("offlink, narrowed: lua_*, luaL_*", LUA_API),
+                          ("offlink, narrowed: lua_*", LUA_CORE)):
         argv = [offlink, "link", *options, "gcc", "-Wl,-E", "-o", f"lua-{len(options)}",
                 "lua.o", "liblua.a", "-lm", "-ldl"]
         times[name] = [timed(argv, src, env) for _ in range(runs)]
@@ -91,7 +96,7 @@ def lua(offlink: str, work: Path, env: dict, runs: int) -> tuple[dict, dict]:
     return sizes, times
 
 
-def zlib(offlink: str, work: Path, env: dict) -> dict:
+def zlib(offlink: str, baseline: str, work: Path, env: dict) -> dict:
     src = work / "zlib-src"
     shutil.copytree(PROJECTS / "zlib", src)
     listing = work / "zlib-offered.txt"
@@ -100,6 +105,9 @@ def zlib(offlink: str, work: Path, env: dict) -> dict:
     variants = {"plain": [], "offlink": [*launch, f"-DCMAKE_C_LINKER_LAUNCHER={offlink};link"],
                 "offlink, narrowed": [*launch, f"-DCMAKE_C_LINKER_LAUNCHER={offlink};link;"
                                       f"--offload-symbol-list={listing}"]}
+    if baseline:
+        variants["baseline offlink"] = [f"-DCMAKE_C_COMPILER_LAUNCHER={baseline};cc",
+                                        f"-DCMAKE_C_LINKER_LAUNCHER={baseline};link"]
     sizes = {}
     for name, options in variants.items():
         build = work / f"zlib-{len(sizes)}"
@@ -132,19 +140,23 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--offlink", default=shutil.which("offlink") or
                     str(Path(sys.executable).parent / "offlink"))
+    ap.add_argument("--baseline", default="", help="an earlier offlink command, whose default "
+                    "builds are added (e.g. the one before -ffunction-sections)")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args()
+    args.offlink = os.path.abspath(args.offlink) if os.sep in args.offlink else args.offlink
     work = Path(tempfile.mkdtemp(prefix="narrow-bench-"))
     try:
         env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
         env.update(OFFLINK_PROGRESS="0", OFFLINK_CACHE_DIR=str(work / "cache"))
         load = os.getloadavg()[0]
-        lua_sizes, lua_times = lua(args.offlink, work, env, args.runs)
-        zlib_sizes = zlib(args.offlink, work, env)
+        lua_sizes, lua_times = lua(args.offlink, args.baseline, work, env, args.runs)
+        zlib_sizes = zlib(args.offlink, args.baseline, work, env)
         lines = [
             "# Binary size: every external name offered, or a narrowed link",
             "",
-            f"Command: `python benchmarks/narrow/bench.py --runs {args.runs}`",
+            f"Command: `python benchmarks/narrow/bench.py --runs {args.runs}"
+            f"{' --baseline BASELINE' if args.baseline else ''}`",
             "",
             f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, "
             f"load average {load:.2f} at the start. Relinks: {args.runs} links in a row with "
@@ -152,8 +164,7 @@ def main() -> None:
             f"links its image, the later ones (and the default ones: make's link made that "
             f"image) take it from the cache; CPU = user+sys of the link and its processes.",
             "",
-            *table("Lua 5.4.6: `lua` (narrowed: `--offload-symbol 'lua_*' "
-                   "--offload-symbol 'luaL_*'`)", lua_sizes, lua_times),
+            *table("Lua 5.4.6: `lua`", lua_sizes, lua_times),
             *table("zlib 1.3.1: `libz.so.1.3.1` (narrowed: `deflate*`, `inflate*`)",
                    zlib_sizes),
         ]
