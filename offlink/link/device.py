@@ -74,12 +74,10 @@ def image_command(plan: LinkPlan, target: Target, compiled: list[CompiledCU], ou
                   narrowing: Narrowing = EVERY) -> tuple[list[str], dict[str, bytes]]:
     """The image link and the files it reads besides the objects (path -> content): the
     target's own command, with the words that keep only what the narrowed offers reach."""
-    argv = target.image_argv(plan, compiled, output)
     kept = narrowing.select(merge_offers(compiled)[0])
     if kept is None:
-        return argv, {}
-    words, files = target.narrowed_image(output, kept)
-    return [*argv, *words], files
+        return target.image_argv(plan, compiled, output), {}
+    return target.narrowed_image(plan, compiled, output, kept)
 
 
 def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str,

@@ -89,13 +89,14 @@ class HostTarget(Target):
                 "-Wl,--hash-style=gnu", "-o", output, *(c.object_path for c in compiled),
                 *dirs, *libs]
 
-    def narrowed_image(self, output, offered):
+    def narrowed_image(self, plan, compiled, output, offered):
         # The version script makes every other name local, so they are no garbage
         # collection roots; quoted names are taken literally (no glob), C++ ones mangled.
         script = output + ".offered.map"
         names = "".join(f'    "{n}";\n' for n in sorted(offered))
         text = "{\n" + (f"  global:\n{names}" if names else "") + "  local: *;\n};\n"
-        return ["-Wl,--gc-sections", f"-Wl,--version-script={script}"], {script: text.encode()}
+        return [*self.image_argv(plan, compiled, output), "-Wl,--gc-sections",
+                f"-Wl,--version-script={script}"], {script: text.encode()}
 
     def host_link_args(self, plan):
         # A sanitizer runtime linked into a gcc-linked program (-static-libasan) is not
