@@ -1,8 +1,9 @@
-"""Narrowing: which of the offered names a link keeps (`--offload-symbol`, `--offload-symbol-list`).
+"""Narrowing: the offered names a link keeps (`--offload-symbol`, `--offload-symbol-list`).
 
 By default every name the CUs offer gets a row. A link may list names and glob patterns
 (`*`, `?`, `[...]`, as in an ld version script); then only the names they match get rows, and
-targets that can (the host target) link their image keeping only what those names reach.
+the targets that can (host, CUDA: Target.narrowed_image) link an image that keeps only what
+those names reach.
 
 As with ld's version scripts under --no-undefined-version (lld's default): a pattern that
 matches nothing is fine (a list can serve several programs), an exact name that no CU offers

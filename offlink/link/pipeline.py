@@ -341,10 +341,11 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
                 print(_show_dry([*launcher, *argv]))
             compiled.append(CompiledCU(cu, target, obj, ()))
         image = image_path(target, tdir)
-        # The names a narrowed link keeps are known once the CUs are compiled; shown here
-        # as they were given.
-        print(_show_dry(target.narrowed_image(plan, compiled, image, frozenset(narrowing.words))[0]
-                        if narrowing.active else target.image_argv(plan, compiled, image)))
+        if narrowing.active:  # the names it keeps are known once the CUs are compiled
+            image_argv = target.narrowed_image(plan, compiled, image, frozenset())[0]
+        else:
+            image_argv = target.image_argv(plan, compiled, image)
+        print(_show_dry(image_argv))
     placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
     registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]
