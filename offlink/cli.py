@@ -51,7 +51,7 @@ Options:
                        (also OFFLINK_TARGET_LAUNCHER)
   --offload-symbol S   offer only the functions and variables named S, a name or a glob
                        pattern (e.g. 'lua_*'; repeatable; default: every one the CUs offer);
-                       the host target's image keeps only what they reach. A name no CU
+                       host and CUDA images keep only what they reach. A name no CU
                        offers is an error, a pattern matching nothing is not
   --offload-symbol-list FILE
                        --offload-symbol for each line of FILE (# starts a comment)
