@@ -49,6 +49,12 @@ Options:
                        the cache is in $OFFLINK_CACHE_DIR/objects, at most $OFFLINK_CACHE_SIZE)
   --target-launcher C  command prefix for target compiles, e.g. ccache, sccache, distcc
                        (also OFFLINK_TARGET_LAUNCHER)
+  --offload-symbol S   offer only the functions and variables named S, a name or a glob
+                       pattern (e.g. 'lua_*'; repeatable; default: every one the CUs offer);
+                       host and CUDA images keep only what they reach. A name no CU
+                       offers is an error, a pattern matching nothing is not
+  --offload-symbol-list FILE
+                       --offload-symbol for each line of FILE (# starts a comment)
   --offload-option O   options for GCC's accel compiler, as -foffload-options=O (GCC's
                        syntax, e.g. nvptx-none=-misa=sm_90; repeatable)
   --gomp-register      register the nvptx-none image of GCC's offload objects with libgomp,
@@ -184,7 +190,7 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
 LINK_FLAGS = {"--verbose", "--traceback", "--save-temps", "--dry-run", "--timings",
               "--no-cache", "--verify-deep", "--gomp-register"}
 LINK_VALUED = {"--offload-target", "--jobs", "--target-launcher", "--offload-option",
-               "--time-trace"}
+               "--time-trace", "--offload-symbol", "--offload-symbol-list"}
 
 
 def cmd_link(argv: list[str]) -> int:
@@ -206,6 +212,8 @@ def cmd_link(argv: list[str]) -> int:
                           deep_verify=bool(opts.get("--verify-deep")),
                           gomp_register=bool(opts.get("--gomp-register")),
                           offload_options=list(opts.get("--offload-option") or []),
+                          offload_symbols=list(opts.get("--offload-symbol") or []),
+                          offload_symbol_lists=list(opts.get("--offload-symbol-list") or []),
                           time_trace=(opts.get("--time-trace") or [""])[-1])  # type: ignore[index]
     if opts.get("--target-launcher"):
         import shlex

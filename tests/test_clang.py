@@ -345,6 +345,23 @@ def test_link_variants_run_on_the_plugin(offlink, sample, tmp_path, variant):
     assert len(launches_of(proc.stderr)) == 11
 
 
+@needs_clang
+def test_narrowed_link_narrows_the_table_not_the_registration(offlink, sample, tmp_path):
+    """`--offload-symbol`: the table keeps the listed rows; libomptarget still gets every
+    entry (the image is linked whole), so every kernel runs as before."""
+    build = sample / "build"
+    objs = [build / f"{n}.o" for n in ("main", "vec", "math")]
+    run([offlink, "link", "--offload-symbol", "scale", "--offload-symbol", "calls", CLANG,
+         *OFFLOAD, *objs, f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "app"])
+    info = json.loads(run([offlink, "inspect", "--json", tmp_path / "app"]).stdout)["table"]
+    assert {s["name"] for s in info["symbols"]} == {"scale", "calls"}
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{build / 'offlink'}:{LLVM_LIB}",
+           "LIBOMPTARGET_INFO": "16"}
+    proc = run([tmp_path / "app"], env=env)
+    assert proc.stdout == (sample / "expected.txt").read_text().split("total area")[0]
+    assert len(launches_of(proc.stderr)) == 11
+
+
 def launches_of(text: str) -> list[str]:
     return re.findall(r"Launching kernel (\S+)", text)
 

@@ -284,6 +284,33 @@ def test_fatbin_has_every_name_for_every_architecture(built, tmp_path):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("archs", ["sm_80", "sm_80,sm_90,compute_80"])
+def test_narrowed_link_drops_kernels_the_offered_names_do_not_list(built, tmp_path, archs):
+    """`--offload-symbol`: nvlink keeps the listed kernels (-kernels-used), in every cubin of a
+    fatbin; the table has their rows only."""
+    run([built.offlink, "link", "--offload-target", f"{CUDA}:{archs}", "--offload-symbol",
+         "saxpy", "--offload-symbol", "[xy]", "gcc", "-rdynamic", built.build / "kernels.o",
+         built.build / "main.o", built.build / "emulate.o", *_libs(built.offlink), "-o",
+         tmp_path / "narrow"])
+    table = json.loads(run([built.offlink, "inspect", "--json", tmp_path / "narrow"]).stdout)
+    assert {s["name"] for s in table["table"]["symbols"]} == {"saxpy", "x", "y"}
+    image = tmp_path / "image"
+    run([built.offlink, "extract", tmp_path / "narrow", "--target", CUDA, "--output", image])
+    cubins = [image]
+    if "," in archs:
+        cubins = []
+        for e in cuda.fatbin_entries(image.read_bytes(), str(image)):
+            if e.kind == cuda.FATBIN_ELF:
+                cubins.append(tmp_path / f"sm_{e.sm}.cubin")
+                cubins[-1].write_bytes(e.data)
+        assert len(cubins) == 2
+    for cubin in cubins:
+        names = _readelf_names(cubin)
+        assert names["saxpy"] == "kernel" and names["x"] == names["y"] == "variable"
+        assert "sum" not in names
+
+
+@needs_nvcc
 def test_cuda_link_is_deterministic(built):
     """A fresh nvcc compile (no cache) gives the same binary as the first build."""
     # The Makefile's link, word for word (the host link's own output depends on its words).

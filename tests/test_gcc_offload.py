@@ -205,6 +205,19 @@ def test_link_variants(offlink, sample, tmp_path, ldflags):
                for r in rows)
 
 
+@needs_gcc_offload
+def test_narrowed_link_keeps_the_listed_rows(offlink, sample, tmp_path):
+    """`--offload-symbol`: the listed keys' rows only (a pattern matches the device's names);
+    the image and the host tables are GCC's as before, so the program runs the same."""
+    objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
+    run([offlink, "link", "--offload-symbol", "scale", "--offload-symbol", "main$_omp_fn$*",
+         "gcc", "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path)
+    assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
+    keys = {s["name"] for s in table_of(offlink, tmp_path / "prog")["symbols"]}
+    assert "scale" in keys and keys - {"scale"}
+    assert all(k == "scale" or k.startswith("main$_omp_fn$") for k in keys)
+
+
 def test_static_link_of_gcc_offload_objects(offlink, sample, tmp_path):
     # libgomp runs the regions (host fallback); nothing needs dlopen, so -static is fine.
     b = sample / "build"

@@ -239,3 +239,31 @@ def test_lua_internal_functions_stay_out_of_the_table(offlink, lua_builds, tmp_p
     assert lua.lua_pcallk(state, 0, 1, 0, ctypes.c_void_p(0), ctypes.c_void_p(0)) == 0
     assert lua.lua_tolstring(state, -1, None) == b"42 xxx"
     lua.lua_close(state)
+
+
+def test_lua_linked_with_only_its_c_api_offered(offlink, lua_builds, tmp_path):
+    """`--offload-symbol 'lua_*' --offload-symbol 'luaL_*'` on lua's link: only those rows, and
+    the image (linked keeping what they reach) still runs Lua code through them."""
+    _, fat = lua_builds
+    run([offlink, "link", "--offload-symbol", "lua_*", "--offload-symbol", "luaL_*", "gcc",
+         "-Wl,-E", "-o", tmp_path / "lua", "lua.o", "liblua.a", "-lm", "-ldl"], cwd=fat)
+    names = table_names(offlink, tmp_path / "lua")
+    assert names and all(n.startswith(("lua_", "luaL_")) for n in names)
+    assert table_names(offlink, fat / "lua") - names >= {"main", "luaopen_string"}
+    (tmp_path / "script.lua").write_text(LUA_SCRIPT)
+    assert run([tmp_path / "lua", tmp_path / "script.lua"]).stdout == \
+        run([fat / "lua", tmp_path / "script.lua"]).stdout
+    image = tmp_path / "lua-image.so"
+    run([offlink, "extract", tmp_path / "lua", "--target", "host", "--output", image])
+    exported = run(["nm", "-D", "--defined-only", image]).stdout.split()
+    assert "luaL_newstate" in exported and "luaopen_string" not in exported
+    lua = ctypes.CDLL(str(image))
+    lua.luaL_newstate.restype = ctypes.c_void_p
+    lua.lua_tolstring.restype = ctypes.c_char_p
+    lua.lua_tolstring.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    state = ctypes.c_void_p(lua.luaL_newstate())
+    lua.luaL_openlibs(state)  # reaches every standard library: they stay in the image
+    assert lua.luaL_loadstring(state, b"return ('x'):rep(3) .. #string.format('%d', 42)") == 0
+    assert lua.lua_pcallk(state, 0, 1, 0, ctypes.c_void_p(0), ctypes.c_void_p(0)) == 0
+    assert lua.lua_tolstring(state, -1, None) == b"xxx2"
+    lua.lua_close(state)

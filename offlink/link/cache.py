@@ -6,7 +6,8 @@ offered list, the target, the compile command with its temporary paths taken out
 identity (resolved path, content hash and `--version` output, probed once per link and
 remembered by the file's device, inode, size, mtime and ctime) and offlink's own version and
 cache format. With -g the working directory is in it too (debug info records it). An image's
-key covers its objects' keys, the image link command, the linker's identity and the working
+key covers its objects' keys, the image link command (and the files it reads besides the
+objects, by content: a narrowed link's version script), the linker's identity and the working
 directory. A relink with nothing changed runs neither a compile nor the device link.
 
 Entries live in `OFFLINK_CACHE_DIR/objects` (default `$XDG_CACHE_HOME/offlink`, beside the
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from ..targets import Target
     from .compile import Offer
     from .extract import CU
+    from .narrow import Narrowing
 
 FORMAT = 1
 MAGIC = b"OFLKCE\0\1"
@@ -430,34 +432,39 @@ def _unlink(path: str) -> bool:
         return False
 
 
-def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | None):
+def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | None,
+                narrowing: Narrowing | None = None):
     """Stage 4 through the cache: the image of these objects, linked only when not cached."""
     from . import device
     from .compile import write_objects
+    from .narrow import EVERY
 
+    narrowing = narrowing or EVERY
     if cache is None or not compiled or not all(c.key for c in compiled):
         write_objects(compiled)
-        return device.device_link(plan, target, compiled, workdir)
+        return device.device_link(plan, target, compiled, workdir, narrowing)
     out = device.image_path(target, workdir)
     if target.image_argv_reads_objects:
         write_objects(compiled)
-    argv = target.image_argv(plan, compiled, out)
+    argv, files = device.image_command(plan, target, compiled, out, narrowing)
     linker = cache.tool_identity(argv[0])
     if linker is None:
         write_objects(compiled)
-        return device.device_link(plan, target, compiled, workdir)  # it reports the tool
+        return device.device_link(plan, target, compiled, workdir, narrowing)  # reports it
     paths = {c.object_path: f"<object {c.key}>" for c in compiled}
+    # A file the link reads (the narrowed image's version script) by its content.
+    paths.update({p: f"<file {hashlib.sha256(d).hexdigest()}>" for p, d in files.items()})
     paths.update({out: "<image>", workdir: "<tmp>"})
     key = cache.image_key(target, argv, paths, linker, workdir)
     entry = cache.get(key)
     if entry is None:
         write_objects(compiled)  # only now: a cached image needs none of them
-        image = device.device_link(plan, target, compiled, workdir, argv)
+        image = device.device_link(plan, target, compiled, workdir, narrowing, (argv, files))
         cache.put(key, {"target": target.name}, image.data)
         return image
     with open(out, "wb") as f:
         f.write(entry.data)
-    offers, owners = device.image_offers(target, compiled, entry.data, out)
+    offers, owners = device.image_offers(target, compiled, entry.data, out, narrowing)
     if runner.VERBOSE:
         print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
     return device.Image(target, out, entry.data, offers, owners)

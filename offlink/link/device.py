@@ -8,6 +8,7 @@ from .. import run as runner
 from ..errors import LinkError
 from ..model import CompiledCU, Image, LinkPlan, Offer
 from ..targets import Target
+from .narrow import EVERY, Narrowing
 
 
 def merge_offers(compiled: list[CompiledCU]) -> tuple[dict[str, Offer], dict[str, str]]:
@@ -36,13 +37,18 @@ def image_path(target: Target, workdir: str) -> str:
     return os.path.join(workdir, f"image-{target.name}")
 
 
-def image_offers(target: Target, compiled: list[CompiledCU], data: bytes,
-                 path: str) -> tuple[dict[str, Offer], dict[str, str]]:
-    """The merged offers that the image at `path` exports; a name the program made hidden is
-    left out (unless a CU offers it by name), any other one not exported is an error."""
+def image_offers(target: Target, compiled: list[CompiledCU], data: bytes, path: str,
+                 narrowing: Narrowing = EVERY) -> tuple[dict[str, Offer], dict[str, str]]:
+    """The merged offers, narrowed, that the image at `path` exports; a name the program made
+    hidden is left out (unless a CU or the link offers it by name), any other one not
+    exported is an error."""
     offers, owners = merge_offers(compiled)
+    kept = narrowing.select(offers)
+    if kept is not None:
+        offers = {n: o for n, o in offers.items() if n in kept}
+        owners = {n: owners[n] for n in offers}
     exported = target.exports(data, path)
-    explicit = {n for c in compiled for n in c.cu.payload.offered}
+    explicit = {n for c in compiled for n in c.cu.payload.offered} | narrowing.exact
     for name in [n for n in offers if n not in exported]:
         why, hidden = target.why_not_exported(data, path, name, compiled)
         if hidden and name not in explicit:
@@ -53,16 +59,29 @@ def image_offers(target: Target, compiled: list[CompiledCU], data: bytes,
     return offers, owners
 
 
+def image_command(plan: LinkPlan, target: Target, compiled: list[CompiledCU], output: str,
+                  narrowing: Narrowing = EVERY) -> tuple[list[str], dict[str, bytes]]:
+    """The image link and the files it reads besides the objects (path -> content): the
+    target's own command, with the words that keep only what the narrowed offers reach."""
+    kept = narrowing.select(merge_offers(compiled)[0])
+    if kept is None:
+        return target.image_argv(plan, compiled, output), {}
+    return target.narrowed_image(plan, compiled, output, kept)
+
+
 def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str,
-                argv: list[str] | None = None) -> Image:
-    """Link the image (with `argv` when the caller has made the command already: making it
-    can write files, e.g. the CUDA target's PTX)."""
+                narrowing: Narrowing = EVERY,
+                command: tuple[list[str], dict[str, bytes]] | None = None) -> Image:
+    """Link the image (with `command` when the caller has made it already: making it can
+    write files, e.g. the CUDA target's PTX)."""
     merge_offers(compiled)  # duplicate names are refused before the link
     out = image_path(target, workdir)
-    if argv is None:
-        argv = target.image_argv(plan, compiled, out)
+    argv, files = command or image_command(plan, target, compiled, out, narrowing)
+    for path, content in files.items():
+        with open(path, "wb") as f:
+            f.write(content)
     runner.run(argv, f"device link for target {target.name}")
     with open(out, "rb") as f:
         data = f.read()
-    offers, owners = image_offers(target, compiled, data, out)
+    offers, owners = image_offers(target, compiled, data, out, narrowing)
     return Image(target, out, data, offers, owners)

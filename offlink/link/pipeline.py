@@ -37,6 +37,8 @@ class LinkOptions:
     gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (registrations/)
     time_trace: str = ""  # --time-trace FILE: a Chrome trace of the stages and compiles
     host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
+    offload_symbols: list[str] = field(default_factory=list)  # --offload-symbol (link/narrow.py)
+    offload_symbol_lists: list[str] = field(default_factory=list)  # --offload-symbol-list
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -114,7 +116,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         return _plain(replace(plan, argv=relocatable_argv(plan.argv)), options, timer)
     from .extract import extract
+    from .narrow import Narrowing
 
+    narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
     cus = extract(plan, options.offload_options)
     timer.stage("extract")
     if not cus:
@@ -130,7 +134,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     from .staging import OutputSlot, WorkFolder
 
     if options.dry_run:  # before the work folder: a dry run makes nothing
-        return _dry_run(plan, cus, targets, options)
+        return _dry_run(plan, cus, targets, options, narrowing)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     work = WorkFolder(options.save_temps)
     workdir = work.path
@@ -151,16 +155,18 @@ def link(argv: list[str], options: LinkOptions) -> int:
         from .compile import show_warnings
 
         said: set[tuple[str, str]] = set()  # target compiler warnings shown (once per CU)
+        offered: set[str] = set()  # every name the CUs offer, before narrowing
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
             compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
             timer.compiled += compiled
+            offered.update(o.name for c in compiled for o in c.offers)
             show_warnings(compiled, said, options.host_said)
             timer.stage(f"compile[{target.name}]")
             hits = cache.hits if cache else 0
-            images.append(device_link(plan, target, compiled, tdir, cache))
+            images.append(device_link(plan, target, compiled, tdir, cache, narrowing))
             timer.stage(f"device[{target.name}]")
             if timer.enabled or runner.VERBOSE:
                 cached = sum(c.cached for c in compiled)
@@ -168,6 +174,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
                 print(f"offlink: {target.name}: {len(compiled)} CUs, "
                       f"{len(compiled) - cached} compiled, {cached} from cache; image {image}",
                       file=sys.stderr)
+        narrowing.check(offered)  # before the host link: every name listed exactly is offered
         from ..formats.table import reserve
         from ..targets import host_e_machine
         from .reserve import placeholder_object
@@ -314,7 +321,7 @@ def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
 DRY_RUN_WORK = "$OFFLINK_WORK"
 
 
-def _dry_run(plan, cus, targets, options: LinkOptions) -> int:
+def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
     """The commands a real run runs, in order, with the file names it uses: the output's
     own name, and the work folder's files as $OFFLINK_WORK/NAME (no folder is made)."""
     from ..model import CompiledCU
@@ -332,7 +339,12 @@ def _dry_run(plan, cus, targets, options: LinkOptions) -> int:
             if argv:  # [] : the code is the object already
                 print(_show_dry([*launcher, *argv]))
             compiled.append(CompiledCU(cu, target, obj, ()))
-        print(_show_dry(target.image_argv(plan, compiled, image_path(target, tdir))))
+        image = image_path(target, tdir)
+        if narrowing.active:  # the names it keeps are known once the CUs are compiled
+            image_argv = target.narrowed_image(plan, compiled, image, frozenset())[0]
+        else:
+            image_argv = target.image_argv(plan, compiled, image)
+        print(_show_dry(image_argv))
     placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
     registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]

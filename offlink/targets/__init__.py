@@ -93,6 +93,13 @@ class Target:
     def image_argv(self, plan: LinkPlan, compiled: list[CompiledCU], output: str) -> list[str]:
         raise NotImplementedError
 
+    def narrowed_image(self, plan: LinkPlan, compiled: list[CompiledCU], output: str,
+                       offered: frozenset[str]) -> tuple[list[str], dict[str, bytes]]:
+        """The image link of a narrowed link (`--offload-symbol`), which keeps only what the
+        `offered` names reach, and the files it reads besides the objects (path -> content).
+        By default image_argv's: the image is linked whole and only the table is narrowed."""
+        return self.image_argv(plan, compiled, output), {}
+
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError

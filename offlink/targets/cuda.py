@@ -370,6 +370,25 @@ class CudaTarget(Target):
         return tuple(Offer(n, found[n].kind, found[n].size, found[n].strong) for n in wanted)
 
     def image_argv(self, plan, compiled, output):
+        return self._image_argv(compiled, output, [])
+
+    def narrowed_image(self, plan, compiled, output, offered):
+        """nvlink drops the kernels not listed in -kernels-used and the variables not listed in
+        -variables-used that no kept code uses. Both match substrings (a superset of the names:
+        harmless), and an empty list is left out (that kind is kept whole). The PTX of
+        compute_NN architectures is JIT-linked by the driver as it is."""
+        from ..link.device import merge_offers
+
+        kinds: dict[str, list[str]] = {"function": [], "variable": []}
+        for name, offer in merge_offers(compiled)[0].items():
+            if name in offered:
+                kinds[offer.kind].append(name)
+        extra = [f"-{option}={','.join(sorted(kinds[kind]))}"
+                 for kind, option in (("function", "kernels-used"),
+                                      ("variable", "variables-used")) if kinds[kind]]
+        return self._image_argv(compiled, output, extra), {}
+
+    def _image_argv(self, compiled, output, nvlink_options: list[str]):
         """One shell command: nvlink per sm_NN, then fatbinary unless the image is one cubin.
         nvlink takes a fatbin by its `.fatbin` suffix only (a `.o` is read as a host object
         and silently contributes nothing), hence the links to each CU's object."""
@@ -380,13 +399,14 @@ class CudaTarget(Target):
             script.append(shlex.join(["ln", "-sf", c.object_path, c.object_path + ".fatbin"]))
             fatbins.append(c.object_path + ".fatbin")
         if self.image_kind == "cubin":
-            script.append(shlex.join([tk.nvlink, f"-arch={self.sm_archs[0]}", *fatbins, "-o",
-                                      output]))
+            script.append(shlex.join([tk.nvlink, f"-arch={self.sm_archs[0]}", *nvlink_options,
+                                      *fatbins, "-o", output]))
             return ["sh", "-ec", "\n".join(script)]
         images = []
         for a in self.sm_archs:
             cubin = f"{output}.{a}.cubin"
-            script.append(shlex.join([tk.nvlink, f"-arch={a}", *fatbins, "-o", cubin]))
+            script.append(shlex.join([tk.nvlink, f"-arch={a}", *nvlink_options, *fatbins, "-o",
+                                      cubin]))
             images.append(f"--image3=kind=elf,sm={arch_number(a)},file={cubin}")
         for a in self.ptx_archs:
             for ptx in self._write_ptx(compiled, output, arch_number(a)):

@@ -51,7 +51,10 @@ class HostTarget(Target):
     def compile_argv(self, cu, source, output):
         p = cu.payload
         assert source.endswith(self.source_suffix(cu))  # the suffix says the language
-        return [p.compiler, *p.options, "-fPIC", "-c", source, "-o", output]
+        # A section per function and variable, so a narrowed image link can drop what the
+        # offered names do not reach (narrowed_image); the same object serves both links.
+        return [p.compiler, *p.options, "-ffunction-sections", "-fdata-sections", "-fPIC",
+                "-c", source, "-o", output]
 
     def offers(self, cu, obj_path):
         return elf_offers(cu, obj_path)
@@ -85,6 +88,15 @@ class HostTarget(Target):
         return [driver, "-shared", "-fPIC", *sanitize, "-Wl,-Bsymbolic", *defs,
                 "-Wl,--hash-style=gnu", "-o", output, *(c.object_path for c in compiled),
                 *dirs, *libs]
+
+    def narrowed_image(self, plan, compiled, output, offered):
+        # The version script makes every other name local, so they are no garbage
+        # collection roots; quoted names are taken literally (no glob), C++ ones mangled.
+        script = output + ".offered.map"
+        names = "".join(f'    "{n}";\n' for n in sorted(offered))
+        text = "{\n" + (f"  global:\n{names}" if names else "") + "  local: *;\n};\n"
+        return [*self.image_argv(plan, compiled, output), "-Wl,--gc-sections",
+                f"-Wl,--version-script={script}"], {script: text.encode()}
 
     def host_link_args(self, plan):
         # A sanitizer runtime linked into a gcc-linked program (-static-libasan) is not
