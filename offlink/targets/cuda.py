@@ -377,12 +377,11 @@ class CudaTarget(Target):
         -variables-used that no kept code uses. Both match substrings (a superset of the names:
         harmless), and an empty list is left out (that kind is kept whole). The PTX of
         compute_NN architectures is JIT-linked by the driver as it is."""
-        from ..link.device import merge_offers
-
         kinds: dict[str, list[str]] = {"function": [], "variable": []}
-        for name, offer in merge_offers(compiled)[0].items():
+        offers = {o.name: o.kind for c in compiled for o in c.offers}  # the device link
+        for name, kind in offers.items():  # refused duplicates already
             if name in offered:
-                kinds[offer.kind].append(name)
+                kinds[kind].append(name)
         extra = [f"-{option}={','.join(sorted(kinds[kind]))}"
                  for kind, option in (("function", "kernels-used"),
                                       ("variable", "variables-used")) if kinds[kind]]
