@@ -437,10 +437,12 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
 
     if cache is None or not compiled or not all(c.key for c in compiled):
         write_objects(compiled)
+        target.prepare_image(plan, compiled, workdir, cache)
         return device.device_link(plan, target, compiled, workdir)
     out = device.image_path(target, workdir)
     if target.image_argv_reads_objects:
         write_objects(compiled)
+    target.prepare_image(plan, compiled, workdir, cache)
     argv = target.image_argv(plan, compiled, out)
     linker = cache.tool_identity(argv[0])
     if linker is None:

@@ -16,6 +16,7 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..elf import ElfFile
+    from ..link.cache import Cache
     from ..link.compile import CompiledCU, Offer
     from ..link.device import Image
     from ..link.extract import CU
@@ -95,6 +96,11 @@ class Target:
 
     def image_argv(self, plan: LinkPlan, compiled: list[CompiledCU], output: str) -> list[str]:
         raise NotImplementedError
+
+    def prepare_image(self, plan: LinkPlan, compiled: list[CompiledCU], workdir: str,
+                      cache: Cache | None) -> None:
+        """Work the image link needs before its command is made (none by default; clang's
+        nvptx64 OpenMP target compiles the device runtime's part, cached)."""
 
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
