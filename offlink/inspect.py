@@ -43,12 +43,29 @@ def inspect_file(path: str) -> dict:
             "address": section.sh_addr,
             "size": table.total_size,
             "backend": table.backend,
-            "targets": [{"name": t.name, "kind": t.kind, "image_size": len(t.image)}
-                        for t in table.targets],
+            "targets": [{"name": t.name, "kind": t.kind, "image_size": len(t.image),
+                         **_archs(t.kind, t.image)} for t in table.targets],
             "symbols": [{"name": s.name, "kind": s.kind, "address": s.address, "size": s.size}
                         for s in table.symbols],
         },
     }
+
+
+def _archs(kind: str, image: bytes) -> dict:
+    """{"archs": [...]} for a GPU image: the sm_NN of a cubin (from its ELF header), the
+    architectures of a fatbin's entries; {} for other kinds or an unreadable image."""
+    from .targets.cuda import FATBIN_ELF, cubin_arch, fatbin_entries
+
+    try:
+        if kind == "cubin":
+            return {"archs": [cubin_arch(image, "image")]}
+        if kind == "fatbin":
+            entries = fatbin_entries(image, "image")
+            return {"archs": list(dict.fromkeys(
+                f"{'sm' if e.kind == FATBIN_ELF else 'compute'}_{e.sm}" for e in entries))}
+    except FormatError:
+        pass
+    return {}
 
 
 def _checked_table(elf: ElfFile, section: Section, path: str) -> Table:
@@ -171,7 +188,9 @@ def render_text(info: dict) -> str:
                      f"{len(t['targets'])} target(s), {len(t['symbols'])} symbol(s)")
         lines.append("  targets:")
         for tg in t["targets"]:
-            lines.append(f"    {tg['name']:<28} {tg['kind']:<14} {tg['image_size']:>10} bytes")
+            archs = f"  {','.join(tg['archs'])}" if tg.get("archs") else ""
+            lines.append(f"    {tg['name']:<28} {tg['kind']:<14} {tg['image_size']:>10} bytes"
+                         f"{archs}")
         lines.append("  symbols:")
         width = max([len(s["name"]) for s in t["symbols"]] + [4])
         readable = demangle([s["name"] for s in t["symbols"]])

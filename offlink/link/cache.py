@@ -442,7 +442,9 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     out = device.image_path(target, workdir)
     if target.image_argv_reads_objects:
         write_objects(compiled)
+    hits = cache.hits
     target.prepare_image(plan, compiled, workdir, cache)
+    cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
     argv = target.image_argv(plan, compiled, out)
     linker = cache.tool_identity(argv[0])
     if linker is None:

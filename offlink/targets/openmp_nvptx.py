@@ -20,8 +20,10 @@ A CU carried as bitcode (`-foffload-lto`) is compiled on its own as clang compil
 without -foffload-lto (the device runtime linked in as builtin bitcode, then ptxas -c): no
 whole-program device LTO (README: "Where per-CU compilation differs from clang's link").
 
-Tools: llvm-lto2 beside the clang that made the objects; ptxas and nvlink from the link line's
-`--cuda-path=`, else $CUDA_HOME/$CUDA_PATH, else on PATH, else /usr/local/cuda.
+Tools: llvm-lto2 beside the clang that made the objects; ptxas and nvlink of the CUDA that the
+link line's `--cuda-path=` names, else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, or the one of
+the ptxas on PATH (a -foffload-lto CU's compile, which does not see the link line, skips the
+first).
 """
 
 from __future__ import annotations
@@ -45,21 +47,30 @@ def cu_arch(cu) -> str:
     return next((o[len("-march="):] for o in cu.payload.options if o.startswith("-march=")), "")
 
 
-def cuda_bin(tool: str, plan_argv: list[str] | None = None) -> str:
-    """A CUDA tool (ptxas, nvlink): the link line's --cuda-path=, else $CUDA_HOME, $CUDA_PATH,
-    PATH, /usr/local/cuda; one clear error when there is none."""
+def cuda_home(plan_argv: list[str] | None = None) -> str:
+    """The CUDA installation (a folder with bin/ptxas): the link line's last --cuda-path=,
+    else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, else the one of the ptxas on PATH; one clear
+    error when there is none."""
     from ..run import which
 
     homes = [w.split("=", 1)[1] for w in (plan_argv or []) if w.startswith("--cuda-path=")]
-    homes += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    candidates = [os.path.join(h, "bin", tool) for h in homes[-1:] + homes[:-1]]
-    candidates += [tool, os.path.join("/usr/local/cuda/bin", tool)]
-    for c in candidates:
-        found = which(c)
-        if found:
-            return found
-    raise ToolError(f"target openmp-{TRIPLE}: CUDA's {tool} was not found (give "
+    homes = homes[-1:] + [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    for home in [*homes, "/usr/local/cuda"]:
+        if os.access(os.path.join(home, "bin", "ptxas"), os.X_OK):
+            return home
+    found = which("ptxas")
+    if found:
+        return os.path.dirname(os.path.dirname(os.path.realpath(found)))
+    raise ToolError(f"target openmp-{TRIPLE}: CUDA's ptxas was not found (give "
                     f"--cuda-path=DIR on the link line, or set CUDA_HOME)")
+
+
+def cuda_bin(tool: str, plan_argv: list[str] | None = None) -> str:
+    """A CUDA tool (ptxas, nvlink) of cuda_home()."""
+    path = os.path.join(cuda_home(plan_argv), "bin", tool)
+    if not os.access(path, os.X_OK):
+        raise ToolError(f"target openmp-{TRIPLE}: CUDA's {tool} was not found ({path})")
+    return path
 
 
 def llvm_tool(compiler: str, tool: str) -> str:
@@ -181,9 +192,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
             return []  # clang compiled it to a cubin already, with the device runtime in it
         # -foffload-lto bitcode: compiled on its own as clang compiles a CU without it.
         bc = os.path.join(llvm_lib_dir(p.compiler), f"libomptarget-nvptx-{self.arch}.bc")
-        cuda = os.path.dirname(os.path.dirname(cuda_bin("ptxas")))
         return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", "-O2", "-c",
-                f"--cuda-path={cuda}", "-Xclang", "-mlink-builtin-bitcode", "-Xclang", bc,
+                f"--cuda-path={cuda_home()}", "-Xclang", "-mlink-builtin-bitcode", "-Xclang", bc,
                 "-Wno-unused-command-line-argument", "-x", "ir", source, "-o", output]
 
     def offers(self, cu, obj_path):
