@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import copy_sample, make_sample, run
+from conftest import copy_sample, make_sample, needs_tool, run
 
 from offlink.elf import ElfFile
 from offlink.errors import FormatError
@@ -252,34 +252,195 @@ def test_clangs_rpath_takes_a_folder():
     assert plan.output == "app"
 
 
+def _cuda_home() -> str:
+    from offlink.errors import ToolError
+    from offlink.targets.openmp_nvptx import cuda_home
+
+    try:
+        return cuda_home()
+    except ToolError:
+        return ""
+
+
+CUDA_HOME = _cuda_home()
 NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
-         "--cuda-path=/usr/local/cuda"]
-needs_cuda = pytest.mark.skipif(not Path("/usr/local/cuda/bin/ptxas").exists(),
-                                reason="CUDA's ptxas is needed to compile for sm_80")
+         f"--cuda-path={CUDA_HOME}"]
+NVPTX_TARGET = "openmp-nvptx64-nvidia-cuda"
+needs_cuda = needs_tool(not CUDA_HOME, "CUDA's ptxas and nvlink are needed to compile and link "
+                                       "for sm_80 (.ci/run installs CUDA's wheels)")
+needs_llvm = needs_tool(shutil.which("llvm-lto2-19") is None,
+                        "llvm-lto2-19 (apt-get install llvm-19) compiles the device runtime")
+
+
+def _verbose_commands(stderr: str, tool: str) -> list[str]:
+    """The commands --verbose shows as run (not those taken from the cache)."""
+    return [ln for ln in stderr.splitlines()
+            if ln.startswith("offlink: ") and tool in ln and "from cache:" not in ln]
+
+
+@pytest.fixture(scope="module")
+def nvptx(offlink, tmp_path_factory) -> Path:
+    """samples/clang_openmp's C program compiled for sm_80 (no GPU here: compile and link
+    only), linked by offlink and by clang itself (its --save-temps keeps the image it made)."""
+    if shutil.which(CLANG) is None or not CUDA_HOME:
+        pytest.skip("clang-19 or CUDA missing")
+    s = copy_sample("clang_openmp", tmp_path_factory.mktemp("nvptx"))
+    b = s / "b"
+    (b / "clang").mkdir(parents=True)
+    (b / "offlink").mkdir()
+    for n in ("main", "vec", "math", "counter"):
+        run([CLANG, "-O2", "-fPIC", *NVPTX, "-c", s / f"{n}.c", "-o", b / f"{n}.o"])
+    objs = [b / f"{n}.o" for n in ("main", "vec", "math")]
+    run([offlink, "link", CLANG, *NVPTX, "-shared", b / "counter.o", "-o",
+         b / "offlink" / "libcounter.so"])
+    run([offlink, "link", CLANG, *NVPTX, *objs, f"-L{b / 'offlink'}", "-lcounter", "-o",
+         b / "prog"])
+    run([CLANG, *NVPTX, "-shared", b / "counter.o", "-o", b / "clang" / "libcounter.so",
+         "-Wl,--save-temps"], cwd=b / "clang")
+    run([CLANG, *NVPTX, *objs, f"-L{b / 'clang'}", "-lcounter", "-o", b / "clang" / "prog",
+         "-Wl,--save-temps"], cwd=b / "clang")
+    return b
 
 
 @needs_clang
 @needs_cuda
-def test_nvptx_objects_are_read_and_their_link_refused_clearly(offlink, tmp_path):
-    """sm_80 objects (compile only: no GPU here): inspect shows triple, arch and entries; a
-    link says in one line that nvptx64 images are not linked yet, and leaves no output."""
+@needs_llvm
+@pytest.mark.parametrize("binary, saved", [("prog", "prog.nvptx64.sm_80.img"),
+                                           ("offlink/libcounter.so",
+                                            "libcounter.so.nvptx64.sm_80.img")])
+def test_nvptx_image_is_the_one_clangs_link_makes(offlink, nvptx, tmp_path, binary, saved):
+    """Each CU's cubin as clang compiled it, the device runtime's part compiled apart (with
+    clang-linker-wrapper's resolutions) and nvlink: byte for byte clang's own image."""
+    run([offlink, "extract", nvptx / binary, "--target", NVPTX_TARGET, "--output",
+         tmp_path / "image.cubin"])
+    assert (tmp_path / "image.cubin").read_bytes() == (nvptx / "clang" / saved).read_bytes()
+    info = json.loads(run([offlink, "inspect", "--json", nvptx / binary]).stdout)["table"]
+    assert info["targets"] == [{"name": NVPTX_TARGET, "kind": "cubin", "archs": ["sm_80"],
+                                "image_size": (tmp_path / "image.cubin").stat().st_size}]
+    assert "cubin" in run([offlink, "inspect", nvptx / binary]).stdout.split("sm_80")[0]
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
+def test_nvptx_rows_are_the_entries_clang_registers(offlink, nvptx):
+    """The registration's entries are clang's (names, sizes, flags: llvm-objdump shows the
+    image clang embeds; offlink's is in .openmp_target), and the table holds them all, each
+    defined by the image (kernels as CUDA entry points, variables with their size)."""
+    from offlink.dialects.llvm import linked_entries
+    from offlink.targets.cuda import cubin_symbols
+
+    def entries(path):
+        return sorted((e.name, e.size, e.flags) for _, e in linked_entries(ElfFile.open(path)))
+
+    mine, theirs = entries(nvptx / "prog"), entries(nvptx / "clang" / "prog")
+    assert mine == theirs and len(mine) == 11
+    dump = run(["llvm-objdump-19", "--offloading", nvptx / "clang" / "prog"]).stdout
+    assert "arch            sm_80" in dump and "triple          nvptx64-nvidia-cuda" in dump
+    table = json.loads(run([offlink, "inspect", "--json", nvptx / "prog"]).stdout)["table"]
+    rows = {s["name"]: s for s in table["symbols"]}
+    assert set(rows) == {name for name, _, _ in mine}
+    assert {r["kind"] for r in rows.values()} == {"function", "variable", "indirect-function"}
+    assert rows["scale"]["size"] == 8 and rows["calls"]["size"] == 4
+    image = ElfFile.open(nvptx / "prog")
+    section = image.section(".openmp_target")
+    from offlink.table import Table
+
+    data = Table(bytes(image.content(section)), section.sh_addr, "prog").targets[0].image
+    defined = cubin_symbols(data, "image")
+    for name, row in rows.items():
+        want = "function" if row["kind"] == "function" else "variable"
+        assert defined[name].kind == want, name
+    assert defined["scale"].size == 8
+    syms = run(["nm", "-D", nvptx / "prog"]).stdout
+    assert "__tgt_register_lib" in syms
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
+def test_nvptx_relink_compiles_only_what_changed(offlink, nvptx, tmp_path):
+    """Cold: the device runtime's part is compiled once; nothing changed: no compile and no
+    device link; one CU changed: only the device link (clang compiled that CU's cubin), the
+    device runtime from the cache; a -foffload-lto CU changed: only that CU is compiled."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    src = nvptx.parent
+    objs = [nvptx / "main.o", nvptx / "vec.o", tmp_path / "math.o"]
+    shutil.copy(nvptx / "math.o", tmp_path / "math.o")
+    link = [offlink, "link", "--verbose", "--timings", CLANG, *NVPTX, *objs,
+            f"-L{nvptx / 'offlink'}", "-lcounter", "-o", tmp_path / "app"]
+    cold = run(link, env=env).stderr
+    assert len(_verbose_commands(cold, "llvm-lto2 run")) == 1
+    again = run(link, env=env).stderr
+    assert not _verbose_commands(again, "llvm-lto2 run") and "image from cache" in again
+    (tmp_path / "math.c").write_text((src / "math.c").read_text() + "\n/* changed */\n"
+                                     "#pragma omp declare target\nint extra = 1;\n"
+                                     "#pragma omp end declare target\n")
+    shutil.copy(src / "common.h", tmp_path)
+    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "math.c", "-o", tmp_path / "math.o"])
+    changed = run(link, env=env).stderr
+    assert not _verbose_commands(changed, "llvm-lto2 run") and "image linked" in changed
+    rows = json.loads(run([offlink, "inspect", "--json", tmp_path / "app"]).stdout)["table"]
+    assert "extra" in {s["name"] for s in rows["symbols"]}
+    # -foffload-lto: the CUs' bitcode, each compiled on its own
+    for n in ("main", "vec", "math"):
+        run([CLANG, "-O2", *NVPTX, "-foffload-lto", "-c", tmp_path / f"{n}.c" if n == "math"
+             else src / f"{n}.c", "-o", tmp_path / f"{n}.lto.o"])
+    lto = [offlink, "link", "--verbose", CLANG, *NVPTX, "-foffload-lto",
+           *(tmp_path / f"{n}.lto.o" for n in ("main", "vec", "math")),
+           f"-L{nvptx / 'offlink'}", "-lcounter", "-o", tmp_path / "app.lto"]
+    first = run(lto, env=env).stderr
+    assert len(_verbose_commands(first, "-mlink-builtin-bitcode")) == 3
+    with open(tmp_path / "math.c", "a") as f:
+        f.write("#pragma omp declare target\nint extra2 = 2;\n#pragma omp end declare target\n")
+    run([CLANG, "-O2", *NVPTX, "-foffload-lto", "-c", tmp_path / "math.c", "-o",
+         tmp_path / "math.lto.o"])
+    second = run(lto, env=env).stderr
+    compiled = [c for c in _verbose_commands(second, "-mlink-builtin-bitcode")
+                if "from cache:" not in c]
+    assert len(compiled) == 1 and "math" in compiled[0]
+
+
+def test_nvptx_device_runtime_resolutions_are_the_wrappers():
+    """clang-linker-wrapper's rule, the runtime being the only bitcode: every definition
+    prevails; visible when a cubin names it or when neither hidden nor omittable; final in
+    the image when not default-visible."""
+    from offlink.targets.openmp_nvptx import parse_symtab, resolutions
+
+    symtab = parse_symtab("version: 3\nH------X __kmpc_used\nH------X _ZN4ompx5unused\n"
+                          "P--W---- __omp_rtl_device_environment\nDU-W---X malloc\n"
+                          "D----O-X omittable\nD------- plain\n")
+    assert resolutions(symtab, {"__kmpc_used", "malloc"}) == [
+        ("__kmpc_used", "plx"), ("_ZN4ompx5unused", "pl"),
+        ("__omp_rtl_device_environment", "plx"), ("malloc", "x"), ("omittable", "p"),
+        ("plain", "px")]
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_objects_for_two_archs_are_refused_clearly(offlink, tmp_path):
+    """inspect shows an sm_80 object's triple, arch and entries; CUs of two architectures in
+    one link are refused in one line, leaving no output."""
     (tmp_path / "k.c").write_text(
         "#pragma omp declare target\nint gv = 3;\n#pragma omp end declare target\n"
         "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = gv;\n"
         "return r != 3; }\n")
-    env = {**os.environ, "PATH": f"{os.environ['PATH']}:/usr/local/cuda/bin"}
-    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"], env=env)
+    (tmp_path / "j.c").write_text("int j(void) { int r = 0;\n#pragma omp target map(from: r)\n"
+                                  "r = 1;\nreturn r; }\n")
+    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    run([CLANG, "-O2", *[w.replace("sm_80", "sm_90") for w in NVPTX], "-c", tmp_path / "j.c",
+         "-o", tmp_path / "j.o"])
     info = json.loads(run([offlink, "inspect", "--json", tmp_path / "k.o"]).stdout)
     (cu,) = info["cus"]
-    assert cu["target"] == "openmp-nvptx64-nvidia-cuda"
+    assert cu["target"] == NVPTX_TARGET
     assert cu["options"] == ["--target=nvptx64-nvidia-cuda", "-march=sm_80"]
     assert "gv" in cu["offered"] and any(n.endswith("_main_l5") for n in cu["offered"])
-    proc = run([offlink, "link", CLANG, *NVPTX, tmp_path / "k.o", "-o", tmp_path / "app"],
-               env=env, check=False)
+    proc = run([offlink, "link", CLANG, *NVPTX, tmp_path / "k.o", tmp_path / "j.o", "-o",
+                tmp_path / "app"], check=False)
     assert proc.returncode == 1 and not (tmp_path / "app").exists()
     assert proc.stderr.strip().splitlines() == [
-        "offlink: error: target openmp-nvptx64-nvidia-cuda: offlink links clang's OpenMP "
-        "images for CPU targets (x86_64, aarch64) only so far"]
+        f"offlink: error: target {NVPTX_TARGET}: the CUs were compiled for sm_80, sm_90; "
+        f"offlink links one --offload-arch per link so far"]
 
 
 @needs_clang
