@@ -221,7 +221,10 @@ class OpenMPNvptxTarget(OpenMPTarget):
 
         used: set[str] = set()
         for c in compiled:
-            data = c.data if c.data is not None else open(c.object_path, "rb").read()
+            data = c.data
+            if data is None:
+                with open(c.object_path, "rb") as f:
+                    data = f.read()
             used |= cubin_names(data, c.object_path)
         lto2 = llvm_tool(self.compiler, "llvm-lto2")
         ptxas = cuda_bin("ptxas", plan.argv)
