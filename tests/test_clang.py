@@ -518,3 +518,39 @@ def test_dry_run_shows_the_host_link_offlink_runs(offlink, sample):
     host = proc.stdout.strip().splitlines()[-1]
     assert "-fopenmp-targets=" not in host and "-lomptarget" in host
     assert "offlink-omptarget-register.o" in host and not (build / "never").exists()
+
+
+CUDA_MIN_H = """\
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+struct dim3 { unsigned x, y, z; };
+typedef struct CUstream_st *cudaStream_t;
+extern "C" int cudaLaunchKernel(const void *, dim3, dim3, void **, unsigned long, cudaStream_t);
+"""
+
+
+@needs_clang
+@needs_cuda
+def test_clang_cuda_objects_are_read_and_their_link_refused_clearly(offlink, tmp_path):
+    """clang's CUDA objects (--offload-new-driver -fgpu-rdc): inspect shows the image and the
+    cuda_offloading_entries names; the link says in one line what is missing (CUDA 13's
+    headers are too new for clang 19, so the test declares what it needs itself)."""
+    (tmp_path / "cuda_min.h").write_text(CUDA_MIN_H)
+    (tmp_path / "a.cu").write_text('#include "cuda_min.h"\n__device__ int dv = 5;\n'
+                                   "__global__ void kern(int *out) { *out = dv; }\n"
+                                   "int main() { return 0; }\n")
+    run([CLANG, "-O2", "-x", "cuda", "--offload-arch=sm_80", f"--cuda-path={CUDA_HOME}",
+         "--offload-new-driver", "-fgpu-rdc", "-nocudainc", "-nocudalib",
+         "-Wno-unknown-cuda-version", "-c", tmp_path / "a.cu", "-o", tmp_path / "a.o"])
+    (cu,) = json.loads(run([offlink, "inspect", "--json", tmp_path / "a.o"]).stdout)["cus"]
+    assert cu["target"] == "cuda-nvptx64-nvidia-cuda"
+    assert cu["options"] == ["--target=nvptx64-nvidia-cuda", "-march=sm_80"]
+    assert set(cu["offered"]) == {"_Z4kernPi", "dv"}
+    proc = run([offlink, "link", CLANG, "--offload-new-driver", "-fgpu-rdc",
+                "--offload-arch=sm_80", tmp_path / "a.o", "-o", tmp_path / "app"], check=False)
+    assert proc.returncode == 1 and not (tmp_path / "app").exists()
+    assert proc.stderr.strip().splitlines() == [
+        "offlink: error: target cuda-nvptx64-nvidia-cuda: clang's CUDA objects "
+        "(--offload-new-driver) are not linked by offlink yet: the CUDA runtime's registration "
+        "(__cudaRegisterFatBinary, __cudaRegisterFunction/__cudaRegisterVar per "
+        "cuda_offloading_entries row) is not written; link them with clang"]

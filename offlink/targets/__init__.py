@@ -154,6 +154,10 @@ def _target(canonical: str) -> Target | None:
         from .openmp import OpenMPTarget
 
         return OpenMPTarget(canonical)
+    if canonical.startswith("cuda-"):  # clang's CUDA objects (--offload-new-driver)
+        from .openmp import ClangCudaTarget
+
+        return ClangCudaTarget(canonical)
     if canonical not in _TARGETS:
         return None
     module, cls = _TARGETS[canonical]
