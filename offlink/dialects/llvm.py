@@ -101,7 +101,7 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
 # Driver words that make clang run its own device link and libomptarget registration
 # (clang-linker-wrapper), at a final link and, since clang 19, at `-r` too.
 DRIVER_OFFLOAD_WORDS = ("-fopenmp-targets=", "--offload-arch=", "-foffload-lto",
-                        "-fno-offload-lto", "--offload-new-driver")
+                        "-fno-offload-lto", "--offload-new-driver", "-fgpu-rdc")
 
 
 def without_offload_driver(argv: list[str]) -> list[str]:
@@ -163,11 +163,11 @@ def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[OffloadEnt
 
 
 
-def linked_entries(elf: ElfFile) -> list[tuple[int, OffloadEntry]]:
-    """(host address, row) of every `omp_offloading_entries` row of a linked executable or
-    shared library: what libomptarget reads at run time, with the dynamic relocations of a
-    PIE or DSO applied."""
-    section = elf.section(ENTRIES_SECTION)
+def linked_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[tuple[int, OffloadEntry]]:
+    """(host address, row) of every `omp_offloading_entries` (or `name`) row of a linked
+    executable or shared library: what libomptarget (or the CUDA runtime) reads at run time,
+    with the dynamic relocations of a PIE or DSO applied."""
+    section = elf.section(name)
     if section is None or not section.sh_addr:
         return []
     content = bytes(elf.content(section))

@@ -155,7 +155,7 @@ def _target(canonical: str) -> Target | None:
 
         return OpenMPTarget(canonical)
     if canonical.startswith("cuda-"):  # clang's CUDA objects (--offload-new-driver)
-        from .openmp import ClangCudaTarget
+        from .clang_cuda import ClangCudaTarget
 
         return ClangCudaTarget(canonical)
     if canonical not in _TARGETS:

@@ -126,19 +126,3 @@ class OpenMPTarget(Target):
                 out[e.name] = (address, row_size(e), e.kind)
         return out
 
-
-class ClangCudaTarget(Target):
-    """clang's CUDA objects (`-x cuda --offload-new-driver -fgpu-rdc`): read (`offlink inspect`
-    shows each CU's image and its `cuda_offloading_entries` names), not linked yet."""
-
-    image_kind = "fatbin"
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def for_inputs(self, cus):
-        raise LinkError(f"target {self.name}: clang's CUDA objects (--offload-new-driver) are "
-                        f"not linked by offlink yet: the CUDA runtime's registration "
-                        f"(__cudaRegisterFatBinary, __cudaRegisterFunction/__cudaRegisterVar "
-                        f"per cuda_offloading_entries row) is not written; link them with "
-                        f"clang")
