@@ -520,37 +520,128 @@ def test_dry_run_shows_the_host_link_offlink_runs(offlink, sample):
     assert "offlink-omptarget-register.o" in host and not (build / "never").exists()
 
 
+CUDA_WORDS = ["--offload-arch=sm_80", f"--cuda-path={CUDA_HOME}",
+              "--offload-new-driver", "-fgpu-rdc", "-Wno-unknown-cuda-version"]
 CUDA_MIN_H = """\
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
+#define __constant__ __attribute__((constant))
 struct dim3 { unsigned x, y, z; };
 typedef struct CUstream_st *cudaStream_t;
 extern "C" int cudaLaunchKernel(const void *, dim3, dim3, void **, unsigned long, cudaStream_t);
 """
 
 
+FAKE_CUDART = r"""
+/* A stand-in for libcudart's registration entry points (no GPU here): prints what a module
+   registers, in order. */
+#include <stdio.h>
+#include <string.h>
+struct wrapper { int magic, version; const unsigned char *data; void *unused; };
+static void *handle_value;
+void **__cudaRegisterFatBinary(const struct wrapper *w) {
+  unsigned short header; unsigned long long size; unsigned magic;
+  memcpy(&magic, w->data, 4); memcpy(&header, w->data + 6, 2); memcpy(&size, w->data + 8, 8);
+  printf("fatbin wrapper %#x v%d: fatbin magic %#x, %llu bytes\n", w->magic, w->version, magic,
+         header + size);
+  return &handle_value;
+}
+void __cudaRegisterFatBinaryEnd(void **h) { printf("end %d\n", h == &handle_value); }
+void __cudaUnregisterFatBinary(void **h) { printf("unregister %d\n", h == &handle_value); }
+int __cudaRegisterFunction(void **h, const void *f, char *n, const char *d, int t, void *a,
+                           void *b, void *c, void *e, int *s) {
+  printf("function %s %s %d %d\n", n, d, t, h == &handle_value);
+  return 0;
+}
+void __cudaRegisterVar(void **h, void *v, char *n, const char *d, int ext, unsigned long size,
+                       int cst, int g) {
+  printf("variable %s %s extern=%d size=%lu constant=%d global=%d\n", n, d, ext, size, cst, g);
+}
+int __cudaPopCallConfiguration(void *g, void *b, void *s, void *t) { return 0; }
+int cudaLaunchKernel(const void *f, ...) { return 0; }
+"""
+
+# clang 19's CUDA link passes `fatbinary --image=profile=sm_NN,file=F`, which CUDA 13's
+# fatbinary refuses ("Unknown option '-image'"); this shim gives it CUDA 13's words, so that
+# clang's own link can be run for comparison.
+FATBINARY_SHIM = """#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+    --image=profile=sm_*) rest=${a#--image=profile=sm_}
+      set -- "$@" "--image3=kind=elf,sm=${rest%%,*},file=${rest#*,file=}";;
+    *) set -- "$@" "$a";;
+  esac
+  shift
+done
+exec REAL "$@"
+"""
+
+
+@pytest.fixture(scope="module")
+def clang_cuda(offlink, tmp_path_factory) -> Path:
+    """Two CUDA CUs (a kernel each, a __device__ and a __constant__ variable, a call across
+    CUs) compiled by clang with --offload-new-driver -fgpu-rdc, linked by offlink and by clang
+    (CUDA 13's headers are too new for clang 19: the CUs declare what they need themselves)."""
+    if shutil.which(CLANG) is None or not CUDA_HOME:
+        pytest.skip("clang-19 or CUDA missing")
+    d = tmp_path_factory.mktemp("clang_cuda")
+    (d / "cuda_min.h").write_text(CUDA_MIN_H)
+    (d / "a.cu").write_text('#include "cuda_min.h"\n__device__ int dv = 5;\n'
+                            "extern __device__ int helper(int);\n"
+                            "__global__ void kern(int *out) { *out = helper(dv); }\n"
+                            "int main() { return 0; }\n")
+    (d / "b.cu").write_text('#include "cuda_min.h"\n__constant__ double table[4] = {1, 2};\n'
+                            "__device__ int helper(int x) { return x * 2; }\n"
+                            "__global__ void kern2(double *out) { *out = table[1]; }\n")
+    for n in ("a", "b"):
+        run([CLANG, "-O2", "-x", "cuda", *CUDA_WORDS, "-nocudainc", "-nocudalib", "-c",
+             d / f"{n}.cu", "-o", d / f"{n}.o"])
+    (d / "fake").mkdir()
+    (d / "fake" / "cudart.c").write_text(FAKE_CUDART)
+    run(["gcc", "-shared", "-fPIC", d / "fake" / "cudart.c", "-o", d / "fake" / "libcudart.so"])
+    shim = d / "shim"
+    shim.mkdir()
+    (shim / "fatbinary").write_text(FATBINARY_SHIM.replace("REAL", f"{CUDA_HOME}/bin/fatbinary"))
+    (shim / "fatbinary").chmod(0o755)
+    link = [*CUDA_WORDS, d / "a.o", d / "b.o", f"-L{d / 'fake'}", "-lcudart"]
+    run([offlink, "link", CLANG, *link, "-o", d / "app"])
+    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
+    run([CLANG, *link, "-o", d / "app.clang", "-Wl,--save-temps"], cwd=d, env=env)
+    return d
+
+
 @needs_clang
 @needs_cuda
-def test_clang_cuda_objects_are_read_and_their_link_refused_clearly(offlink, tmp_path):
-    """clang's CUDA objects (--offload-new-driver -fgpu-rdc): inspect shows the image and the
-    cuda_offloading_entries names; the link says in one line what is missing (CUDA 13's
-    headers are too new for clang 19, so the test declares what it needs itself)."""
-    (tmp_path / "cuda_min.h").write_text(CUDA_MIN_H)
-    (tmp_path / "a.cu").write_text('#include "cuda_min.h"\n__device__ int dv = 5;\n'
-                                   "__global__ void kern(int *out) { *out = dv; }\n"
-                                   "int main() { return 0; }\n")
-    run([CLANG, "-O2", "-x", "cuda", "--offload-arch=sm_80", f"--cuda-path={CUDA_HOME}",
-         "--offload-new-driver", "-fgpu-rdc", "-nocudainc", "-nocudalib",
-         "-Wno-unknown-cuda-version", "-c", tmp_path / "a.cu", "-o", tmp_path / "a.o"])
-    (cu,) = json.loads(run([offlink, "inspect", "--json", tmp_path / "a.o"]).stdout)["cus"]
+def test_clang_cuda_link_registers_as_clangs(offlink, clang_cuda, tmp_path):
+    """The same fatbin (byte for byte), registered with the CUDA runtime by the same calls in
+    the same order (a stand-in libcudart prints them)."""
+    d = clang_cuda
+    run([offlink, "extract", d / "app", "--target", "cuda-nvptx64-nvidia-cuda", "--output",
+         tmp_path / "image.fatbin"])
+    assert (tmp_path / "image.fatbin").read_bytes() == (d / "app.clang.fatbin").read_bytes()
+    env = {**os.environ, "LD_LIBRARY_PATH": str(d / "fake")}
+    mine = run([d / "app"], env=env).stdout
+    assert mine == run([d / "app.clang"], env=env).stdout
+    assert mine.splitlines() == [
+        "fatbin wrapper 0x466243b1 v1: fatbin magic 0xba55ed50, "
+        f"{(tmp_path / 'image.fatbin').stat().st_size} bytes",
+        "function _Z4kernPi _Z4kernPi -1 1", "variable dv dv extern=0 size=4 constant=0 global=0",
+        "function _Z5kern2Pd _Z5kern2Pd -1 1",
+        "variable table table extern=0 size=32 constant=1 global=0", "end 1", "unregister 1"]
+
+
+@needs_clang
+@needs_cuda
+def test_clang_cuda_table_and_inspect(offlink, clang_cuda):
+    """inspect shows the objects' CUs and the program's fatbin (sm_80) with a row per entry."""
+    d = clang_cuda
+    (cu,) = json.loads(run([offlink, "inspect", "--json", d / "a.o"]).stdout)["cus"]
     assert cu["target"] == "cuda-nvptx64-nvidia-cuda"
     assert cu["options"] == ["--target=nvptx64-nvidia-cuda", "-march=sm_80"]
     assert set(cu["offered"]) == {"_Z4kernPi", "dv"}
-    proc = run([offlink, "link", CLANG, "--offload-new-driver", "-fgpu-rdc",
-                "--offload-arch=sm_80", tmp_path / "a.o", "-o", tmp_path / "app"], check=False)
-    assert proc.returncode == 1 and not (tmp_path / "app").exists()
-    assert proc.stderr.strip().splitlines() == [
-        "offlink: error: target cuda-nvptx64-nvidia-cuda: clang's CUDA objects "
-        "(--offload-new-driver) are not linked by offlink yet: the CUDA runtime's registration "
-        "(__cudaRegisterFatBinary, __cudaRegisterFunction/__cudaRegisterVar per "
-        "cuda_offloading_entries row) is not written; link them with clang"]
+    table = json.loads(run([offlink, "inspect", "--json", d / "app"]).stdout)["table"]
+    assert [(t["name"], t["kind"], t["archs"]) for t in table["targets"]] == [
+        ("cuda-nvptx64-nvidia-cuda", "fatbin", ["sm_80"])]
+    rows = {r["name"]: (r["kind"], r["size"]) for r in table["symbols"]}
+    assert rows == {"_Z4kernPi": ("function", 1), "_Z5kern2Pd": ("function", 1),
+                    "dv": ("variable", 4), "table": ("variable", 32)}
