@@ -196,7 +196,8 @@ def _readelf_names(path: Path) -> dict[str, str]:
 @needs_nvcc
 def test_sample_table_and_cubin(built, tmp_path):
     table = _inspect(built, "saxpy")
-    assert [(t["name"], t["kind"]) for t in table["targets"]] == [(CUDA, "cubin")]
+    assert [(t["name"], t["kind"], t["archs"]) for t in table["targets"]] == [
+        (CUDA, "cubin", ["sm_80"])]
     rows = {s["name"]: (s["kind"], s["size"]) for s in table["symbols"]}
     assert rows == {"saxpy": ("function", 1), "sum": ("function", 1), "x": ("variable", 4000),
                     "y": ("variable", 4000), "total": ("variable", 4)}
@@ -212,6 +213,7 @@ def test_sample_table_and_cubin(built, tmp_path):
 def test_fatbin_has_every_name_for_every_architecture(built, tmp_path):
     table = _inspect(built, "fake-fatbin")
     assert [(t["name"], t["kind"]) for t in table["targets"]] == [(CUDA, "fatbin")]
+    assert table["targets"][0]["archs"][0].startswith("sm_")  # then compute_NN for the PTX
     image = tmp_path / "image.fatbin"
     run([built.offlink, "extract", built.build / "fake-fatbin", "--target", CUDA, "--output",
          image])

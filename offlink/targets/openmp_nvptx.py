@@ -282,7 +282,9 @@ class OpenMPNvptxTarget(OpenMPTarget):
         reads a file as a cubin by its `.cubin` suffix, hence the links to each CU's object."""
         nvlink = cuda_bin("nvlink", plan.argv)
         script = []
-        cubins = [self.runtime_cubin] if self.runtime_cubin else []
+        # (--dry-run makes no runtime cubin: it shows the name a real run would give it)
+        cubins = [self.runtime_cubin or os.path.join(os.path.dirname(output),
+                                                     f"devicertl-{self.arch}.cubin")]
         for c in compiled:
             if c.object_path.endswith(".cubin"):
                 cubins.append(c.object_path)
