@@ -372,7 +372,9 @@ def test_nvptx_relink_compiles_only_what_changed(offlink, nvptx, tmp_path):
     cold = run(link, env=env).stderr
     assert len(_verbose_commands(cold, "llvm-lto2 run")) == 1
     again = run(link, env=env).stderr
-    assert not _verbose_commands(again, "llvm-lto2 run") and "image from cache" in again
+    assert not _verbose_commands(again, "llvm-lto2 run")
+    assert (f"{NVPTX_TARGET}: 3 CUs, 0 compiled, 0 from cache, 3 used as they are; image "
+            f"from cache") in again
     (tmp_path / "math.c").write_text((src / "math.c").read_text() + "\n/* changed */\n"
                                      "#pragma omp declare target\nint extra = 1;\n"
                                      "#pragma omp end declare target\n")
