@@ -403,6 +403,37 @@ def test_nvptx_relink_compiles_only_what_changed(offlink, nvptx, tmp_path):
     assert len(compiled) == 1 and "math" in compiled[0]
 
 
+@needs_clang
+@needs_cuda
+@needs_llvm
+def test_nvptx_relocatable_object_links_to_the_same_image(offlink, nvptx, tmp_path):
+    """`-r` keeps each CU's cubin; the object's host rows are all its CUs': each image offers
+    the rows it defines, and the final link's image is the same as from the CUs' objects."""
+    run([offlink, "link", CLANG, *NVPTX, "-r", nvptx / "vec.o", nvptx / "math.o", "-o",
+         tmp_path / "vm.o"])
+    run([offlink, "link", CLANG, *NVPTX, nvptx / "main.o", tmp_path / "vm.o",
+         f"-L{nvptx / 'offlink'}", "-lcounter", "-o", tmp_path / "prog"])
+    for binary in (tmp_path / "prog", nvptx / "prog"):
+        run([offlink, "extract", binary, "--target", NVPTX_TARGET, "--output",
+             binary.with_suffix(".cubin")])
+    assert (tmp_path / "prog.cubin").read_bytes() == (nvptx / "prog.cubin").read_bytes()
+
+
+def test_nvptx_a_row_no_cubin_defines_is_one_clear_error():
+    from types import SimpleNamespace
+
+    from offlink.errors import LinkError
+    from offlink.link.compile import Offer
+    from offlink.targets.openmp_nvptx import check_entries
+
+    cu = SimpleNamespace(cu=SimpleNamespace(label="k.c (k.o)",
+                                            payload=SimpleNamespace(offered=("a", "b"))),
+                         offers=(Offer("a", "function", 1, False),))
+    with pytest.raises(LinkError, match=r"^k.c \(k.o\): offload entry 'b' is not defined by "
+                                        r"any CU's sm_80 cubin \(target T\)$"):
+        check_entries("T", "sm_80", [cu])
+
+
 def test_nvptx_device_runtime_resolutions_are_the_wrappers():
     """clang-linker-wrapper's rule, the runtime being the only bitcode: every definition
     prevails; visible when a cubin names it or when neither hidden nor omittable; final in

@@ -20,7 +20,7 @@ import shlex
 from ..errors import LinkError
 from . import Target
 from .openmp import llvm_lib_dir
-from .openmp_nvptx import cu_arch, cuda_bin, cuda_home
+from .openmp_nvptx import check_entries, cu_arch, cuda_bin, cuda_home
 
 TRIPLE = "nvptx64-nvidia-cuda"
 
@@ -72,13 +72,15 @@ class ClangCudaTarget(Target):
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)
         out = []
-        for name in sorted(set(cu.payload.offered)):
-            sym = found.get(name)
-            if sym is None:
-                raise LinkError(f"{cu.label}: offload entry '{name}' is not defined by its "
-                                f"{self.arch} cubin")
+        # An object made by `ld -r` carries every CU's host rows with each CU's image: each
+        # image offers the rows it defines (check_entries: every row is defined by one).
+        for name in sorted(set(cu.payload.offered) & set(found)):
+            sym = found[name]
             out.append(Offer(name, sym.kind, sym.size, sym.strong))
         return tuple(out)
+
+    def prepare_image(self, plan, compiled, workdir, cache):
+        check_entries(self.name, self.arch, compiled)
 
     def image_argv(self, plan, compiled, output):
         """nvlink and fatbinary as clang's link runs them (fatbinary in CUDA 13's words)."""

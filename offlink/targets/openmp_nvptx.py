@@ -146,6 +146,17 @@ def resolutions(symtab: list[tuple[str, str]], used: set[str]) -> list[tuple[str
     return out
 
 
+def check_entries(target: str, arch: str, compiled) -> None:
+    """Every host-side offload entry of the CUs is defined by one of their cubins (the device
+    link would otherwise make an image the runtime cannot find the row in)."""
+    offered = {o.name for c in compiled for o in c.offers}
+    for c in compiled:
+        missing = sorted(set(c.cu.payload.offered) - offered)
+        if missing:
+            raise LinkError(f"{c.cu.label}: offload entry '{missing[0]}' is not defined by any "
+                            f"CU's {arch} cubin (target {target})")
+
+
 def cubin_names(data: bytes, where: str) -> set[str]:
     """Every symbol name of a cubin (defined or not): what the wrapper's UsedInRegularObj
     collects from a relocatable device object."""
@@ -205,11 +216,10 @@ class OpenMPNvptxTarget(OpenMPTarget):
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)
         out = []
-        for name in sorted(set(cu.payload.offered)):
-            sym = found.get(name)
-            if sym is None:
-                raise LinkError(f"{cu.label}: offload entry '{name}' is not defined by its "
-                                f"{self.arch} cubin")
+        # An object made by `ld -r` carries every CU's host rows with each CU's image: each
+        # image offers the rows it defines (check_entries: every row is defined by one).
+        for name in sorted(set(cu.payload.offered) & set(found)):
+            sym = found[name]
             # Kernels are weak (a template's region may come from many CUs).
             out.append(Offer(name, sym.kind, sym.size, sym.kind != "function"))
         return tuple(out)
@@ -218,6 +228,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         """The device runtime's part these cubins call, compiled (or taken from the cache)
         into `runtime_cubin` in the work folder."""
         import hashlib
+
+        check_entries(self.name, self.arch, compiled)
 
         used: set[str] = set()
         for c in compiled:
