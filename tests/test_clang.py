@@ -299,6 +299,12 @@ def nvptx(offlink, tmp_path_factory) -> Path:
          "-Wl,--save-temps"], cwd=b / "clang")
     run([CLANG, *NVPTX, *objs, f"-L{b / 'clang'}", "-lcounter", "-o", b / "clang" / "prog",
          "-Wl,--save-temps"], cwd=b / "clang")
+    cxx = [b / "main_cxx.o", b / "shapes.o"]
+    for n in ("main_cxx", "shapes"):
+        run(["clang++-19", "-O2", *NVPTX, "-c", s / f"{n}.cpp", "-o", b / f"{n}.o"])
+    run([offlink, "link", "clang++-19", *NVPTX, *cxx, "-o", b / "prog_cxx"])
+    run(["clang++-19", *NVPTX, *cxx, "-o", b / "clang" / "prog_cxx", "-Wl,--save-temps"],
+        cwd=b / "clang")
     return b
 
 
@@ -307,7 +313,8 @@ def nvptx(offlink, tmp_path_factory) -> Path:
 @needs_llvm
 @pytest.mark.parametrize("binary, saved", [("prog", "prog.nvptx64.sm_80.img"),
                                            ("offlink/libcounter.so",
-                                            "libcounter.so.nvptx64.sm_80.img")])
+                                            "libcounter.so.nvptx64.sm_80.img"),
+                                           ("prog_cxx", "prog_cxx.nvptx64.sm_80.img")])
 def test_nvptx_image_is_the_one_clangs_link_makes(offlink, nvptx, tmp_path, binary, saved):
     """Each CU's cubin as clang compiled it, the device runtime's part compiled apart (with
     clang-linker-wrapper's resolutions) and nvlink: byte for byte clang's own image."""
