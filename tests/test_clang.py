@@ -273,9 +273,11 @@ needs_llvm = needs_tool(shutil.which("llvm-lto2-19") is None,
 
 
 def _verbose_commands(stderr: str, tool: str) -> list[str]:
-    """The commands --verbose shows as run (not those taken from the cache)."""
-    return [ln for ln in stderr.splitlines()
-            if ln.startswith("offlink: ") and tool in ln and "from cache:" not in ln]
+    """The commands --verbose shows as run (not those taken from the cache). Split on the
+    messages, not the lines: parallel compiles' messages may share a line (print writes the
+    text and the newline apart)."""
+    return [m for m in re.split(r"(?=offlink: )", stderr)
+            if m.startswith("offlink: ") and tool in m and not m.startswith("offlink: from cache:")]
 
 
 @pytest.fixture(scope="module")
