@@ -190,14 +190,14 @@ def _fatbin_archs(image: bytes) -> list[str]:
 
 
 def _cubin_arch(image: bytes) -> str | None:
-    import struct
+    from .errors import FormatError
+    from .targets.cuda import cubin_arch
 
-    if len(image) < 64 or image[:4] != b"\x7fELF" or image[4] != 2:
+    try:
+        arch = cubin_arch(image, "image")
+    except FormatError:
         return None
-    (e_flags,) = struct.unpack_from("<I", image, 48)
-    # EI_ABIVERSION 8 (CUDA 13's cubins) moved the SM number from bits 0-7 to bits 8-15.
-    sm = (e_flags >> 8) & 0xFF if image[8] >= 8 else e_flags & 0xFF
-    return f"sm_{sm}" if sm else None
+    return None if arch == "sm_0" else arch
 
 
 def _checked_table(elf: ElfFile, section: Section, path: str) -> Table:

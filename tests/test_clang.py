@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import copy_sample, make_sample, run
+from conftest import copy_sample, make_sample, needs_tool, run
 
 from offlink.elf import ElfFile
 from offlink.errors import FormatError
@@ -252,34 +252,237 @@ def test_clangs_rpath_takes_a_folder():
     assert plan.output == "app"
 
 
+def _cuda_home() -> str:
+    from offlink.errors import ToolError
+    from offlink.targets.openmp_nvptx import cuda_home
+
+    try:
+        return cuda_home()
+    except ToolError:
+        return ""
+
+
+CUDA_HOME = _cuda_home()
 NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
-         "--cuda-path=/usr/local/cuda"]
-needs_cuda = pytest.mark.skipif(not Path("/usr/local/cuda/bin/ptxas").exists(),
-                                reason="CUDA's ptxas is needed to compile for sm_80")
+         f"--cuda-path={CUDA_HOME}"]
+NVPTX_TARGET = "openmp-nvptx64-nvidia-cuda"
+needs_cuda = needs_tool(not CUDA_HOME, "CUDA's ptxas and nvlink are needed to compile and link "
+                                       "for sm_80 (.ci/run installs CUDA's wheels)")
+needs_llvm = needs_tool(shutil.which("llvm-lto2-19") is None,
+                        "llvm-lto2-19 (apt-get install llvm-19) compiles the device runtime")
+
+
+def _verbose_commands(stderr: str, tool: str) -> list[str]:
+    """The commands --verbose shows as run (not those taken from the cache). Split on the
+    messages, not the lines: parallel compiles' messages may share a line (print writes the
+    text and the newline apart)."""
+    return [m for m in re.split(r"(?=offlink: )", stderr)
+            if m.startswith("offlink: ") and tool in m and not m.startswith("offlink: from cache:")]
+
+
+@pytest.fixture(scope="module")
+def nvptx(offlink, tmp_path_factory) -> Path:
+    """samples/clang_openmp's C program compiled for sm_80 (no GPU here: compile and link
+    only), linked by offlink and by clang itself (its --save-temps keeps the image it made)."""
+    if shutil.which(CLANG) is None or not CUDA_HOME:
+        pytest.skip("clang-19 or CUDA missing")
+    s = copy_sample("clang_openmp", tmp_path_factory.mktemp("nvptx"))
+    b = s / "b"
+    (b / "clang").mkdir(parents=True)
+    (b / "offlink").mkdir()
+    for n in ("main", "vec", "math", "counter"):
+        run([CLANG, "-O2", "-fPIC", *NVPTX, "-c", s / f"{n}.c", "-o", b / f"{n}.o"])
+    objs = [b / f"{n}.o" for n in ("main", "vec", "math")]
+    run([offlink, "link", CLANG, *NVPTX, "-shared", b / "counter.o", "-o",
+         b / "offlink" / "libcounter.so"])
+    run([offlink, "link", CLANG, *NVPTX, *objs, f"-L{b / 'offlink'}", "-lcounter", "-o",
+         b / "prog"])
+    run([CLANG, *NVPTX, "-shared", b / "counter.o", "-o", b / "clang" / "libcounter.so",
+         "-Wl,--save-temps"], cwd=b / "clang")
+    run([CLANG, *NVPTX, *objs, f"-L{b / 'clang'}", "-lcounter", "-o", b / "clang" / "prog",
+         "-Wl,--save-temps"], cwd=b / "clang")
+    cxx = [b / "main_cxx.o", b / "shapes.o"]
+    for n in ("main_cxx", "shapes"):
+        run(["clang++-19", "-O2", *NVPTX, "-c", s / f"{n}.cpp", "-o", b / f"{n}.o"])
+    run([offlink, "link", "clang++-19", *NVPTX, *cxx, "-o", b / "prog_cxx"])
+    run(["clang++-19", *NVPTX, *cxx, "-o", b / "clang" / "prog_cxx", "-Wl,--save-temps"],
+        cwd=b / "clang")
+    return b
 
 
 @needs_clang
 @needs_cuda
-def test_nvptx_objects_are_read_and_their_link_refused_clearly(offlink, tmp_path):
-    """sm_80 objects (compile only: no GPU here): inspect shows triple, arch and entries; a
-    link says in one line that nvptx64 images are not linked yet, and leaves no output."""
+@needs_llvm
+@pytest.mark.parametrize("binary, saved", [("prog", "prog.nvptx64.sm_80.img"),
+                                           ("offlink/libcounter.so",
+                                            "libcounter.so.nvptx64.sm_80.img"),
+                                           ("prog_cxx", "prog_cxx.nvptx64.sm_80.img")])
+def test_nvptx_image_is_the_one_clangs_link_makes(offlink, nvptx, tmp_path, binary, saved):
+    """Each CU's cubin as clang compiled it, the device runtime's part compiled apart (with
+    clang-linker-wrapper's resolutions) and nvlink: byte for byte clang's own image."""
+    run([offlink, "extract", nvptx / binary, "--target", NVPTX_TARGET, "--output",
+         tmp_path / "image.cubin"])
+    assert (tmp_path / "image.cubin").read_bytes() == (nvptx / "clang" / saved).read_bytes()
+    info = json.loads(run([offlink, "inspect", "--json", nvptx / binary]).stdout)["table"]
+    assert info["targets"] == [{"name": NVPTX_TARGET, "kind": "cubin", "archs": ["sm_80"],
+                                "image_size": (tmp_path / "image.cubin").stat().st_size}]
+    assert "cubin" in run([offlink, "inspect", nvptx / binary]).stdout.split("sm_80")[0]
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
+def test_nvptx_rows_are_the_entries_clang_registers(offlink, nvptx):
+    """The registration's entries are clang's (names, sizes, flags: llvm-objdump shows the
+    image clang embeds; offlink's is in .openmp_target), and the table holds them all, each
+    defined by the image (kernels as CUDA entry points, variables with their size)."""
+    from offlink.dialects.llvm import linked_entries
+    from offlink.targets.cuda import cubin_symbols
+
+    def entries(path):
+        return sorted((e.name, e.size, e.flags) for _, e in linked_entries(ElfFile.open(path)))
+
+    mine, theirs = entries(nvptx / "prog"), entries(nvptx / "clang" / "prog")
+    assert mine == theirs and len(mine) == 11
+    dump = run(["llvm-objdump-19", "--offloading", nvptx / "clang" / "prog"]).stdout
+    assert "arch            sm_80" in dump and "triple          nvptx64-nvidia-cuda" in dump
+    table = json.loads(run([offlink, "inspect", "--json", nvptx / "prog"]).stdout)["table"]
+    rows = {s["name"]: s for s in table["symbols"]}
+    assert set(rows) == {name for name, _, _ in mine}
+    assert {r["kind"] for r in rows.values()} == {"function", "variable", "indirect-function"}
+    assert rows["scale"]["size"] == 8 and rows["calls"]["size"] == 4
+    image = ElfFile.open(nvptx / "prog")
+    section = image.section(".openmp_target")
+    from offlink.table import Table
+
+    data = Table(bytes(image.content(section)), section.sh_addr, "prog").targets[0].image
+    defined = cubin_symbols(data, "image")
+    for name, row in rows.items():
+        want = "function" if row["kind"] == "function" else "variable"
+        assert defined[name].kind == want, name
+    assert defined["scale"].size == 8
+    syms = run(["nm", "-D", nvptx / "prog"]).stdout
+    assert "__tgt_register_lib" in syms
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
+def test_nvptx_relink_compiles_only_what_changed(offlink, nvptx, tmp_path):
+    """Cold: the device runtime's part is compiled once; nothing changed: no compile and no
+    device link; one CU changed: only the device link (clang compiled that CU's cubin), the
+    device runtime from the cache; a -foffload-lto CU changed: only that CU is compiled."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    src = nvptx.parent
+    objs = [nvptx / "main.o", nvptx / "vec.o", tmp_path / "math.o"]
+    shutil.copy(nvptx / "math.o", tmp_path / "math.o")
+    link = [offlink, "link", "--verbose", "--timings", CLANG, *NVPTX, *objs,
+            f"-L{nvptx / 'offlink'}", "-lcounter", "-o", tmp_path / "app"]
+    cold = run(link, env=env).stderr
+    assert len(_verbose_commands(cold, "llvm-lto2 run")) == 1
+    again = run(link, env=env).stderr
+    assert not _verbose_commands(again, "llvm-lto2 run")
+    assert (f"{NVPTX_TARGET}: 3 CUs, 0 compiled, 0 from cache, 3 used as they are; image "
+            f"from cache") in again
+    (tmp_path / "math.c").write_text((src / "math.c").read_text() + "\n/* changed */\n"
+                                     "#pragma omp declare target\nint extra = 1;\n"
+                                     "#pragma omp end declare target\n")
+    shutil.copy(src / "common.h", tmp_path)
+    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "math.c", "-o", tmp_path / "math.o"])
+    changed = run(link, env=env).stderr
+    assert not _verbose_commands(changed, "llvm-lto2 run") and "image linked" in changed
+    rows = json.loads(run([offlink, "inspect", "--json", tmp_path / "app"]).stdout)["table"]
+    assert "extra" in {s["name"] for s in rows["symbols"]}
+    # -foffload-lto: the CUs' bitcode, each compiled on its own
+    for n in ("main", "vec", "math"):
+        run([CLANG, "-O2", *NVPTX, "-foffload-lto", "-c", tmp_path / f"{n}.c" if n == "math"
+             else src / f"{n}.c", "-o", tmp_path / f"{n}.lto.o"])
+    lto = [offlink, "link", "--verbose", CLANG, *NVPTX, "-foffload-lto",
+           *(tmp_path / f"{n}.lto.o" for n in ("main", "vec", "math")),
+           f"-L{nvptx / 'offlink'}", "-lcounter", "-o", tmp_path / "app.lto"]
+    first = run(lto, env=env).stderr
+    assert len(_verbose_commands(first, "-mlink-builtin-bitcode")) == 3
+    with open(tmp_path / "math.c", "a") as f:
+        f.write("#pragma omp declare target\nint extra2 = 2;\n#pragma omp end declare target\n")
+    run([CLANG, "-O2", *NVPTX, "-foffload-lto", "-c", tmp_path / "math.c", "-o",
+         tmp_path / "math.lto.o"])
+    second = run(lto, env=env).stderr
+    compiled = [c for c in _verbose_commands(second, "-mlink-builtin-bitcode")
+                if "from cache:" not in c]
+    assert len(compiled) == 1 and "math" in compiled[0]
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
+def test_nvptx_relocatable_object_links_to_the_same_image(offlink, nvptx, tmp_path):
+    """`-r` keeps each CU's cubin; the object's host rows are all its CUs': each image offers
+    the rows it defines, and the final link's image is the same as from the CUs' objects."""
+    run([offlink, "link", CLANG, *NVPTX, "-r", nvptx / "vec.o", nvptx / "math.o", "-o",
+         tmp_path / "vm.o"])
+    run([offlink, "link", CLANG, *NVPTX, nvptx / "main.o", tmp_path / "vm.o",
+         f"-L{nvptx / 'offlink'}", "-lcounter", "-o", tmp_path / "prog"])
+    for binary in (tmp_path / "prog", nvptx / "prog"):
+        run([offlink, "extract", binary, "--target", NVPTX_TARGET, "--output",
+             binary.with_suffix(".cubin")])
+    assert (tmp_path / "prog.cubin").read_bytes() == (nvptx / "prog.cubin").read_bytes()
+
+
+def test_nvptx_a_row_no_cubin_defines_is_one_clear_error():
+    from types import SimpleNamespace
+
+    from offlink.errors import LinkError
+    from offlink.link.compile import Offer
+    from offlink.targets.openmp_nvptx import check_entries
+
+    cu = SimpleNamespace(cu=SimpleNamespace(label="k.c (k.o)",
+                                            payload=SimpleNamespace(offered=("a", "b"))),
+                         offers=(Offer("a", "function", 1, False),))
+    with pytest.raises(LinkError, match=r"^k.c \(k.o\): offload entry 'b' is not defined by "
+                                        r"any CU's sm_80 cubin \(target T\)$"):
+        check_entries("T", "sm_80", [cu])
+
+
+def test_nvptx_device_runtime_resolutions_are_the_wrappers():
+    """clang-linker-wrapper's rule, the runtime being the only bitcode: every definition
+    prevails; visible when a cubin names it or when neither hidden nor omittable; final in
+    the image when not default-visible."""
+    from offlink.targets.openmp_nvptx import parse_symtab, resolutions
+
+    symtab = parse_symtab("version: 3\nH------X __kmpc_used\nH------X _ZN4ompx5unused\n"
+                          "P--W---- __omp_rtl_device_environment\nDU-W---X malloc\n"
+                          "D----O-X omittable\nD------- plain\n")
+    assert resolutions(symtab, {"__kmpc_used", "malloc"}) == [
+        ("__kmpc_used", "plx"), ("_ZN4ompx5unused", "pl"),
+        ("__omp_rtl_device_environment", "plx"), ("malloc", "x"), ("omittable", "p"),
+        ("plain", "px")]
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_objects_for_two_archs_are_refused_clearly(offlink, tmp_path):
+    """inspect shows an sm_80 object's triple, arch and entries; CUs of two architectures in
+    one link are refused in one line, leaving no output."""
     (tmp_path / "k.c").write_text(
         "#pragma omp declare target\nint gv = 3;\n#pragma omp end declare target\n"
         "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = gv;\n"
         "return r != 3; }\n")
-    env = {**os.environ, "PATH": f"{os.environ['PATH']}:/usr/local/cuda/bin"}
-    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"], env=env)
+    (tmp_path / "j.c").write_text("int j(void) { int r = 0;\n#pragma omp target map(from: r)\n"
+                                  "r = 1;\nreturn r; }\n")
+    run([CLANG, "-O2", *NVPTX, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    run([CLANG, "-O2", *[w.replace("sm_80", "sm_90") for w in NVPTX], "-c", tmp_path / "j.c",
+         "-o", tmp_path / "j.o"])
     info = json.loads(run([offlink, "inspect", "--json", tmp_path / "k.o"]).stdout)
     (cu,) = info["cus"]
-    assert cu["target"] == "openmp-nvptx64-nvidia-cuda"
+    assert cu["target"] == NVPTX_TARGET
     assert cu["options"] == ["--target=nvptx64-nvidia-cuda", "-march=sm_80"]
     assert "gv" in cu["offered"] and any(n.endswith("_main_l5") for n in cu["offered"])
-    proc = run([offlink, "link", CLANG, *NVPTX, tmp_path / "k.o", "-o", tmp_path / "app"],
-               env=env, check=False)
+    proc = run([offlink, "link", CLANG, *NVPTX, tmp_path / "k.o", tmp_path / "j.o", "-o",
+                tmp_path / "app"], check=False)
     assert proc.returncode == 1 and not (tmp_path / "app").exists()
     assert proc.stderr.strip().splitlines() == [
-        "offlink: error: target openmp-nvptx64-nvidia-cuda: offlink links clang's OpenMP "
-        "images for CPU targets (x86_64, aarch64) only so far"]
+        f"offlink: error: target {NVPTX_TARGET}: the CUs were compiled for sm_80, sm_90; "
+        f"offlink links one --offload-arch per link so far"]
 
 
 @needs_clang
@@ -374,3 +577,130 @@ def test_dry_run_shows_the_host_link_offlink_runs(offlink, sample):
     host = proc.stdout.strip().splitlines()[-1]
     assert "-fopenmp-targets=" not in host and "-lomptarget" in host
     assert "offlink-omptarget-register.o" in host and not (build / "never").exists()
+
+
+CUDA_WORDS = ["--offload-arch=sm_80", f"--cuda-path={CUDA_HOME}",
+              "--offload-new-driver", "-fgpu-rdc", "-Wno-unknown-cuda-version"]
+CUDA_MIN_H = """\
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __constant__ __attribute__((constant))
+struct dim3 { unsigned x, y, z; };
+typedef struct CUstream_st *cudaStream_t;
+extern "C" int cudaLaunchKernel(const void *, dim3, dim3, void **, unsigned long, cudaStream_t);
+"""
+
+
+FAKE_CUDART = r"""
+/* A stand-in for libcudart's registration entry points (no GPU here): prints what a module
+   registers, in order. */
+#include <stdio.h>
+#include <string.h>
+struct wrapper { int magic, version; const unsigned char *data; void *unused; };
+static void *handle_value;
+void **__cudaRegisterFatBinary(const struct wrapper *w) {
+  unsigned short header; unsigned long long size; unsigned magic;
+  memcpy(&magic, w->data, 4); memcpy(&header, w->data + 6, 2); memcpy(&size, w->data + 8, 8);
+  printf("fatbin wrapper %#x v%d: fatbin magic %#x, %llu bytes\n", w->magic, w->version, magic,
+         header + size);
+  return &handle_value;
+}
+void __cudaRegisterFatBinaryEnd(void **h) { printf("end %d\n", h == &handle_value); }
+void __cudaUnregisterFatBinary(void **h) { printf("unregister %d\n", h == &handle_value); }
+int __cudaRegisterFunction(void **h, const void *f, char *n, const char *d, int t, void *a,
+                           void *b, void *c, void *e, int *s) {
+  printf("function %s %s %d %d\n", n, d, t, h == &handle_value);
+  return 0;
+}
+void __cudaRegisterVar(void **h, void *v, char *n, const char *d, int ext, unsigned long size,
+                       int cst, int g) {
+  printf("variable %s %s extern=%d size=%lu constant=%d global=%d\n", n, d, ext, size, cst, g);
+}
+int __cudaPopCallConfiguration(void *g, void *b, void *s, void *t) { return 0; }
+int cudaLaunchKernel(const void *f, ...) { return 0; }
+"""
+
+# clang 19's CUDA link passes `fatbinary --image=profile=sm_NN,file=F`, which CUDA 13's
+# fatbinary refuses ("Unknown option '-image'"); this shim gives it CUDA 13's words, so that
+# clang's own link can be run for comparison.
+FATBINARY_SHIM = """#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+    --image=profile=sm_*) rest=${a#--image=profile=sm_}
+      set -- "$@" "--image3=kind=elf,sm=${rest%%,*},file=${rest#*,file=}";;
+    *) set -- "$@" "$a";;
+  esac
+  shift
+done
+exec REAL "$@"
+"""
+
+
+@pytest.fixture(scope="module")
+def clang_cuda(offlink, tmp_path_factory) -> Path:
+    """Two CUDA CUs (a kernel each, a __device__ and a __constant__ variable, a call across
+    CUs) compiled by clang with --offload-new-driver -fgpu-rdc, linked by offlink and by clang
+    (CUDA 13's headers are too new for clang 19: the CUs declare what they need themselves)."""
+    if shutil.which(CLANG) is None or not CUDA_HOME:
+        pytest.skip("clang-19 or CUDA missing")
+    d = tmp_path_factory.mktemp("clang_cuda")
+    (d / "cuda_min.h").write_text(CUDA_MIN_H)
+    (d / "a.cu").write_text('#include "cuda_min.h"\n__device__ int dv = 5;\n'
+                            "extern __device__ int helper(int);\n"
+                            "__global__ void kern(int *out) { *out = helper(dv); }\n"
+                            "int main() { return 0; }\n")
+    (d / "b.cu").write_text('#include "cuda_min.h"\n__constant__ double table[4] = {1, 2};\n'
+                            "__device__ int helper(int x) { return x * 2; }\n"
+                            "__global__ void kern2(double *out) { *out = table[1]; }\n")
+    for n in ("a", "b"):
+        run([CLANG, "-O2", "-x", "cuda", *CUDA_WORDS, "-nocudainc", "-nocudalib", "-c",
+             d / f"{n}.cu", "-o", d / f"{n}.o"])
+    (d / "fake").mkdir()
+    (d / "fake" / "cudart.c").write_text(FAKE_CUDART)
+    run(["gcc", "-shared", "-fPIC", d / "fake" / "cudart.c", "-o", d / "fake" / "libcudart.so"])
+    shim = d / "shim"
+    shim.mkdir()
+    (shim / "fatbinary").write_text(FATBINARY_SHIM.replace("REAL", f"{CUDA_HOME}/bin/fatbinary"))
+    (shim / "fatbinary").chmod(0o755)
+    link = [*CUDA_WORDS, d / "a.o", d / "b.o", f"-L{d / 'fake'}", "-lcudart"]
+    run([offlink, "link", CLANG, *link, "-o", d / "app"])
+    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
+    run([CLANG, *link, "-o", d / "app.clang", "-Wl,--save-temps"], cwd=d, env=env)
+    return d
+
+
+@needs_clang
+@needs_cuda
+def test_clang_cuda_link_registers_as_clangs(offlink, clang_cuda, tmp_path):
+    """The same fatbin (byte for byte), registered with the CUDA runtime by the same calls in
+    the same order (a stand-in libcudart prints them)."""
+    d = clang_cuda
+    run([offlink, "extract", d / "app", "--target", "cuda-nvptx64-nvidia-cuda", "--output",
+         tmp_path / "image.fatbin"])
+    assert (tmp_path / "image.fatbin").read_bytes() == (d / "app.clang.fatbin").read_bytes()
+    env = {**os.environ, "LD_LIBRARY_PATH": str(d / "fake")}
+    mine = run([d / "app"], env=env).stdout
+    assert mine == run([d / "app.clang"], env=env).stdout
+    assert mine.splitlines() == [
+        "fatbin wrapper 0x466243b1 v1: fatbin magic 0xba55ed50, "
+        f"{(tmp_path / 'image.fatbin').stat().st_size} bytes",
+        "function _Z4kernPi _Z4kernPi -1 1", "variable dv dv extern=0 size=4 constant=0 global=0",
+        "function _Z5kern2Pd _Z5kern2Pd -1 1",
+        "variable table table extern=0 size=32 constant=1 global=0", "end 1", "unregister 1"]
+
+
+@needs_clang
+@needs_cuda
+def test_clang_cuda_table_and_inspect(offlink, clang_cuda):
+    """inspect shows the objects' CUs and the program's fatbin (sm_80) with a row per entry."""
+    d = clang_cuda
+    (cu,) = json.loads(run([offlink, "inspect", "--json", d / "a.o"]).stdout)["cus"]
+    assert cu["target"] == "cuda-nvptx64-nvidia-cuda"
+    assert cu["options"] == ["--target=nvptx64-nvidia-cuda", "-march=sm_80"]
+    assert set(cu["offered"]) == {"_Z4kernPi", "dv"}
+    table = json.loads(run([offlink, "inspect", "--json", d / "app"]).stdout)["table"]
+    assert [(t["name"], t["kind"], t["archs"]) for t in table["targets"]] == [
+        ("cuda-nvptx64-nvidia-cuda", "fatbin", ["sm_80"])]
+    rows = {r["name"]: (r["kind"], r["size"]) for r in table["symbols"]}
+    assert rows == {"_Z4kernPi": ("function", 1), "_Z5kern2Pd": ("function", 1),
+                    "dv": ("variable", 4), "table": ("variable", 32)}

@@ -16,7 +16,13 @@ only links them) and `lto` (-foffload-lto: bitcode, which clang's link compiles 
 whole-program LTO on every link and offlink compiles per CU). Times are wall seconds and, in
 parentheses, the CPU seconds of all processes of the link. Both programs' output is compared.
 
+With `--arch sm_80` the programs are built for an NVIDIA GPU (`--offload-arch=sm_80`; CUDA's
+ptxas and nvlink from --cuda-path, default /usr/local/cuda): `elf` is then clang's default
+(each CU's device code a relocatable cubin), `lto` its bitcode. No GPU is needed to link;
+the programs are not run (their images are compared instead: offlink's and clang's).
+
 Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
+       [--arch sm_80 [--cuda-path DIR]]
 """
 
 from __future__ import annotations
@@ -95,7 +101,7 @@ def timed(argv, cwd, env=None) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def bench(n: int, mode: str, repeat: int, offlink: list[str], work: Path):
+def bench(n: int, mode: str, repeat: int, offlink: list[str], work: Path, gpu: bool = False):
     d = work / f"{mode}-{n}"
     d.mkdir()
     cflags = ["-O2", *OFFLOAD, *(["-foffload-lto"] if mode == "lto" else [])]
@@ -128,6 +134,15 @@ def bench(n: int, mode: str, repeat: int, offlink: list[str], work: Path):
         sh([CLANG, *cflags, "-c", "cu0.c", "-o", "cu0.o"], d)
         times["clang own, 1 CU changed"].append(timed(clang_link, d))
         times["offlink 1 CU changed"].append(timed(ofl_link, d, warm))
+    if gpu:  # no GPU to run them on: the images must be the same
+        sh([*offlink, "extract", "prog.offlink", "--target", "openmp-nvptx64-nvidia-cuda",
+            "--output", "image.offlink"], d)
+        sh([CLANG, *lflags, *objs, "-lm", "-o", "prog.clang", "-Wl,--save-temps"], d)
+        if mode == "elf" and (d / "image.offlink").read_bytes() != \
+                (d / "prog.clang.nvptx64.sm_80.img").read_bytes():
+            sys.exit(f"{mode} {n} CUs: offlink's image is not clang's")
+        return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+                for k, v in times.items()}
     run_env = dict(env, LD_LIBRARY_PATH=LLVM_LIB)
     out = sh(["./prog.offlink"], d, run_env)
     ref = sh(["./prog.clang"], d, run_env)
@@ -143,7 +158,13 @@ def main() -> None:
     ap.add_argument("--modes", default="elf,lto")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--offlink", default=f"{sys.executable} -m offlink")
+    ap.add_argument("--arch", default="", help="an NVIDIA GPU (sm_80) instead of x86_64")
+    ap.add_argument("--cuda-path", default="/usr/local/cuda")
     args = ap.parse_args()
+    if args.arch:
+        OFFLOAD[:] = ["-fopenmp", f"--offload-arch={args.arch}",
+                      f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
+                      f"--cuda-path={args.cuda_path}"]
     if not shutil.which(CLANG):
         sys.exit("needs clang-19 and libomp-19-dev")
     offlink = shlex.split(args.offlink)
@@ -152,10 +173,12 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="offlink-bench-clang-") as tmp:
         for col in cols:  # each column as soon as it is measured (the 300s take long)
-            results[col] = bench(col[1], col[0], args.repeat, offlink, Path(tmp))
+            results[col] = bench(col[1], col[0], args.repeat, offlink, Path(tmp),
+                                 bool(args.arch))
             print(f"{col[0]} {col[1]} CUs: " + "; ".join(
                 f"{r} {w:.3f} ({c:.3f})" for r, (w, c) in results[col].items()), flush=True)
-    print(f"median of {args.repeat} runs, seconds: wall (CPU of all processes); "
+    print(f"{args.arch or TRIPLE}: median of {args.repeat} runs, seconds: wall (CPU of all "
+          f"processes); "
           f"{os.cpu_count()} CPUs, {FUNCS} declare target functions per CU")
     print("| link | " + " | ".join(f"{m} {n} CUs" for m, n in cols) + " |")
     print("|---|" + "---:|" * len(cols))

@@ -27,6 +27,9 @@ from ..formats.offload_binary import (
 TARGET_PREFIX = "openmp-"
 RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)
 MADE_BY = "an LLVM offload object (clang -fopenmp-targets)"
+# The host side's rows of each offload kind (clang 19: OpenMP's, and CUDA's with
+# --offload-new-driver); a CU's target is `<kind>-<triple>`.
+ENTRY_SECTIONS = {"openmp": ENTRIES_SECTION, "cuda": "cuda_offloading_entries"}
 # The payload's code kind for an OffloadBinary image kind.
 CODE_KINDS = {"elf": "object", "bc": "llvm-bc"}
 
@@ -78,20 +81,21 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     images = parse_binaries(bytes(elf.content(section)), where)
     compiler = producer(elf)
     source = source_name(elf, os.path.basename(origin))
-    offered = tuple(e.name for e in object_entries(elf))  # the host side's rows
+    offered = {kind: tuple(e.name for e in object_entries(elf, section))
+               for kind, section in ENTRY_SECTIONS.items()}  # the host side's rows
     out = []
     for i, img in enumerate(images):
-        if img.offload_kind != "openmp":
+        if img.offload_kind not in ENTRY_SECTIONS:
             raise FormatError(f"{where}: a {img.offload_kind} image ({img.triple}); offlink "
-                              f"reads clang's OpenMP offload images only")
+                              f"reads clang's OpenMP and CUDA offload images only")
         kind = CODE_KINDS.get(img.image_kind)
         if kind is None or not img.triple:
             raise FormatError(f"{where}: image {i} is {img.image_kind!r} for "
                               f"{img.triple or 'no triple'}; offlink reads ELF objects and "
                               f"LLVM bitcode")
         options = (f"--target={img.triple}", *((f"-march={img.arch}",) if img.arch else ()))
-        payload = Payload(TARGET_PREFIX + img.triple, kind, source, compiler, options,
-                          img.image, offered)
+        payload = Payload(f"{img.offload_kind}-{img.triple}", kind, source, compiler, options,
+                          img.image, offered[img.offload_kind])
         out.append(CU(origin if len(images) == 1 else f"{origin}#{i}", payload))
     return out
 
@@ -99,7 +103,7 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
 # Driver words that make clang run its own device link and libomptarget registration
 # (clang-linker-wrapper), at a final link and, since clang 19, at `-r` too.
 DRIVER_OFFLOAD_WORDS = ("-fopenmp-targets=", "--offload-arch=", "-foffload-lto",
-                        "-fno-offload-lto", "--offload-new-driver")
+                        "-fno-offload-lto", "--offload-new-driver", "-fgpu-rdc")
 
 
 def without_offload_driver(argv: list[str]) -> list[str]:
@@ -121,19 +125,19 @@ def _string_at(elf: ElfFile, shndx: int, offset: int, where: str) -> str:
     return data[offset:end].decode("utf-8", "replace")
 
 
-def object_entries(elf: ElfFile) -> list[OffloadEntry]:
-    """The `omp_offloading_entries` rows of a relocatable object (host or device side), with
-    names read through their relocations, in section order."""
-    section = elf.section(ENTRIES_SECTION)
+def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[OffloadEntry]:
+    """The `omp_offloading_entries` (or `name`) rows of a relocatable object (host or device
+    side), with names read through their relocations, in section order."""
+    section = elf.section(name)
     if section is None:
         return []
-    where = f"{elf.name}: {ENTRIES_SECTION}"
+    where = f"{elf.name}: {name}"
     content = bytes(elf.content(section))
     if len(content) % OFFLOAD_ENTRY.size:
         raise FormatError(f"{where} is {len(content)} bytes, not a multiple of "
                           f"{OFFLOAD_ENTRY.size}")
     rela = next((s for s in elf.sections if s.sh_type == SHT_RELA
-                 and s.name == ".rela" + ENTRIES_SECTION), None)
+                 and s.name == ".rela" + name), None)
     relocs: dict[int, tuple[int, int]] = {}
     if rela is not None:
         for r_offset, r_info, r_addend in rela_entries(elf, rela):
@@ -161,11 +165,11 @@ def object_entries(elf: ElfFile) -> list[OffloadEntry]:
 
 
 
-def linked_entries(elf: ElfFile) -> list[tuple[int, OffloadEntry]]:
-    """(host address, row) of every `omp_offloading_entries` row of a linked executable or
-    shared library: what libomptarget reads at run time, with the dynamic relocations of a
-    PIE or DSO applied."""
-    section = elf.section(ENTRIES_SECTION)
+def linked_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[tuple[int, OffloadEntry]]:
+    """(host address, row) of every `omp_offloading_entries` (or `name`) row of a linked
+    executable or shared library: what libomptarget (or the CUDA runtime) reads at run time,
+    with the dynamic relocations of a PIE or DSO applied."""
+    section = elf.section(name)
     if section is None or not section.sh_addr:
         return []
     content = bytes(elf.content(section))

@@ -442,10 +442,14 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     narrowing = narrowing or EVERY
     if cache is None or not compiled or not all(c.key for c in compiled):
         write_objects(compiled)
+        target.prepare_image(plan, compiled, workdir, cache)
         return device.device_link(plan, target, compiled, workdir, narrowing)
     out = device.image_path(target, workdir)
     if target.image_argv_reads_objects:
         write_objects(compiled)
+    hits = cache.hits
+    target.prepare_image(plan, compiled, workdir, cache)
+    cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
     argv, files = device.image_command(plan, target, compiled, out, narrowing)
     linker = cache.tool_identity(argv[0])
     if linker is None:

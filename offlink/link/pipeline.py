@@ -170,9 +170,12 @@ def link(argv: list[str], options: LinkOptions) -> int:
             timer.stage(f"device[{target.name}]")
             if timer.enabled or runner.VERBOSE:
                 cached = sum(c.cached for c in compiled)
+                # CUs whose code is the target object already (clang's cubins): nothing ran
+                as_is = sum(not c.cached and not c.span[1] for c in compiled)
                 image = "from cache" if cache and cache.hits > hits else "linked"
                 print(f"offlink: {target.name}: {len(compiled)} CUs, "
-                      f"{len(compiled) - cached} compiled, {cached} from cache; image {image}",
+                      f"{len(compiled) - cached - as_is} compiled, {cached} from cache"
+                      f"{f', {as_is} used as they are' if as_is else ''}; image {image}",
                       file=sys.stderr)
         narrowing.check(offered)  # before the host link: every name listed exactly is offered
         from ..formats.table import reserve

@@ -90,11 +90,17 @@ def build(plan, images, offsets: list[int], workdir: str, cache=None) -> str:
     """Write and compile the registration (or take the object from the cache: it depends
     only on the C text and the compiler); the object's path."""
     text = c_source([(off, len(img.data)) for off, img in zip(offsets, images)])
-    with open(os.path.join(workdir, SOURCE), "w", encoding="ascii") as f:
+    return compile_c(plan, text, SOURCE, "the libomptarget registration", workdir, cache)
+
+
+def compile_c(plan, text: str, source: str, what: str, workdir: str, cache=None) -> str:
+    """Compile a generated registration `source` with the link's C driver in the work folder
+    (or take the object from the cache: it depends only on the C text and the compiler)."""
+    with open(os.path.join(workdir, source), "w", encoding="ascii") as f:
         f.write(text)
-    obj = SOURCE[:-2] + ".o"
+    obj = source[:-2] + ".o"
     path = os.path.join(workdir, obj)
-    argv = [c_compiler(plan.driver), "-c", "-O2", "-fPIC", "-fno-lto", "-w", SOURCE, "-o", obj]
+    argv = [c_compiler(plan.driver), "-c", "-O2", "-fPIC", "-fno-lto", "-w", source, "-o", obj]
     key = None
     if cache is not None:
         import hashlib
@@ -108,7 +114,7 @@ def build(plan, images, offsets: list[int], workdir: str, cache=None) -> str:
                 f.write(hit.data)
             return path
     # Relative names, in the work folder: nothing of its path reaches the object.
-    runner.run(argv, "compiling the libomptarget registration", cwd=workdir)
+    runner.run(argv, f"compiling {what}", cwd=workdir)
     if cache is not None and key is not None:
         with open(path, "rb") as f:
             cache.put(key, {}, f.read())

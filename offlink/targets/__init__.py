@@ -16,6 +16,7 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..elf import ElfFile
+    from ..link.cache import Cache
     from ..model import CU, CompiledCU, Image, LinkPlan, Offer
 
 # The host machines offlink supports: the host target's triple and the ELF e_machine.
@@ -100,6 +101,11 @@ class Target:
         By default image_argv's: the image is linked whole and only the table is narrowed."""
         return self.image_argv(plan, compiled, output), {}
 
+    def prepare_image(self, plan: LinkPlan, compiled: list[CompiledCU], workdir: str,
+                      cache: Cache | None) -> None:
+        """Work the image link needs before its command is made (none by default; clang's
+        nvptx64 OpenMP target compiles the device runtime's part, cached)."""
+
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError
@@ -152,6 +158,10 @@ def _target(canonical: str) -> Target | None:
         from .openmp import OpenMPTarget
 
         return OpenMPTarget(canonical)
+    if canonical.startswith("cuda-"):  # clang's CUDA objects (--offload-new-driver)
+        from .clang_cuda import ClangCudaTarget
+
+        return ClangCudaTarget(canonical)
     if canonical not in _TARGETS:
         return None
     module, cls = _TARGETS[canonical]

@@ -169,6 +169,16 @@ def fatbin_entries(data: bytes, where: str) -> list[FatbinEntry]:
     return out
 
 
+def cubin_arch(data: bytes, where: str) -> str:
+    """A cubin's architecture (`sm_80`) from its ELF header: e_flags holds the SM number,
+    in bits 8-15 from ELF ABI version 8 (CUDA 13's tools), in bits 0-7 before."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
+        raise FormatError(f"{where}: not a 64-bit cubin")
+    e_flags, = struct.unpack_from("<I", data, 0x30)
+    sm = (e_flags >> 8) & 0xFF if data[8] >= 8 else e_flags & 0xFF
+    return f"sm_{sm}"
+
+
 @dataclass(frozen=True)
 class DeviceSymbol:
     name: str

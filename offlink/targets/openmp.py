@@ -44,11 +44,21 @@ class OpenMPTarget(Target):
         self.compiler = "clang"
 
     def for_inputs(self, cus):
-        t = OpenMPTarget(self.name)
-        t.compiler = cus[0].payload.compiler if cus else "clang"
+        compiler = cus[0].payload.compiler if cus else "clang"
+        if self.triple == "nvptx64-nvidia-cuda":
+            from .openmp_nvptx import OpenMPNvptxTarget, cu_arch
+
+            archs = sorted({cu_arch(cu) for cu in cus})
+            if len(archs) != 1 or not archs[0]:
+                raise LinkError(f"target {self.name}: the CUs were compiled for "
+                                f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
+                                f"links one --offload-arch per link so far")
+            return OpenMPNvptxTarget(self.name, archs[0], compiler)
         if not self.triple.startswith(("x86_64-", "aarch64-")):
             raise LinkError(f"target {self.name}: offlink links clang's OpenMP images for "
-                            f"CPU targets (x86_64, aarch64) only so far")
+                            f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")
+        t = OpenMPTarget(self.name)
+        t.compiler = compiler
         return t
 
     def source_suffix(self, cu):
@@ -115,3 +125,4 @@ class OpenMPTarget(Target):
             if e.name in image.offers:
                 out[e.name] = (address, row_size(e), e.kind)
         return out
+
