@@ -92,6 +92,29 @@ class Stored:
     where: str
 
 
+class Deferred:
+    """A record's code known so far only by its `code_id` (a relink's record of its inputs:
+    link/relink.py): `load` reads the record again and gives its Stored form, used only
+    when the code itself is needed, and refused unless it has that same code_id."""
+
+    def __init__(self, code_id: str, load, where: str):
+        self.code_id = code_id
+        self._load = load
+        self.where = where
+
+    def stored(self) -> Stored:
+        stored = self._load()
+        if stored_id(stored) != self.code_id:
+            raise FormatError(f"{self.where}: changed while being linked; link again")
+        return stored
+
+
+def stored_id(s: Stored) -> str:
+    """Payload.code_id of a record's stored code."""
+    form = b"zlib" if s.compressed else b"raw"
+    return hashlib.sha256(form + b"\0" + s.data).hexdigest()
+
+
 class _Code:
     """Payload.code: the bytes given, or a record's `Stored` code inflated on first read, so
     a relink whose objects are all in the cache inflates none (the cache keys the stored
@@ -104,6 +127,12 @@ class _Code:
         if obj is None:
             raise AttributeError("code")  # no default: the field is required
         value = obj.__dict__[self.slot]
+        if isinstance(value, Deferred):
+            code = obj.__dict__.get(self.slot + "_inflated")
+            if code is None:
+                code = _code(*astuple_stored(value.stored()))
+                obj.__dict__[self.slot + "_inflated"] = code
+            return code
         if not isinstance(value, Stored):
             return value
         code = obj.__dict__.get(self.slot + "_inflated")
@@ -138,8 +167,9 @@ class Payload:
         read from a record (no inflation needed), else of the code itself."""
         value = self.__dict__["_code"]
         if isinstance(value, Stored):
-            form = b"zlib" if value.compressed else b"raw"
-            return hashlib.sha256(form + b"\0" + value.data).hexdigest()
+            return stored_id(value)
+        if isinstance(value, Deferred):
+            return value.code_id
         return hashlib.sha256(b"code\0" + value).hexdigest()
 
 

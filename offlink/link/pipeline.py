@@ -112,9 +112,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
         from ..dialects import relocatable_argv
 
         return _plain(replace(plan, argv=relocatable_argv(plan.argv)), options, timer)
-    from .extract import extract
+    from .relink import extract  # from the last link's record when its inputs are unchanged
 
-    cus = extract(plan, options.offload_options)
+    cus = extract(plan, options.offload_options, options.cache)
     timer.stage("extract")
     if not cus:
         return _plain(plan, options, timer)
@@ -137,7 +137,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     slots = None
     cache = None
     try:
-        from .cache import Cache, device_link
+        from .cache import Cache, cached_image, device_link
         from .compile import compile_all
 
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
@@ -154,16 +154,21 @@ def link(argv: list[str], options: LinkOptions) -> int:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
-            compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
+            # Nothing changed: the image from the cache, no object entry read.
+            found = cached_image(plan, target, mine, tdir, cache) if cache else None
+            if found is None:
+                compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
+            else:
+                compiled = found[1]
             timer.compiled += compiled
             show_warnings(compiled, said)
             timer.stage(f"compile[{target.name}]")
             hits = cache.hits if cache else 0
-            images.append(device_link(plan, target, compiled, tdir, cache))
+            images.append(found[0] if found else device_link(plan, target, compiled, tdir, cache))
             timer.stage(f"device[{target.name}]")
             if timer.enabled or runner.VERBOSE:
                 cached = sum(c.cached for c in compiled)
-                image = "from cache" if cache and cache.hits > hits else "linked"
+                image = "from cache" if found or cache and cache.hits > hits else "linked"
                 print(f"offlink: {target.name}: {len(compiled)} CUs, "
                       f"{len(compiled) - cached} compiled, {cached} from cache; image {image}",
                       file=sys.stderr)
