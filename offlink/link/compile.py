@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import run as runner
 from ..errors import OfflinkError, ToolError
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from .cache import Cache
 
 
-@dataclass(frozen=True)
-class Offer:
-    """A symbol a CU's target code offers, as the target object defines it."""
+class Offer(NamedTuple):
+    """A symbol a CU's target code offers, as the target object defines it (a named tuple:
+    a relink makes one per offered name, three times faster than a frozen dataclass)."""
 
     name: str
     kind: str  # "function" or "variable"
