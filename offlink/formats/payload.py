@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import FormatError
@@ -39,8 +40,9 @@ HEADER_SIZE = HEADER_STRUCT.size
 def declarations():
     """The construct declarations of a record's header and body: the reference.
 
-    The link reads records with `_parse_body` (struct only: importing construct costs ~18 ms
-    of every relink); tests/test_formats.py checks that both agree.
+    Records are read and written with `_parse_body` and `_build_body` (struct only: importing
+    construct costs ~18 ms of every relink and every `offlink cc`); tests/test_formats.py
+    checks that they agree with these declarations.
     """
     global _DECLS
     if _DECLS is None:
@@ -180,14 +182,35 @@ def build_record(p: Payload) -> bytes:
         raise FormatError(f"{p.source}: {len(p.code)} bytes of target code is more than a "
                           f"payload holds ({MAX_CODE_SIZE} bytes)")
     code = zlib.compress(p.code, 6)
-    record_header, body_decl = declarations()
-    body = body_decl.build(dict(target=p.target, code_kind=p.code_kind, source=p.source,
-                           compiler=p.compiler, options=list(p.options),
-                           offered=list(p.offered), code=code))
+    body = _build_body(p.target, p.code_kind, p.source, p.compiler, p.options, p.offered, code)
     body += b"\0" * (-len(body) % 8)
-    head = record_header.build(dict(version=VERSION, flags=FLAG_ZLIB, body_crc32=zlib.crc32(body),
-                                   body_size=len(body), code_size=len(p.code)))
-    return head + body
+    return HEADER_STRUCT.pack(MAGIC, VERSION, FLAG_ZLIB, zlib.crc32(body), len(body),
+                              len(p.code)) + body
+
+
+def _build_body(target: str, kind: str, source: str, compiler: str, options: Sequence[str],
+                offered: Sequence[str], code: bytes) -> bytes:
+    """A record body as `Body` declares it (struct only, as `_parse_body` reads it: importing
+    construct costs ~18 ms of every `offlink cc`); tests/test_formats.py checks both agree.
+    Raises FormatError for a field too long for its length prefix."""
+
+    def text(fmt: str, value: str) -> bytes:
+        raw = value.encode("utf-8")
+        return counted(fmt, len(raw), "text") + raw
+
+    def counted(fmt: str, n: int, what: str) -> bytes:
+        try:
+            return struct.pack(fmt, n)
+        except struct.error:
+            raise FormatError(f"{source}: {what} too long for a payload ({n})") from None
+
+    parts = [text("<H", target), struct.pack("<H", CODE_KINDS[kind]), text("<H", source),
+             text("<H", compiler), counted("<H", len(options), "options")]
+    parts += [text("<I", o) for o in options]
+    parts.append(counted("<I", len(offered), "offered names"))
+    parts += [text("<H", o) for o in offered]
+    parts += [struct.pack("<Q", len(code)), code]
+    return b"".join(parts)
 
 
 def parse_records(data: bytes, where: str, lazy: bool = False) -> list[Payload]:
