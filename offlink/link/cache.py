@@ -505,7 +505,7 @@ def cached_image(plan, target: Target, cus, workdir: str, cache: Cache):
     from . import device
     from .compile import CompiledCU, planned
 
-    if target.image_argv_reads_objects or not cus:
+    if target.image_argv_reads_objects or target.image_argv_reads_offers or not cus:
         return None
     plans = planned(cus, target, workdir, cache)
     if not all(argv for _, _, argv, _ in plans):
