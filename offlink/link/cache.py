@@ -7,7 +7,9 @@ identity (resolved path, content hash and `--version` output, probed once per li
 remembered by the file's device, inode, size, mtime and ctime) and offlink's own version and
 cache format. With -g the working directory is in it too (debug info records it). An image's
 key covers its objects' keys, the image link command, the linker's identity and the working
-directory. A relink with nothing changed runs neither a compile nor the device link.
+directory. A relink with nothing changed runs neither a compile nor the device link, and
+reads no object entry where the target's image command needs none (`cached_image`: the image's
+entry keeps the merged offers); link/relink.py spares it reading its inputs too.
 
 Entries live in `OFFLINK_CACHE_DIR/objects` (default `$XDG_CACHE_HOME/offlink`, beside the
 runtime library's `runtime/`), one file each: a header with a SHA-256 of the rest, then JSON
