@@ -746,3 +746,36 @@ def test_deferred_code_must_keep_its_recorded_sha256():
     assert bad.code_id == "0" * 64
     with pytest.raises(FormatError, match="a.o: changed while being linked; link again"):
         assert bad.code is None  # not reached
+
+
+def test_relink_sees_a_library_found_elsewhere_on_the_search_path(offlink, forty, tmp_path,
+                                                                  monkeypatch, capfd):
+    """-lNAME is looked up again: a new archive earlier on the -L path is read, not the one
+    the record names."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    d1.mkdir()
+    d2.mkdir()
+    run(["ar", "rcs", d1 / "libunits.a", forty / "unit17.o"])
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    link = in_process(monkeypatch, cache)
+    libs = run([offlink, "config", "--libs"]).stdout.split()
+    argv = ["gcc", forty / "main.o", f"-L{d2}", f"-L{d1}", "-lunits", *libs, "-o",
+            tmp_path / "prog"]
+    from offlink.link import extract
+
+    assert link(argv) == 0
+    real = extract._read
+    with monkeypatch.context() as m:
+        m.setattr(extract, "_read", lambda p: pytest.fail(f"{p} read"))
+        assert link(argv) == 0  # from the record
+    assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
+    assert extract._read is real
+    (d2 / "unit17.c").write_text(unit(17, rev=1))
+    run([offlink, "cc", "gcc", "-O2", "-c", "unit17.c", "-o", "unit17.o"], cwd=d2)
+    run(["ar", "rcs", d2 / "libunits.a", d2 / "unit17.o"])
+    capfd.readouterr()
+    assert link(argv, timings=True) == 0
+    # (offlink cc compiled the new CU into the same cache: a new image of cached objects)
+    assert "2 CUs, 0 compiled, 2 from cache; image linked" in capfd.readouterr().err
+    assert run([tmp_path / "prog"]).stdout == "54 54 table\n"
