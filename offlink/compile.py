@@ -367,9 +367,10 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
     """
     if os.environ.get("OFFLINK_CC_TARGET_COMPILE", "") == "0":
         return
+    import shlex
+
     from .link.cache import Cache
     from .link.compile import fill_cache
-    from .link.pipeline import LinkOptions, target_launcher
     from .model import CU
 
     try:
@@ -378,7 +379,8 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
         return
     if cache is None:
         return
-    launcher = target_launcher(LinkOptions())  # cc has no --target-launcher: the env decides
+    # cc has no --target-launcher: the environment decides (pipeline.target_launcher)
+    launcher = shlex.split(os.environ.get("OFFLINK_TARGET_LAUNCHER", ""))
     said: list[str] = []
     for si, src in enumerate(plan.sources):
         for target in plan.targets:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .formats.payload import Payload
@@ -75,9 +75,9 @@ class CU:
 
 # -- stage 3, compile ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Offer:
-    """A symbol a CU's target code offers, as the target object defines it."""
+class Offer(NamedTuple):
+    """A symbol a CU's target code offers, as the target object defines it (a named tuple:
+    a relink makes one per offered name, three times faster than a frozen dataclass)."""
 
     name: str
     kind: str  # "function" or "variable"

@@ -601,3 +601,181 @@ def test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key():
     with pytest.raises(FormatError, match="b.o: section x: corrupt payload .the code "
                                           "inflates to more than the 4096 bytes"):
         assert forged.code is None  # not reached
+
+
+# -- a relink with nothing changed (link/relink.py, cache.cached_image) ----------------------
+
+def in_process(monkeypatch, cache: Path, settled: float | None = 0.0):
+    """offlink link run in this process, with the cache at `cache`; `settled`: the seconds
+    after which a file's stamp is trusted (0: at once, so a test need not wait)."""
+    from offlink.link import relink
+    from offlink.link.pipeline import LinkOptions, link
+
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(cache))
+    monkeypatch.setenv("OFFLINK_PROGRESS", "0")
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+    if settled is not None:
+        monkeypatch.setattr(relink, "_SETTLED", settled)
+    return lambda argv, **kw: link([str(a) for a in argv], LinkOptions(**kw))
+
+
+def copy_forty(forty: Path, d: Path) -> None:
+    d.mkdir()
+    for p in forty.iterdir():
+        if p.suffix == ".o":
+            (d / p.name).write_bytes(p.read_bytes())
+
+
+def test_relink_with_nothing_changed_opens_no_input_and_reads_no_object_entry(
+        offlink, forty, tmp_path, monkeypatch, capfd):
+    from offlink.link import cache as cache_mod
+    from offlink.link import extract
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    link = in_process(monkeypatch, cache)
+    args = inputs(forty, offlink)
+    assert link(["gcc", *args, "-o", tmp_path / "first"]) == 0  # records its inputs
+    assert link(["gcc", *args, "-o", tmp_path / "second"]) == 0
+
+    def no_read(path):
+        raise AssertionError(f"{path} was read")
+
+    monkeypatch.setattr(extract, "_read", no_read)
+    real_get = cache_mod.Cache.get
+    got = []
+    monkeypatch.setattr(cache_mod.Cache, "get", lambda self, key: got.append(key) or
+                        real_get(self, key))
+    capfd.readouterr()
+    assert link(["gcc", *args, "-o", tmp_path / "third"], timings=True) == 0
+    assert f"{N + 1} CUs, 0 compiled, {N + 1} from cache; image from cache" in \
+        capfd.readouterr().err
+    assert len(got) == 2  # the record of the inputs and the image: no object entry
+    assert (tmp_path / "third").read_bytes() == (tmp_path / "first").read_bytes()
+
+
+def same_size_versions(d: Path, offlink: str) -> tuple[bytes, bytes]:
+    """unit17.o as built, and built from other code (a changed constant), padded with zero
+    bytes past the ELF contents (which ld and offlink ignore) to the same size."""
+    old = (d / "unit17.o").read_bytes()
+    src = d / "unit17-new.c"
+    src.write_text(unit(17, rev=1))  # 18 in place of 17: the same number of digits
+    run([offlink, "cc", "gcc", "-O2", "-c", src.name, "-o", "unit17-new.o"], cwd=d)
+    new = (d / "unit17-new.o").read_bytes()
+    size = max(len(old), len(new))
+    return old + bytes(size - len(old)), new + bytes(size - len(new))
+
+
+def test_relink_sees_a_same_size_rewrite_that_puts_the_old_mtime_back(
+        offlink, forty, tmp_path, monkeypatch, capfd):
+    """`touch -d`, `cp -p`, `tar x` restore an mtime; the ctime in the stamp still moves."""
+    d = tmp_path / "objs"
+    copy_forty(forty, d)
+    old, new = same_size_versions(d, offlink)
+    target = d / "unit17.o"
+    target.write_bytes(old)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    link = in_process(monkeypatch, cache)
+    args = [str(d / Path(a).name) if a.startswith(str(forty)) else a
+            for a in inputs(forty, offlink)]
+    assert link(["gcc", *args, "-o", tmp_path / "prog"]) == 0
+    assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
+    st = target.stat()
+    time.sleep(0.05)  # past the file system's timestamp tick
+    with open(target, "r+b") as f:  # in place: the same inode
+        f.write(new)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = target.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == \
+        (st.st_ino, st.st_size, st.st_mtime_ns)
+    capfd.readouterr()
+    assert link(["gcc", *args, "-o", tmp_path / "prog"], timings=True) == 0
+    assert f"{N + 1} CUs, 1 compiled, {N} from cache" in capfd.readouterr().err
+    assert run([tmp_path / "prog"]).stdout == "54 54 table\n"
+
+
+def test_no_record_of_files_changed_moments_ago(offlink, forty, tmp_path, monkeypatch):
+    """A file changed within the timestamp tick could change again and keep its stamp:
+    until it has settled the relink reads it (and writes no record)."""
+    from offlink.link import extract
+
+    d = tmp_path / "objs"
+    copy_forty(forty, d)  # written just now
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    link = in_process(monkeypatch, cache, settled=None)  # the real 2 seconds
+    args = [str(d / Path(a).name) if a.startswith(str(forty)) else a
+            for a in inputs(forty, offlink)]
+    assert link(["gcc", *args, "-o", tmp_path / "prog"]) == 0
+    assert len(entries(cache)) == N + 2  # the objects and the image, no record
+    reads = []
+    real = extract._read
+    monkeypatch.setattr(extract, "_read", lambda p: reads.append(p) or real(p))
+    assert link(["gcc", *args, "-o", tmp_path / "prog"]) == 0
+    assert len(reads) == N + 2  # every object and the runtime library, read again
+
+
+def test_recorded_cu_whose_object_left_the_cache_is_read_again(offlink, forty, tmp_path,
+                                                               monkeypatch, capfd):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    link = in_process(monkeypatch, cache)
+    args = inputs(forty, offlink)
+    assert link(["gcc", *args, "-o", tmp_path / "first"]) == 0
+    assert link(["gcc", *args, "-o", tmp_path / "first"]) == 0  # now from the record
+    for p in entries(cache):  # every entry but the record of the inputs
+        if b'"paths"' not in p.read_bytes():
+            p.unlink()
+    capfd.readouterr()
+    assert link(["gcc", *args, "-o", tmp_path / "second"], timings=True) == 0
+    assert f"{N + 1} CUs, {N + 1} compiled, 0 from cache" in capfd.readouterr().err
+    assert (tmp_path / "second").read_bytes() == (tmp_path / "first").read_bytes()
+
+
+def test_deferred_code_must_keep_its_recorded_sha256():
+    from offlink.errors import FormatError
+    from offlink.formats import payload as pl
+
+    record = pl.build_record(pl.Payload("t", "c", "a.c", "gcc", (), b"int f;\n"))
+    stored = pl.parse_records(record, "a.o", lazy=True)[0].__dict__["_code"]
+    good = pl.Payload("t", "c", "a.c", "gcc", (), pl.Deferred(pl.stored_id(stored),
+                                                              lambda: stored, "a.o"))
+    assert good.code == b"int f;\n" and good.code_id == pl.stored_id(stored)
+    bad = pl.Payload("t", "c", "a.c", "gcc", (), pl.Deferred("0" * 64, lambda: stored, "a.o"))
+    assert bad.code_id == "0" * 64
+    with pytest.raises(FormatError, match="a.o: changed while being linked; link again"):
+        assert bad.code is None  # not reached
+
+
+def test_relink_sees_a_library_found_elsewhere_on_the_search_path(offlink, forty, tmp_path,
+                                                                  monkeypatch, capfd):
+    """-lNAME is looked up again: a new archive earlier on the -L path is read, not the one
+    the record names."""
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    d1.mkdir()
+    d2.mkdir()
+    run(["ar", "rcs", d1 / "libunits.a", forty / "unit17.o"])
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    link = in_process(monkeypatch, cache)
+    libs = run([offlink, "config", "--libs"]).stdout.split()
+    argv = ["gcc", forty / "main.o", f"-L{d2}", f"-L{d1}", "-lunits", *libs, "-o",
+            tmp_path / "prog"]
+    from offlink.link import extract
+
+    assert link(argv) == 0
+    real = extract._read
+    with monkeypatch.context() as m:
+        m.setattr(extract, "_read", lambda p: pytest.fail(f"{p} read"))
+        assert link(argv) == 0  # from the record
+    assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
+    assert extract._read is real
+    (d2 / "unit17.c").write_text(unit(17, rev=1))
+    run([offlink, "cc", "gcc", "-O2", "-c", "unit17.c", "-o", "unit17.o"], cwd=d2)
+    run(["ar", "rcs", d2 / "libunits.a", d2 / "unit17.o"])
+    capfd.readouterr()
+    assert link(argv, timings=True) == 0
+    # (offlink cc compiled the new CU into the same cache: a new image of cached objects)
+    assert "2 CUs, 0 compiled, 2 from cache; image linked" in capfd.readouterr().err
+    assert run([tmp_path / "prog"]).stdout == "54 54 table\n"

@@ -199,6 +199,30 @@ def test_struct_reader_agrees_with_the_construct_declaration(target, kind, sourc
                                         tuple(parsed.offered))
 
 
+@settings(max_examples=200, deadline=None)
+@given(target=st.text(max_size=40), kind=st.sampled_from(sorted(pl.CODE_KINDS)),
+       source=st.text(max_size=40), compiler=st.text(max_size=20),
+       options=st.lists(st.text(max_size=30), max_size=6),
+       offered=st.lists(st.text(max_size=20), max_size=6), code=st.binary(max_size=300))
+def test_struct_writer_agrees_with_the_construct_declaration(target, kind, source, compiler,
+                                                              options, offered, code):
+    record_header, body_decl = pl.declarations()
+    body = pl._build_body(target, kind, source, compiler, options, offered, code)
+    assert body == body_decl.build(dict(target=target, code_kind=kind, source=source,
+                                        compiler=compiler, options=options, offered=offered,
+                                        code=code))
+    record = pl.build_record(pl.Payload(target, kind, source, compiler, tuple(options), code,
+                                        tuple(offered)))
+    head = record_header.parse(record)
+    assert record[:pl.HEADER_SIZE] == record_header.build(head)
+    assert (head.version, head.flags, head.code_size) == (pl.VERSION, pl.FLAG_ZLIB, len(code))
+
+
+def test_struct_writer_refuses_a_field_too_long_for_its_prefix():
+    with pytest.raises(FormatError, match="a.c: text too long for a payload"):
+        pl.build_record(pl.Payload("t", "c", "a.c", "x" * 70000, (), b""))
+
+
 @pytest.mark.parametrize("cut", [1, 7, 20])
 def test_struct_reader_refuses_short_bodies(cut):
     body = golden_payload()[pl.HEADER_SIZE:]

@@ -170,6 +170,19 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
 
 
 @needs_gcc_offload
+def test_relink_from_the_cache_is_byte_identical(offlink, sample, tmp_path):
+    """The image from the cache: the pairing still comes from the CUs' offers (their object
+    entries), so every row is there, as in the first link."""
+    build = sample / "build"
+    objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"), "OFFLINK_PROGRESS": "0"}
+    for name in ("first", "again"):
+        proc = run([offlink, "link", "--timings", "gcc", "-fopenmp", *objs, "-o",
+                    tmp_path / name], env=env)
+    assert "3 CUs, 0 compiled, 3 from cache; image from cache" in proc.stderr
+    assert (tmp_path / "again").read_bytes() == (tmp_path / "first").read_bytes()
+
+
 def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
     build = sample / "build"
     shutil.copy(ROOT / "tests" / "gcc_offload" / "unused.c", tmp_path)

@@ -2,7 +2,8 @@
 (`offlink cc` as the compiler launcher, `offlink link` as the linker launcher).
 
     python benchmarks/cc_build/bench.py [--runs 3] [--zlib tests/real_projects/zlib]
-                                        [--offlink PATH] [--out benchmarks/cc_build/RESULTS.md]
+                                        [--offlink PATH] [--before-src DIR]
+                                        [--out benchmarks/cc_build/RESULTS.md]
 
 Each build folder is configured once (not timed); each run then cleans it (`ninja clean`) and
 times `cmake --build . -j2`, with the wall time and the CPU time (user+sys) of the build and
@@ -13,7 +14,14 @@ every process under it. The variants run interleaved, one of each per run:
 - cold, cc target compile off: OFFLINK_CC_TARGET_COMPILE=0 (every target compile at link time,
   as before);
 - warm: offlink with the cache the cold build of this run left, in the same build folder (a
-  rebuild after `ninja clean`).
+  rebuild after `ninja clean`);
+- with --before-src DIR, "cold (before)" and "warm (before)": the same two with an older
+  offlink's source tree (`python -m offlink` with DIR first on PYTHONPATH), in a folder of
+  their own.
+
+Both offlink source trees are byte-compiled first (python -m compileall), as an installed
+package is: with PYTHONDONTWRITEBYTECODE=1 in the environment every `offlink cc` would
+otherwise compile its modules from source (~100 ms a process).
 """
 
 from __future__ import annotations
@@ -53,8 +61,13 @@ def main() -> None:
     ap.add_argument("--zlib", default=str(ROOT / "tests" / "real_projects" / "zlib"))
     ap.add_argument("--offlink", default=shutil.which("offlink") or
                     str(Path(sys.executable).parent / "offlink"))
+    ap.add_argument("--before-src", default="")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args()
+    compile_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for tree in (ROOT / "offlink", *([args.before_src] if args.before_src else [])):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], env=compile_env,
+                       check=True, stdout=subprocess.DEVNULL)
     work = Path(tempfile.mkdtemp(prefix="cc-build-"))
     try:
         src = work / "src"
@@ -70,6 +83,15 @@ def main() -> None:
         # include path, so the preprocessed code and the cache keys depend on it).
         folder = {"plain": "b0", "cold": "b1", "cold, cc target compile off": "b2",
                   "warm": "b1"}
+        if args.before_src:
+            before = work / "offlink-before"
+            before.write_text(f'#!/bin/sh\nPYTHONPATH="{args.before_src}" exec '
+                              f'"{sys.executable}" -m offlink "$@"\n')
+            before.chmod(0o755)
+            old = [f"-DCMAKE_C_COMPILER_LAUNCHER={before};cc",
+                   f"-DCMAKE_C_LINKER_LAUNCHER={before};link"]
+            variants.update({"cold (before)": (old, {}), "warm (before)": (old, {})})
+            folder.update({"cold (before)": "b3", "warm (before)": "b3"})
         for name, (options, _) in variants.items():
             if not (work / folder[name]).exists():
                 subprocess.run(["cmake", "-S", src, "-B", work / folder[name], "-G", "Ninja",
@@ -78,13 +100,13 @@ def main() -> None:
         times: dict[str, list[tuple[float, float]]] = {n: [] for n in variants}
         load = os.getloadavg()[0]
         for run in range(args.runs):
-            cache = work / f"cache{run}"  # cold for "cold", then warm for "warm"
             for name, (_, extra) in variants.items():
+                # cold for "cold", then warm for "warm" (each build folder its own cache)
+                cache = work / f"cache{run}-{folder[name]}"
                 build = work / folder[name]
                 subprocess.run(["ninja", "clean"], cwd=build, check=True,
                                stdout=subprocess.DEVNULL)
-                env = {**base, **extra, "OFFLINK_CACHE_DIR": str(
-                    work / f"cache{run}-off" if extra else cache)}
+                env = {**base, **extra, "OFFLINK_CACHE_DIR": str(cache)}
                 times[name].append(timed(["cmake", "--build", ".", "-j2"], build, env))
                 print(name, run, times[name][-1], file=sys.stderr)
         med = {n: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t))
@@ -93,7 +115,8 @@ def main() -> None:
         lines = [
             "# A real C project's build through offlink cc (zlib 1.3.1, CMake + Ninja -j2)",
             "",
-            f"Command: `python benchmarks/cc_build/bench.py --runs {args.runs}`",
+            f"Command: `python benchmarks/cc_build/bench.py --runs {args.runs}"
+            + (" --before-src DIR" if args.before_src else "") + "`",
             "",
             f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, "
             f"Python {platform.python_version()}, load average {load:.2f} at the start. "

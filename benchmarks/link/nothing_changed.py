@@ -1,7 +1,7 @@
 """The relink with nothing changed at N CUs (issue 11: goal <= plain + 150 ms), wall and CPU.
 
     python benchmarks/link/nothing_changed.py [--cus 1000] [--runs 5] [--offlink PATH]
-                                              [--before-src DIR] [--out FILE]
+                                              [--before-src DIR] [--project DIR] [--out FILE]
 
 The project comes from gen.py (N CUs with system headers, 2 offered functions each), its fat
 objects built by `make -j<CPUs> objects` through `offlink cc` with the link's cache, as a build
@@ -9,8 +9,15 @@ system does: the first link after that build finds every target object there ("f
 after the build"; with OFFLINK_CC_TARGET_COMPILE=0 it would compile them all). Then the plain
 host link and the relink with nothing changed run interleaved, --runs times each; wall and CPU
 (user+sys of the process and its children) are medians. --before-src DIR also relinks with
-an older offlink's source tree (run as `python -m offlink` with DIR first on PYTHONPATH, its
-own cache warmed first), interleaved with the others.
+an older offlink's source tree (run as `python -m offlink` with DIR first on PYTHONPATH),
+interleaved with the others; it shares the cache (entries are keyed by content: a format
+it does not share is compiled anew by its warm-up link). --project DIR keeps the generated
+project and its cache in DIR and reuses them when DIR holds a built one of the same size
+(the objects' build takes minutes at 1000 CUs); the build time is then not reported.
+
+Both offlink source trees are byte-compiled first (python -m compileall), as an installed
+package is: with PYTHONDONTWRITEBYTECODE=1 in the environment every offlink process would
+otherwise compile its modules from source, ~100 ms a process.
 """
 
 from __future__ import annotations
@@ -55,18 +62,27 @@ def main() -> None:
     ap.add_argument("--offlink", default=shutil.which("offlink") or
                     str(Path(sys.executable).parent / "offlink"))
     ap.add_argument("--before-src", default="")
+    ap.add_argument("--project", default="")
     ap.add_argument("--out", default=str(HERE / "RESULTS-nothing-changed.md"))
     args = ap.parse_args()
+    compile_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for tree in (HERE.parent.parent / "offlink", *([args.before_src] if args.before_src else [])):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], env=compile_env,
+                       check=True, stdout=subprocess.DEVNULL)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="offlink-nc-") as tmp:
-        root = Path(tmp) / "p"
-        gen.generate(root, args.cus, 2)
+        root = Path(args.project) if args.project else Path(tmp) / "p"
         env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
         env.update(OFFLINK_PROGRESS="0", OFFLINK_CACHE_DIR=str(root / "cache"))
-        build = time.perf_counter()
-        subprocess.run(["make", "-s", f"-j{cpus()}", "-C", root, f"OFFLINK={args.offlink}",
-                        "objects"], env=env, check=True)
-        build = time.perf_counter() - build
+        built = (root / "shape").exists() and (root / "shape").read_text().split() == \
+            [str(args.cus), "2"] and (root / "main.o").exists()
+        build = None
+        if not built:
+            gen.generate(root, args.cus, 2)
+            build = time.perf_counter()
+            subprocess.run(["make", "-s", f"-j{cpus()}", "-C", root, f"OFFLINK={args.offlink}",
+                            "objects"], env=env, check=True)
+            build = time.perf_counter() - build
         libs = subprocess.run([args.offlink, "config", "--libs"], env=env, check=True,
                               capture_output=True, text=True).stdout.split()
         objs = [*(f"cu{i:04d}.o" for i in range(args.cus)), "main.o", *libs, "-lm"]
@@ -76,8 +92,7 @@ def main() -> None:
         variants = {"plain host link (gcc)": (["gcc", *objs, "-o", "plain"], env),
                     "offlink relink, nothing changed": (link, env)}
         if args.before_src:
-            benv = {**env, "PYTHONPATH": args.before_src,
-                    "OFFLINK_CACHE_DIR": str(root / "cache-before")}
+            benv = {**env, "PYTHONPATH": args.before_src}
             blink = [sys.executable, "-m", "offlink", *link[1:-1], "app-before"]
             timed(blink, root, benv)  # warm its cache
             variants["before (--before-src), nothing changed"] = (blink, benv)
@@ -91,12 +106,15 @@ def main() -> None:
     lines = [
         f"# Relink with nothing changed, {args.cus + 1} CUs", "",
         f"Command: `python benchmarks/link/nothing_changed.py --cus {args.cus} --runs "
-        f"{args.runs}" + (" --before-src DIR" if args.before_src else "") + "`", "",
+        f"{args.runs}" + (" --before-src DIR" if args.before_src else "") +
+        (" --project DIR" if args.project else "") + "`", "",
         f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {cpus()} CPUs, Python "
         f"{platform.python_version()}, load average {load:.2f} at the start. Medians of "
         f"{args.runs} interleaved runs.", "",
-        f"Objects built through `offlink cc` (make -j{cpus()}): {build:.1f} s wall. First link "
-        f"after that build: {first[0] * 1000:.0f} ms wall, {first[1] * 1000:.0f} ms CPU "
+        (f"Objects built through `offlink cc` (make -j{cpus()}): {build:.1f} s wall. "
+         if build is not None else "Objects of an earlier build (--project). ") +
+        f"First link {'after that build' if build is not None else 'of this run'}: "
+        f"{first[0] * 1000:.0f} ms wall, {first[1] * 1000:.0f} ms CPU "
         f"(`{stats.removeprefix('offlink: ')}`).", "",
         "| link | wall (ms) | - plain (ms) | CPU (ms) | - plain (ms) |",
         "|---|---:|---:|---:|---:|",

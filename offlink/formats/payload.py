@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import FormatError
@@ -39,8 +40,9 @@ HEADER_SIZE = HEADER_STRUCT.size
 def declarations():
     """The construct declarations of a record's header and body: the reference.
 
-    The link reads records with `_parse_body` (struct only: importing construct costs ~18 ms
-    of every relink); tests/test_formats.py checks that both agree.
+    Records are read and written with `_parse_body` and `_build_body` (struct only: importing
+    construct costs ~18 ms of every relink and every `offlink cc`); tests/test_formats.py
+    checks that they agree with these declarations.
     """
     global _DECLS
     if _DECLS is None:
@@ -92,6 +94,29 @@ class Stored:
     where: str
 
 
+class Deferred:
+    """A record's code known so far only by its `code_id` (a relink's record of its inputs:
+    link/relink.py): `load` reads the record again and gives its Stored form, used only
+    when the code itself is needed, and refused unless it has that same code_id."""
+
+    def __init__(self, code_id: str, load, where: str):
+        self.code_id = code_id
+        self._load = load
+        self.where = where
+
+    def stored(self) -> Stored:
+        stored = self._load()
+        if stored_id(stored) != self.code_id:
+            raise FormatError(f"{self.where}: changed while being linked; link again")
+        return stored
+
+
+def stored_id(s: Stored) -> str:
+    """Payload.code_id of a record's stored code."""
+    form = b"zlib" if s.compressed else b"raw"
+    return hashlib.sha256(form + b"\0" + s.data).hexdigest()
+
+
 class _Code:
     """Payload.code: the bytes given, or a record's `Stored` code inflated on first read, so
     a relink whose objects are all in the cache inflates none (the cache keys the stored
@@ -104,6 +129,12 @@ class _Code:
         if obj is None:
             raise AttributeError("code")  # no default: the field is required
         value = obj.__dict__[self.slot]
+        if isinstance(value, Deferred):
+            code = obj.__dict__.get(self.slot + "_inflated")
+            if code is None:
+                code = _code(*astuple_stored(value.stored()))
+                obj.__dict__[self.slot + "_inflated"] = code
+            return code
         if not isinstance(value, Stored):
             return value
         code = obj.__dict__.get(self.slot + "_inflated")
@@ -138,8 +169,9 @@ class Payload:
         read from a record (no inflation needed), else of the code itself."""
         value = self.__dict__["_code"]
         if isinstance(value, Stored):
-            form = b"zlib" if value.compressed else b"raw"
-            return hashlib.sha256(form + b"\0" + value.data).hexdigest()
+            return stored_id(value)
+        if isinstance(value, Deferred):
+            return value.code_id
         return hashlib.sha256(b"code\0" + value).hexdigest()
 
 
@@ -150,14 +182,35 @@ def build_record(p: Payload) -> bytes:
         raise FormatError(f"{p.source}: {len(p.code)} bytes of target code is more than a "
                           f"payload holds ({MAX_CODE_SIZE} bytes)")
     code = zlib.compress(p.code, 6)
-    record_header, body_decl = declarations()
-    body = body_decl.build(dict(target=p.target, code_kind=p.code_kind, source=p.source,
-                           compiler=p.compiler, options=list(p.options),
-                           offered=list(p.offered), code=code))
+    body = _build_body(p.target, p.code_kind, p.source, p.compiler, p.options, p.offered, code)
     body += b"\0" * (-len(body) % 8)
-    head = record_header.build(dict(version=VERSION, flags=FLAG_ZLIB, body_crc32=zlib.crc32(body),
-                                   body_size=len(body), code_size=len(p.code)))
-    return head + body
+    return HEADER_STRUCT.pack(MAGIC, VERSION, FLAG_ZLIB, zlib.crc32(body), len(body),
+                              len(p.code)) + body
+
+
+def _build_body(target: str, kind: str, source: str, compiler: str, options: Sequence[str],
+                offered: Sequence[str], code: bytes) -> bytes:
+    """A record body as `Body` declares it (struct only, as `_parse_body` reads it: importing
+    construct costs ~18 ms of every `offlink cc`); tests/test_formats.py checks both agree.
+    Raises FormatError for a field too long for its length prefix."""
+
+    def text(fmt: str, value: str) -> bytes:
+        raw = value.encode("utf-8")
+        return counted(fmt, len(raw), "text") + raw
+
+    def counted(fmt: str, n: int, what: str) -> bytes:
+        try:
+            return struct.pack(fmt, n)
+        except struct.error:
+            raise FormatError(f"{source}: {what} too long for a payload ({n})") from None
+
+    parts = [text("<H", target), struct.pack("<H", CODE_KINDS[kind]), text("<H", source),
+             text("<H", compiler), counted("<H", len(options), "options")]
+    parts += [text("<I", o) for o in options]
+    parts.append(counted("<I", len(offered), "offered names"))
+    parts += [text("<H", o) for o in offered]
+    parts += [struct.pack("<Q", len(code)), code]
+    return b"".join(parts)
 
 
 def parse_records(data: bytes, where: str, lazy: bool = False) -> list[Payload]:

@@ -8,7 +8,9 @@ remembered by the file's device, inode, size, mtime and ctime) and offlink's own
 cache format. With -g the working directory is in it too (debug info records it). An image's
 key covers its objects' keys, the image link command (and the files it reads besides the
 objects, by content: a narrowed link's version script), the linker's identity and the working
-directory. A relink with nothing changed runs neither a compile nor the device link.
+directory. A relink with nothing changed runs neither a compile nor the device link, and
+reads no object entry where the target's image command needs none (`cached_image`: the image's
+entry keeps the merged offers); link/relink.py spares it reading its inputs too.
 
 Entries live in `OFFLINK_CACHE_DIR/objects` (default `$XDG_CACHE_HOME/offlink`, beside the
 runtime library's `runtime/`), one file each: a header with a SHA-256 of the rest, then JSON
@@ -26,14 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import struct
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .. import run as runner
@@ -141,8 +142,23 @@ def _content_hash(path: str) -> str:
         return f"unreadable: {e.strerror}"
 
 
-def _hash(*parts: str | bytes) -> str:
+def _hasher(*parts: str | bytes):
     h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(struct.pack("<Q", len(data)))
+        h.update(data)
+    return h
+
+
+def _hash(*parts: str | bytes) -> str:
+    """A SHA-256 of the parts, each with its length (no two lists of parts hash alike)."""
+    return _hasher(*parts).hexdigest()
+
+
+def _hash_from(prefix, *parts: str | bytes) -> str:
+    """`_hash` of the prefix's parts followed by `parts`; the prefix is left as it was."""
+    h = prefix.copy()
     for part in parts:
         data = part.encode() if isinstance(part, str) else part
         h.update(struct.pack("<Q", len(data)))
@@ -191,6 +207,7 @@ class Cache:
         self.stored = 0
         self.hits = 0
         self._identities: dict[str, str | None] = {}
+        self._prefixes: dict[tuple[str, ...], Any] = {}  # hashlib's objects
         self._lock = threading.Lock()
 
     @classmethod
@@ -255,9 +272,21 @@ class Cache:
                    compiler: str, tmp: str = "") -> str:
         p = cu.payload
         cwd = os.getcwd() if _uses_debug_info(argv) else ""
-        return _hash("object", str(FORMAT), __version__, type(target).__qualname__,
-                     target.name, p.code_kind, "\0".join(normalise(argv, paths, tmp)),
-                     "\0".join(p.options), "\0".join(p.offered), compiler, cwd, p.code_id)
+        # Everything but the code is shared by most CUs of a link: hashed once (`_prefix`).
+        return _hash_from(self._prefix(
+            ("object", str(FORMAT), __version__, type(target).__qualname__, target.name,
+             p.code_kind, "\0".join(normalise(argv, paths, tmp)), "\0".join(p.options),
+             "\0".join(p.offered), compiler, cwd)), p.code_id)
+
+    def _prefix(self, parts: tuple[str, ...]):
+        """A SHA-256 that has taken `parts` as `_hash` does, made once per distinct parts."""
+        with self._lock:
+            h = self._prefixes.get(parts)
+        if h is None:
+            h = _hasher(*parts)
+            with self._lock:
+                self._prefixes[parts] = h
+        return h
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:
@@ -389,6 +418,8 @@ def _version(tool: str) -> bytes:
 
 
 def _temp_path(path: str) -> str:
+    import secrets
+
     return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
 
 
@@ -451,24 +482,119 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     target.prepare_image(plan, compiled, workdir, cache)
     cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
     argv, files = device.image_command(plan, target, compiled, out, narrowing)
-    linker = cache.tool_identity(argv[0])
-    if linker is None:
+    key = _image_key(cache, target, compiled, argv, out, workdir, files)
+    if key is None:
         write_objects(compiled)
         return device.device_link(plan, target, compiled, workdir, narrowing)  # reports it
-    paths = {c.object_path: f"<object {c.key}>" for c in compiled}
-    # A file the link reads (the narrowed image's version script) by its content.
-    paths.update({p: f"<file {hashlib.sha256(d).hexdigest()}>" for p, d in files.items()})
-    paths.update({out: "<image>", workdir: "<tmp>"})
-    key = cache.image_key(target, argv, paths, linker, workdir)
     entry = cache.get(key)
     if entry is None:
         write_objects(compiled)  # only now: a cached image needs none of them
         image = device.device_link(plan, target, compiled, workdir, narrowing, (argv, files))
-        cache.put(key, {"target": target.name}, image.data)
+        cache.put(key, _image_meta(image, compiled), image.data)
         return image
     with open(out, "wb") as f:
         f.write(entry.data)
     offers, owners = device.image_offers(target, compiled, entry.data, out, narrowing)
     if runner.VERBOSE:
         print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
-    return device.Image(target, out, entry.data, offers, owners)
+    image = device.Image(target, out, entry.data, offers, owners)
+    if _offers_of(entry.meta, compiled) is None:  # an entry from before offers were kept
+        cache.put(key, _image_meta(image, compiled), entry.data)
+    return image
+
+
+def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
+                 narrowing: Narrowing | None = None):
+    """Stages 3 and 4 from the image's cache entry alone, when every CU's object key and the
+    image's key are known without reading an object (a relink with nothing changed): the
+    image and the CUs as found in the cache (their own offers left empty: the image's are
+    merged already), or None to go the usual way.
+
+    The image's key covers its objects' keys, so the entry is the image those objects link
+    to; its offers were kept with it (`_image_meta`), so no object entry is read. The object
+    entries' times are refreshed all the same (`_refresh`), so the next link after one
+    change finds the others."""
+    from . import device
+    from .compile import CompiledCU, planned
+
+    if (target.image_argv_reads_objects or target.image_argv_reads_offers or not cus
+            or (narrowing is not None and narrowing.words)):  # narrowing reads every offer
+        return None
+    plans = planned(cus, target, workdir, cache)
+    if not all(argv for _, _, argv, _ in plans):
+        return None  # a CU whose code is its object: the usual way writes and keys it
+    compiled = [CompiledCU(cu, target, obj, (), key, cached=True)
+                for cu, (_, obj, _, key) in zip(cus, plans)]
+    out = device.image_path(target, workdir)
+    argv = target.image_argv(plan, compiled, out)
+    key = _image_key(cache, target, compiled, argv, out, workdir)
+    entry = cache.get(key) if key is not None else None
+    found = _offers_of(entry.meta, compiled) if entry is not None else None
+    if entry is None or found is None:
+        return None
+    offers, owners = found
+    _refresh([cache._path(c.key) for c in compiled])
+    with open(out, "wb") as f:
+        f.write(entry.data)
+    if runner.VERBOSE:
+        print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
+    return device.Image(target, out, entry.data, offers, owners), compiled
+
+
+_REFRESH = 600.0  # seconds: entries used together are refreshed at most this often
+
+
+def _refresh(paths: list[str]) -> None:
+    """Refresh the times of entries a link used together (least recently used goes first),
+    unless the first was refreshed less than _REFRESH seconds ago: they were all refreshed
+    then, and the eviction order misses nothing by ten minutes (1000 utimes cost ~5 ms)."""
+    try:
+        if paths and time.time() - os.stat(paths[0]).st_mtime < _REFRESH:
+            return
+    except OSError:
+        pass
+    for path in paths:
+        try:
+            os.utime(path)
+        except OSError:
+            pass  # gone (trimmed by another link): the image stands without it
+
+
+def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str,
+               workdir: str, files: dict[str, bytes] | None = None) -> str | None:
+    """The image's key (None when its linker is not found: the device link reports it)."""
+    linker = cache.tool_identity(argv[0])
+    if linker is None:
+        return None
+    paths = {c.object_path: f"<object {c.key}>" for c in compiled}
+    # A file the link reads (the narrowed image's version script) by its content.
+    paths.update({p: f"<file {hashlib.sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
+    paths.update({out: "<image>", workdir: "<tmp>"})
+    return cache.image_key(target, argv, paths, linker, workdir)
+
+
+def _image_meta(image, compiled) -> dict:
+    """An image entry's metadata: its target and its offers in order, each with its owner as
+    a CU position (labels are the link's own file names, which the key leaves out)."""
+    first: dict[str, int] = {}
+    for i, c in enumerate(compiled):
+        first.setdefault(c.cu.label, i)
+    return {"target": image.target.name,
+            "offers": [[o.name, o.kind, o.size, o.strong, first[image.owners[o.name]]]
+                       for o in image.offers.values()]}
+
+
+def _offers_of(meta: dict, compiled):
+    """(offers, owners) as `_image_meta` keeps them; None if not kept."""
+    from .compile import Offer
+
+    offers, owners = {}, {}
+    try:
+        for name, kind, size, strong, owner in meta["offers"]:
+            offers[str(name)] = Offer(str(name), str(kind), int(size), bool(strong))
+            if not 0 <= int(owner) < len(compiled):
+                return None
+            owners[str(name)] = compiled[int(owner)].cu.label
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return offers, owners

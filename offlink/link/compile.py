@@ -29,6 +29,29 @@ def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str
     return base + target.source_suffix(cu), base + ".o"
 
 
+def planned(cus: Sequence[CU], target: Target, workdir: str,
+            cache: Cache | None) -> list[tuple[str, str, list[str], str]]:
+    """Per CU: its code's file, its target object, the compile command ([] when the code is
+    the object already) and the object's cache key ("" without a cache or a command).
+
+    Only keys are made here, no entry is read: a relink whose image is in the cache needs
+    nothing more from its objects (cache.cached_image)."""
+    out = []
+    for i, cu in enumerate(cus):
+        src, obj = object_names(i, cu, target, workdir)
+        argv = target.compile_argv(cu, src, obj)
+        key = ""
+        if cache is not None and argv:
+            compiler = cache.tool_identity(argv[0])
+            if compiler is None:
+                raise ToolError(f"target compile of {cu.label} for {target.name}: target "
+                                f"compiler '{argv[0]}' not found")
+            key = cache.object_key(target, cu, argv, {src: "<source>", obj: "<object>",
+                                                      workdir: "<tmp>"}, compiler)
+        out.append((src, obj, argv, key))
+    return out
+
+
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
                 cache: Cache | None = None, launcher: Sequence[str] = (),
                 output: str = "", show_progress: bool = True) -> list[CompiledCU]:
@@ -41,27 +64,19 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
     slots = jobs if isinstance(jobs, Slots) else Slots(jobs)
     results: list[CompiledCU | None] = [None] * len(cus)
     todo = []  # (index, source, object, argv, what, key) of the CUs to compile
-    for i, cu in enumerate(cus):
-        src, obj = object_names(i, cu, target, workdir)
-        argv = target.compile_argv(cu, src, obj)
+    for i, (cu, (src, obj, argv, key)) in enumerate(zip(cus, planned(cus, target, workdir,
+                                                                       cache))):
         what = f"target compile of {cu.label} for {target.name}"
         if not argv:  # the CU's code is its target object already: nothing to run or cache
             with open(obj, "wb") as f:
                 f.write(cu.payload.code)
-            key = ""
             if cache is not None:  # a key all the same, so the image can come from the cache
                 import hashlib
 
                 key = hashlib.sha256(b"object\0" + cu.payload.code).hexdigest()
             results[i] = CompiledCU(cu, target, obj, target.offers(cu, obj), key)
             continue
-        key = ""
         if cache is not None:
-            compiler = cache.tool_identity(argv[0])
-            if compiler is None:
-                raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
-            key = cache.object_key(target, cu, argv, {src: "<source>", obj: "<object>",
-                                                      workdir: "<tmp>"}, compiler)
             hit = cache.get_object(key)
             if hit is not None:
                 if runner.VERBOSE:

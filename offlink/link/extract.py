@@ -16,6 +16,7 @@ from .. import dialects
 from ..elf import (
     SHN_UNDEF,
     STB_WEAK,
+    THIN_AR_MAGIC,
     ElfFile,
     archive_members,
     is_archive,
@@ -102,6 +103,25 @@ class _File:
     path: str
     archive: bool
     objects: list[tuple[str, ElfFile]]  # (origin, object): the members, or the file itself
+    index: int = 0  # in input_paths(plan)
+    places: tuple[int, ...] = (0,)  # each object's place among the archive's members
+    thin: bool = False  # a thin archive: its members are files of their own
+
+
+def input_paths(plan: LinkPlan) -> list[tuple[Input, str]]:
+    """The files the extract stage reads, in link order: each file the link names, and each
+    -l library found as a static archive in the user's -L folders (system and shared
+    libraries carry no fat code)."""
+    out = []
+    for inp in plan.inputs:
+        path = inp.path
+        if inp.kind == "library":
+            found = find_library(inp.path, plan, inp.static)
+            if found is None or not found.endswith(".a"):
+                continue
+            path = found
+        out.append((inp, path))
+    return out
 
 
 def _files(plan: LinkPlan) -> list[_File]:
@@ -111,18 +131,14 @@ def _files(plan: LinkPlan) -> list[_File]:
     code offlink reads (32-bit objects, shared libraries, scripts), and the linker judges it.
     """
     out = []
-    for inp in plan.inputs:
-        path = inp.path
-        if inp.kind == "library":
-            found = find_library(inp.path, plan, inp.static)
-            if found is None or not found.endswith(".a"):
-                continue  # system or shared libraries carry no fat code
-            path = found
+    for index, (inp, path) in enumerate(input_paths(plan)):
         data = _read(path)
         if is_archive(bytes(data[:8])):
-            members = [(f"{path}({m.name})", e) for m in archive_members(data, path)
+            members = [(n, f"{path}({m.name})", e)
+                       for n, m in enumerate(archive_members(data, path))
                        if (e := _object(m.data, f"{path}({m.name})"))]
-            out.append(_File(inp, path, True, members))
+            out.append(_File(inp, path, True, [(o, e) for _, o, e in members], index,
+                             tuple(n for n, _, _ in members), bytes(data[:8]) == THIN_AR_MAGIC))
             continue
         if bytes(data[:4]) != b"\x7fELF":
             if path.endswith(OBJECT_SUFFIXES):
@@ -130,8 +146,20 @@ def _files(plan: LinkPlan) -> list[_File]:
             continue  # a linker script, a shared library stub, ...
         elf = _object(data, path)
         if elf is not None:
-            out.append(_File(inp, path, False, [(path, elf)]))
+            out.append(_File(inp, path, False, [(path, elf)], index))
     return out
+
+
+def object_at(path: str, place: int) -> tuple[str, ElfFile]:
+    """The object `_files` finds at `place` of the file at `path` (origin, object): the
+    archive member there, or the file itself (link/relink.py reads a CU's code again)."""
+    data = _read(path)
+    if not is_archive(bytes(data[:8])):
+        return path, ElfFile(data, path)
+    for n, m in enumerate(archive_members(data, path)):
+        if n == place:
+            return f"{path}({m.name})", ElfFile(m.data, f"{path}({m.name})")
+    raise FormatError(f"{path}: member {place} is gone")
 
 
 def _object(data, name: str) -> ElfFile | None:
@@ -142,6 +170,9 @@ def _object(data, name: str) -> ElfFile | None:
     return ElfFile(data, name)
 
 
+# Where a CU was read: (file: its index in input_paths, place: of the object in the file
+# (`object_at`), the CU's position among those of that object (`cus_of`)).
+Provenance = tuple[int, int, int]
 
 
 def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
@@ -149,34 +180,63 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
 
     `offload_options` (offlink link --offload-option) count as -foffload-options words of
     the link line, after the line's own."""
+    return extract_from(plan, offload_options)[0]
+
+
+def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
+                 ) -> tuple[list[CU], list[Provenance] | None]:
+    """`extract`, and where each CU was read (None where a thin archive has some: its
+    members are files of their own)."""
     files = _files(plan)
-    if not any(dialects.is_fat(elf) for f in files for _, elf in f.objects):
-        return []  # a plain link: no symbol table needs reading
+    fat = {id(elf) for f in files for _, elf in f.objects if dialects.is_fat(elf)}
+    if not fat:
+        return [], []  # a plain link: no symbol table needs reading
     link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
     cus: list[CU] = []
+    where: list[Provenance] = []
+    thin = any(f.thin for f in files)
+
+    used: list[tuple[str, ElfFile]] = []  # the objects used that carry target code
+
+    def read(f: _File, place: int, origin: str, elf: ElfFile) -> None:
+        found = cus_of(elf, origin, link_args, plan.lto)
+        if found:
+            used.append((origin, elf))
+        cus.extend(found)
+        where.extend((f.index, place, k) for k in range(len(found)))
+
+    if not any(f.archive and not f.inp.whole_archive and any(id(e) in fat for _, e in f.objects)
+               for f in files):
+        # No archive member to choose has target code: the CUs are those of every object
+        # the link names (and of whole archives), in order; no symbol table needs reading.
+        for f in files:
+            for place, (origin, elf) in zip(f.places, f.objects):
+                if id(elf) in fat:
+                    read(f, place, origin, elf)
+        dialects.check_runtimes(used)  # before any work: two offload runtimes cannot be linked
+        return cus, None if thin else where
     defined: set[str] = set()
     undefined: set[str] = set()
     pending: list[tuple[Input, str, list[_Obj]]] = []  # archives, for member selection
-    fat: list[tuple[str, ElfFile]] = []  # the objects used that carry target code
+    files_of: dict[int, tuple[_File, int]] = {}
 
     def add(obj: _Obj) -> None:
         defined.update(obj.defined)
         undefined.update(obj.undefined)
-        found = dialects.cus_of(obj.elf, obj.origin, link_args, plan.lto)
-        if found:
-            fat.append((obj.origin, obj.elf))
-            cus.extend(found)
+        f, place = files_of[id(obj.elf)]
+        read(f, place, obj.origin, obj.elf)
 
     for f in files:
         objs = [_Obj(origin, elf, *_symbols(elf)) for origin, elf in f.objects]
+        files_of.update((id(elf), (f, place)) for place, (_, elf) in zip(f.places, f.objects))
         if not f.archive or f.inp.whole_archive:
             for obj in objs:
                 add(obj)
         else:
             pending.append((f.inp, f.path, objs))
             _select(pending, defined, undefined, add)
-    dialects.check_runtimes(fat)  # before any work: two offload runtimes cannot be linked
-    return cus
+    dialects.check_runtimes(used)  # before any work: two offload runtimes cannot be linked
+    return cus, None if thin else where
 
 
 def _select(pending, defined: set[str], undefined: set[str], add) -> None:

@@ -115,11 +115,11 @@ def link(argv: list[str], options: LinkOptions) -> int:
         from ..dialects import relocatable_argv
 
         return _plain(replace(plan, argv=relocatable_argv(plan.argv)), options, timer)
-    from .extract import extract
     from .narrow import Narrowing
+    from .relink import extract  # from the last link's record when its inputs are unchanged
 
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
-    cus = extract(plan, options.offload_options)
+    cus = extract(plan, options.offload_options, options.cache)
     timer.stage("extract")
     if not cus:
         return _plain(plan, options, timer)
@@ -142,7 +142,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     slots = None
     cache = None
     try:
-        from .cache import Cache, device_link
+        from .cache import Cache, cached_image, device_link
         from .compile import compile_all
 
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
@@ -160,19 +160,26 @@ def link(argv: list[str], options: LinkOptions) -> int:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
             os.mkdir(tdir)
-            compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
+            # Nothing changed: the image from the cache, no object entry read.
+            found = (cached_image(plan, target, mine, tdir, cache, narrowing) if cache
+                     else None)
+            if found is None:
+                compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
+            else:
+                compiled = found[1]
             timer.compiled += compiled
             offered.update(o.name for c in compiled for o in c.offers)
             show_warnings(compiled, said, options.host_said)
             timer.stage(f"compile[{target.name}]")
             hits = cache.hits if cache else 0
-            images.append(device_link(plan, target, compiled, tdir, cache, narrowing))
+            images.append(found[0] if found
+                          else device_link(plan, target, compiled, tdir, cache, narrowing))
             timer.stage(f"device[{target.name}]")
             if timer.enabled or runner.VERBOSE:
                 cached = sum(c.cached for c in compiled)
                 # CUs whose code is the target object already (clang's cubins): nothing ran
                 as_is = sum(not c.cached and not c.span[1] for c in compiled)
-                image = "from cache" if cache and cache.hits > hits else "linked"
+                image = "from cache" if found or cache and cache.hits > hits else "linked"
                 print(f"offlink: {target.name}: {len(compiled)} CUs, "
                       f"{len(compiled) - cached - as_is} compiled, {cached} from cache"
                       f"{f', {as_is} used as they are' if as_is else ''}; image {image}",

@@ -47,6 +47,9 @@ class Target:
     image_kind: str = ""  # the table's image kind
     macro: str = ""  # defined to 1 in target code besides __OFFLINK_TARGET__
     image_argv_reads_objects = True  # False: image_argv only names the CUs' object files
+    # True: image_argv reads the CUs' offers (CompiledCU.offers), so a relink cannot take the
+    # image from the cache before the objects' entries are read (link/cache.cached_image).
+    image_argv_reads_offers = False
     # Whether a distributed compile engine used as the target launcher (distcc, icecream,
     # sccache) can send this target's per-CU compile to another machine or a shared cache:
     # True for a self-contained compile of preprocessed C/C++ with a plain `CC -c FILE.i`;
