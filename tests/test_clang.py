@@ -252,6 +252,16 @@ def test_clangs_rpath_takes_a_folder():
     assert plan.output == "app"
 
 
+def test_clangs_mllvm_takes_an_llvm_option():
+    """`-mllvm -openmp-opt-disable-spmdization` (LLVM's bug51781 test): the option is no
+    `-o penmp-opt-...`; it was read as the output, so the link wrote no `app`."""
+    from offlink.link.plan import plan_link
+
+    plan = plan_link([CLANG, "-o", "app", "-mllvm", "-openmp-opt-disable-spmdization", "a.o"])
+    assert [i.path for i in plan.inputs] == ["a.o"]
+    assert plan.output == "app"
+
+
 NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
          "--cuda-path=/usr/local/cuda"]
 needs_cuda = pytest.mark.skipif(not Path("/usr/local/cuda/bin/ptxas").exists(),
