@@ -367,3 +367,22 @@ def test_dry_run_shows_the_host_link_offlink_runs(offlink, sample):
     host = proc.stdout.strip().splitlines()[-1]
     assert "-fopenmp-targets=" not in host and "-lomptarget" in host
     assert "offlink-omptarget-register.o" in host and not (build / "never").exists()
+
+
+@needs_clang
+def test_a_weak_declare_target_variable_yields_to_a_strong_one(offlink, tmp_path):
+    """`x` weak in one CU and strong in another (LLVM's weak.c test): the strong one wins on
+    both sides, as ld has it; offlink refused `x` as "offered by two CUs"."""
+    (tmp_path / "a.c").write_text("__attribute__((weak)) int x = 999;\n"
+                                  "#pragma omp declare target to(x)\n")
+    (tmp_path / "b.c").write_text("int x = 42;\n#pragma omp declare target to(x)\n")
+    (tmp_path / "main.c").write_text(
+        "#include <stdio.h>\nextern int x;\n#pragma omp declare target to(x)\n"
+        "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = x;\n"
+        "printf(\"%d %d\\n\", x, r); return 0; }\n")
+    for name in ("a", "b", "main"):
+        run([CLANG, *OFFLOAD, "-c", tmp_path / f"{name}.c", "-o", tmp_path / f"{name}.o"])
+    run([offlink, "link", CLANG, *OFFLOAD, *(tmp_path / f"{n}.o" for n in ("a", "b", "main")),
+         "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
+    assert run([tmp_path / "app"], env=env).stdout == "42 42\n"
