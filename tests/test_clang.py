@@ -386,3 +386,18 @@ def test_a_weak_declare_target_variable_yields_to_a_strong_one(offlink, tmp_path
          "-o", tmp_path / "app"])
     env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
     assert run([tmp_path / "app"], env=env).stdout == "42 42\n"
+
+
+@needs_clang
+def test_nogpulib_under_werror_links(offlink, tmp_path):
+    """`-nogpulib -Werror` (LLVM's lit flags, is_initial_device's RUN line): clang reads
+    -nogpulib only when it offloads; the host link, without -fopenmp-targets, must not get
+    it (unused: an error under -Werror), whether final or `-r`."""
+    (tmp_path / "k.c").write_text(
+        "int main(void) { int r = 1;\n#pragma omp target map(from: r)\nr = 0;\nreturn r; }\n")
+    run([CLANG, *OFFLOAD, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    for extra, out in (([], "app"), (["-r"], "r.o")):
+        run([offlink, "link", CLANG, *OFFLOAD, "-nogpulib", "-Werror", *extra,
+             tmp_path / "k.o", "-o", tmp_path / out])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
+    run([tmp_path / "app"], env=env)

@@ -105,9 +105,9 @@ class OpenMPTarget(Target):
 
     def host_link_drops(self, word: str) -> bool:
         """Driver words that would make clang run its own device link and registration."""
-        from ..dialects.llvm import DRIVER_OFFLOAD_WORDS
+        from ..dialects.llvm import is_offload_driver_word
 
-        return word.startswith(DRIVER_OFFLOAD_WORDS)
+        return is_offload_driver_word(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows
