@@ -1,4 +1,5 @@
-"""LLVM's own offload tests (offload/test/offloading of LLVM 19.1.7), each built and run twice
+"""LLVM's own offload tests (every C/C++ test of LLVM 19.1.7's offload/test: offloading/,
+mapping/, api/, unified_shared_memory/, ...), each built and run twice
 on libomptarget's x86_64 plugin: linked by clang (clang-linker-wrapper) and by `offlink link
 clang-19 ...` (tests/llvm_offload/run_llvm_tests.py). No test may pass with clang's link and
 fail with offlink's. The tests are not in this repository: tests/llvm_offload/fetch.sh
@@ -6,9 +7,10 @@ unpacks them from Debian's source package into .ci/llvm-19-src (.ci/run does so)
 
 Every test the harness does not pass both ways is in tests/llvm_offload/exclusions.txt with
 its reason, and each reason is checked, so the list cannot rot: a `REQUIRES:` /
-`UNSUPPORTED:` / `XFAIL:` reason is what the test's own lines say for this target; a `clang
-fails:` test still fails with clang's link; an `offlink differs:` test still passes with
-clang's link and fails with offlink's.
+`UNSUPPORTED:` / `XFAIL:` reason is what the test's own lines say for this target; an
+`offlink differs:` test still passes with clang's link and fails with offlink's; a `clang
+fails:` test that passes with clang's link now is reported (a warning: ompx_3d's outcome
+depends on the number of cores) and must then pass with offlink's too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 from conftest import ROOT, need_tool
@@ -23,11 +26,11 @@ from conftest import ROOT, need_tool
 sys.path.insert(0, str(Path(__file__).resolve().parent / "llvm_offload"))
 import run_llvm_tests as suite  # noqa: E402
 
-TESTS = ROOT / ".ci" / "llvm-19-src" / "offload" / "test" / "offloading"
+TESTS = ROOT / ".ci" / "llvm-19-src" / "offload" / "test"
 EXCLUSIONS = ROOT / "tests" / "llvm_offload" / "exclusions.txt"
 FEATURE_REASONS = ("REQUIRES:", "UNSUPPORTED:", "XFAIL:")
-# Fewer tests than this passing both ways means the run itself broke (46 run, 43 pass).
-FLOOR = 40
+# Fewer tests than this passing both ways means the run itself broke (2026-11: 132 of 137 run).
+FLOOR = 120
 
 
 def exclusions() -> dict[str, str]:
@@ -66,11 +69,13 @@ def test_llvm_offload_tests_pass_with_offlink_where_they_pass_with_clang(offlink
     ran = {n: (r["clang"][0], r["offlink"][0]) for n, r in results.items()
            if r["clang"][0] != "excluded"}
     report = "\n".join(suite.line(n, results[n]) for n in ran)
-    unexpected = []
+    unexpected, stale = [], []
     for name, outcome in ran.items():
         reason = listed.get(name, "")
         if reason.startswith("clang fails:"):
-            expected_ok = outcome[0] == "fail"
+            if outcome[0] == "pass":
+                stale.append(name)
+            expected_ok = outcome[0] == "fail" or outcome == ("pass", "pass")
         elif reason.startswith("offlink differs:"):
             expected_ok = outcome == ("pass", "fail")
         else:
@@ -78,6 +83,9 @@ def test_llvm_offload_tests_pass_with_offlink_where_they_pass_with_clang(offlink
         if not expected_ok:
             unexpected.append(suite.line(name, results[name]))
     assert unexpected == [], "\n".join(unexpected)
+    if stale:
+        warnings.warn(f"listed as failing with clang's link, but passed both ways: {stale}",
+                      stacklevel=1)
     both = sum(o == ("pass", "pass") for o in ran.values())
     assert both >= FLOOR, report
     assert not any(o == ("pass", "fail") and not listed.get(n, "").startswith("offlink differs")

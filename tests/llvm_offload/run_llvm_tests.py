@@ -1,18 +1,18 @@
-"""Run LLVM's own offload tests (llvm-project offload/test/offloading) both ways: linked by
-clang (clang-linker-wrapper) and by offlink, on libomptarget's x86_64 plugin.
+"""Run LLVM's own offload tests (llvm-project offload/test) both ways: linked by clang
+(clang-linker-wrapper) and by offlink, on libomptarget's x86_64 plugin.
 
     python tests/llvm_offload/run_llvm_tests.py DIR [NAME...] [--offlink PATH] [--json OUT]
         [--jobs N]
 
-DIR holds the tests (offload/test/offloading of LLVM 19.1.7's sources, as
-tests/llvm_offload/fetch.sh unpacks them; NAMEs are paths below DIR). The tests are not part of
-offlink's repository; this script is. Each test's `// RUN:` lines are run as lit would run them
-with offload/test/lit.cfg for the `x86_64-pc-linux-gnu` target, with the lit substitutions
-these tests use; `%libomptarget-compile*` becomes a compile step then a link, either clang's
-or `offlink link clang-19 ...`. REQUIRES / UNSUPPORTED / XFAIL lines are read against the
-features lit.cfg gives that target with Debian's libomptarget. A test matches when both links
-give the same result (pass or fail) and passes when its RUN lines (FileCheck included)
-succeed.
+DIR holds the tests (offload/test of LLVM 19.1.7's sources, as tests/llvm_offload/fetch.sh
+unpacks them, or a folder below it); NAMEs are paths below DIR, all C/C++ tests by default.
+The tests are not part of offlink's repository; this script is. Each test's `// RUN:` lines
+are run as lit would run them with offload/test/lit.cfg for the `x86_64-pc-linux-gnu`
+target, with the lit substitutions these tests use; `%libomptarget-compile*` becomes a
+compile step then a link, either clang's or `offlink link clang-19 ...`. REQUIRES /
+UNSUPPORTED / XFAIL lines are read against the features lit.cfg gives that target with
+Debian's libomptarget. A test matches when both links give the same result (pass or fail)
+and passes when its RUN lines (FileCheck included) succeed.
 """
 
 from __future__ import annotations
@@ -34,15 +34,21 @@ LLVM_BIN = "/usr/lib/llvm-19/bin"
 LLVM_LIB = "/usr/lib/llvm-19/lib"
 OPENMP_FLAGS = f"-fopenmp -fopenmp-targets={TRIPLE}"
 # lit.cfg's features for a host target: its triple, `host`, `unified_shared_memory` (assumed
-# for every target but old GPUs) and `ompt` (Debian's libomptarget exports
-# ompt_libomptarget_connect). Not here: gpu and the GPU triples, `flang` (no Fortran
+# for every target but old GPUs), `ompt` (Debian's libomptarget exports
+# ompt_libomptarget_connect) and the compiler's (OpenMPTesting.cmake: clang, clang-19,
+# clang-19.1). Not here: gpu and the GPU triples, `flang` (no Fortran
 # compiler), `libc` (no GPU libc), `libomptarget-debug` (Debian builds it without
 # LIBOMPTARGET_DEBUG output).
-FEATURES = frozenset({TRIPLE, "host", "unified_shared_memory", "ompt"})
+FEATURES = frozenset({TRIPLE, "host", "unified_shared_memory", "ompt", "clang", "clang-19",
+                      "clang-19.1"})
 # Targets lit.cfg knows but this machine lacks: lit makes their substitutions `echo
 # ignored-command`; `true` here (an echo piped to a command that does not read can die of
 # SIGPIPE, which pipefail turns into a failure now and then).
-OTHER_TARGETS = r"(?:nvptx64-nvidia-cuda|amdgcn-amd-amdhsa)(?:-JIT)?(?:-LTO)?"
+# The other host triples and the -LTO configurations are other lit targets too.
+OTHER_TARGETS = (r"(?:nvptx64-nvidia-cuda(?:-JIT)?(?:-LTO)?|amdgcn-amd-amdhsa(?:-JIT)?(?:-LTO)?"
+                 r"|aarch64-unknown-linux-gnu(?:-LTO)?|s390x-ibm-linux-gnu(?:-LTO)?"
+                 r"|powerpc64(?:le)?-ibm-linux-gnu(?:-LTO)?"
+                 rf"|{TRIPLE}-(?:JIT-)?LTO)")
 TIMEOUT_S = 120
 
 
@@ -138,7 +144,8 @@ def substitute(line: str, src: str, tmp: str, cc: str) -> str:
         return (f"{cc} {compiler} {OPENMP_FLAGS} {extra} {flags} {opt} {shlex.quote(src)} "
                 f"-o {tmp} {devicertl}")
 
-    line = re.sub(rf"%[\w-]+-{OTHER_TARGETS}\b", "true ignored-command", line)
+    line = re.sub(rf"%[\w-]+-{OTHER_TARGETS}(?![\w-])", "true ignored-command", line)
+    line = re.sub(rf"(%[\w-]+)-{TRIPLE}(?![\w-])", r"\1-generic", line)  # this target's own
     line = line.replace("%libomptarget-compilexxx-generic-force-usm",
                         compile_("xx", "", "-fopenmp-force-usm"))
     for lang in ("xx", ""):
