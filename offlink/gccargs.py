@@ -18,6 +18,7 @@ SEPARATE = {
     "-aux-info", "--param", "-A", "-B", "-G", "-dumpbase", "-dumpdir", "-dumpbase-ext",
     "--sysroot", "-specs", "-wrapper", "-plugin", "-Xclang", "-target", "-arch",
     "-rpath",  # clang (Separate<["-"], "rpath">): the value is a folder, not an input
+    "-mllvm",  # clang: the value is an LLVM option (-mllvm -openmp-opt-... is no -o)
 }
 # The subset whose attached forms start with the option (-DX, -I/dir, -lm, -L/dir, -ofile).
 ATTACHED = ("-MF", "-MT", "-MQ", "-o", "-D", "-U", "-I", "-L", "-l", "-x", "-B", "-A", "-T",

@@ -263,6 +263,18 @@ def _cuda_home() -> str:
 
 
 CUDA_HOME = _cuda_home()
+
+
+def test_clangs_mllvm_takes_an_llvm_option():
+    """`-mllvm -openmp-opt-disable-spmdization` (LLVM's bug51781 test): the option is no
+    `-o penmp-opt-...`; it was read as the output, so the link wrote no `app`."""
+    from offlink.link.plan import plan_link
+
+    plan = plan_link([CLANG, "-o", "app", "-mllvm", "-openmp-opt-disable-spmdization", "a.o"])
+    assert [i.path for i in plan.inputs] == ["a.o"]
+    assert plan.output == "app"
+
+
 NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
          f"--cuda-path={CUDA_HOME}"]
 NVPTX_TARGET = "openmp-nvptx64-nvidia-cuda"
@@ -706,3 +718,37 @@ def test_clang_cuda_table_and_inspect(offlink, clang_cuda):
     rows = {r["name"]: (r["kind"], r["size"]) for r in table["symbols"]}
     assert rows == {"_Z4kernPi": ("function", 1), "_Z5kern2Pd": ("function", 1),
                     "dv": ("variable", 4), "table": ("variable", 32)}
+
+
+@needs_clang
+def test_a_weak_declare_target_variable_yields_to_a_strong_one(offlink, tmp_path):
+    """`x` weak in one CU and strong in another (LLVM's weak.c test): the strong one wins on
+    both sides, as ld has it; offlink refused `x` as "offered by two CUs"."""
+    (tmp_path / "a.c").write_text("__attribute__((weak)) int x = 999;\n"
+                                  "#pragma omp declare target to(x)\n")
+    (tmp_path / "b.c").write_text("int x = 42;\n#pragma omp declare target to(x)\n")
+    (tmp_path / "main.c").write_text(
+        "#include <stdio.h>\nextern int x;\n#pragma omp declare target to(x)\n"
+        "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = x;\n"
+        "printf(\"%d %d\\n\", x, r); return 0; }\n")
+    for name in ("a", "b", "main"):
+        run([CLANG, *OFFLOAD, "-c", tmp_path / f"{name}.c", "-o", tmp_path / f"{name}.o"])
+    run([offlink, "link", CLANG, *OFFLOAD, *(tmp_path / f"{n}.o" for n in ("a", "b", "main")),
+         "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
+    assert run([tmp_path / "app"], env=env).stdout == "42 42\n"
+
+
+@needs_clang
+def test_nogpulib_under_werror_links(offlink, tmp_path):
+    """`-nogpulib -Werror` (LLVM's lit flags, is_initial_device's RUN line): clang reads
+    -nogpulib only when it offloads; the host link, without -fopenmp-targets, must not get
+    it (unused: an error under -Werror), whether final or `-r`."""
+    (tmp_path / "k.c").write_text(
+        "int main(void) { int r = 1;\n#pragma omp target map(from: r)\nr = 0;\nreturn r; }\n")
+    run([CLANG, *OFFLOAD, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    for extra, out in (([], "app"), (["-r"], "r.o")):
+        run([offlink, "link", CLANG, *OFFLOAD, "-nogpulib", "-Werror", *extra,
+             tmp_path / "k.o", "-o", tmp_path / out])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
+    run([tmp_path / "app"], env=env)

@@ -104,6 +104,14 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
 # (clang-linker-wrapper), at a final link and, since clang 19, at `-r` too.
 DRIVER_OFFLOAD_WORDS = ("-fopenmp-targets=", "--offload-arch=", "-foffload-lto",
                         "-fno-offload-lto", "--offload-new-driver", "-fgpu-rdc")
+# Words clang reads only when it offloads: without the words above they are unused, a
+# warning (an error under -Werror, as LLVM's is_initial_device test links).
+OFFLOAD_ONLY_WORDS = frozenset({"-nogpulib", "-nogpulibc"})
+
+
+def is_offload_driver_word(word: str) -> bool:
+    """A word of a clang link line that belongs to clang's own offload link."""
+    return word.startswith(DRIVER_OFFLOAD_WORDS) or word in OFFLOAD_ONLY_WORDS
 
 
 def without_offload_driver(argv: list[str]) -> list[str]:
@@ -112,7 +120,7 @@ def without_offload_driver(argv: list[str]) -> list[str]:
     device code when the program is linked)."""
     if "clang" not in os.path.basename(argv[0]):
         return argv
-    return [argv[0], *(w for w in argv[1:] if not w.startswith(DRIVER_OFFLOAD_WORDS))]
+    return [argv[0], *(w for w in argv[1:] if not is_offload_driver_word(w))]
 
 
 def _string_at(elf: ElfFile, shndx: int, offset: int, where: str) -> str:

@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from .extract import CU
     from .narrow import Narrowing
 
-FORMAT = 1
+# In every key: raised when what an entry holds changes meaning under the same offlink version
+# (2: a variable's offer is as strong as its binding; image entries keep their offers).
+FORMAT = 2
 MAGIC = b"OFLKCE\0\1"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, metadata size, data size, sha256(metadata+data)
 DEFAULT_SIZE = 1 << 30

@@ -106,9 +106,9 @@ class ClangCudaTarget(Target):
         return set.intersection(*(set(s) for _, s in per_arch)) if per_arch else set()
 
     def host_link_drops(self, word: str) -> bool:
-        from ..dialects.llvm import DRIVER_OFFLOAD_WORDS
+        from ..dialects.llvm import is_offload_driver_word
 
-        return word.startswith(DRIVER_OFFLOAD_WORDS)
+        return is_offload_driver_word(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `cuda_offloading_entries`: the rows the CUDA

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from ..elf import ElfFile
+from ..elf import STB_GLOBAL, ElfFile
 from ..errors import LinkError, ToolError
 from . import Target
 
@@ -75,10 +75,15 @@ class OpenMPTarget(Target):
         from ..dialects.llvm import object_entries
         from ..model import Offer
 
+        elf = ElfFile.open(obj_path)
+        weak = {s.name for s in elf.symbols() if s.defined and s.st_bind != STB_GLOBAL}
         out = {}
-        for e in object_entries(ElfFile.open(obj_path)):
-            # Kernels are weak_odr (a template's region may come from many CUs).
-            out[e.name] = Offer(e.name, e.kind, row_size(e), e.kind != "function")
+        for e in object_entries(elf):
+            # Kernels are weak_odr (a template's region may come from many CUs); a variable
+            # is as strong as its definition (a weak `x` may be defined by many CUs, one
+            # strong definition wins, as LLVM's weak.c test has it).
+            strong = e.kind != "function" and (e.symbol or e.name) not in weak
+            out[e.name] = Offer(e.name, e.kind, row_size(e), strong)
         return tuple(out[n] for n in sorted(out))
 
     def image_argv(self, plan, compiled, output):
@@ -110,9 +115,9 @@ class OpenMPTarget(Target):
 
     def host_link_drops(self, word: str) -> bool:
         """Driver words that would make clang run its own device link and registration."""
-        from ..dialects.llvm import DRIVER_OFFLOAD_WORDS
+        from ..dialects.llvm import is_offload_driver_word
 
-        return word.startswith(DRIVER_OFFLOAD_WORDS)
+        return is_offload_driver_word(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows

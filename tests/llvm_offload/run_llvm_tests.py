@@ -1,19 +1,24 @@
-"""Run LLVM's own offload tests (llvm-project offload/test/offloading) both ways: linked by
-clang (clang-linker-wrapper) and by offlink, on libomptarget's x86_64 plugin.
+"""Run LLVM's own offload tests (llvm-project offload/test) both ways: linked by clang
+(clang-linker-wrapper) and by offlink, on libomptarget's x86_64 plugin.
 
     python tests/llvm_offload/run_llvm_tests.py DIR [NAME...] [--offlink PATH] [--json OUT]
+        [--jobs N]
 
-DIR holds the tests (a checkout's offload/test/offloading, or copies of some of its files).
+DIR holds the tests (offload/test of LLVM 19.1.7's sources, as tests/llvm_offload/fetch.sh
+unpacks them, or a folder below it); NAMEs are paths below DIR, all C/C++ tests by default.
 The tests are not part of offlink's repository; this script is. Each test's `// RUN:` lines
-are run as lit would run them for the `x86_64-pc-linux-gnu` target, with the few lit
-substitutions these tests use; `%libomptarget-compile*` becomes a compile step then a link,
-either clang's or `offlink link clang-19 ...`. A test matches when both links give the same
-result (pass or fail) and passes when its RUN lines (FileCheck included) succeed.
+are run as lit would run them with offload/test/lit.cfg for the `x86_64-pc-linux-gnu`
+target, with the lit substitutions these tests use; `%libomptarget-compile*` becomes a
+compile step then a link, either clang's or `offlink link clang-19 ...`. REQUIRES /
+UNSUPPORTED / XFAIL lines are read against the features lit.cfg gives that target with
+Debian's libomptarget. A test matches when both links give the same result (pass or fail)
+and passes when its RUN lines (FileCheck included) succeed.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -28,9 +33,55 @@ CLANG, CLANGXX = "clang-19", "clang++-19"
 LLVM_BIN = "/usr/lib/llvm-19/bin"
 LLVM_LIB = "/usr/lib/llvm-19/lib"
 OPENMP_FLAGS = f"-fopenmp -fopenmp-targets={TRIPLE}"
-# What keeps a test off this machine, from its REQUIRES/UNSUPPORTED lines.
-GPU_ONLY = re.compile(r"^//\s*REQUIRES:.*\b(gpu|amdgpu|nvptx|amdgcn|nvidiagpu|amdgpu)\b", re.M)
-NOT_X86 = re.compile(r"^//\s*UNSUPPORTED:.*\bx86_64-(pc|unknown)-linux-gnu\b(?!-)", re.M)
+# lit.cfg's features for a host target: its triple, `host`, `unified_shared_memory` (assumed
+# for every target but old GPUs), `ompt` (Debian's libomptarget exports
+# ompt_libomptarget_connect) and the compiler's (OpenMPTesting.cmake: clang, clang-19,
+# clang-19.1). Not here: gpu and the GPU triples, `flang` (no Fortran
+# compiler), `libc` (no GPU libc), `libomptarget-debug` (Debian builds it without
+# LIBOMPTARGET_DEBUG output).
+FEATURES = frozenset({TRIPLE, "host", "unified_shared_memory", "ompt", "clang", "clang-19",
+                      "clang-19.1"})
+# Targets lit.cfg knows but this machine lacks: lit makes their substitutions `echo
+# ignored-command`; `true` here (an echo piped to a command that does not read can die of
+# SIGPIPE, which pipefail turns into a failure now and then).
+# The other host triples and the -LTO configurations are other lit targets too.
+OTHER_TARGETS = (r"(?:nvptx64-nvidia-cuda(?:-JIT)?(?:-LTO)?|amdgcn-amd-amdhsa(?:-JIT)?(?:-LTO)?"
+                 r"|aarch64-unknown-linux-gnu(?:-LTO)?|s390x-ibm-linux-gnu(?:-LTO)?"
+                 r"|powerpc64(?:le)?-ibm-linux-gnu(?:-LTO)?"
+                 rf"|{TRIPLE}-(?:JIT-)?LTO)")
+TIMEOUT_S = 120
+
+
+def directives(text: str, keyword: str) -> list[str]:
+    """The comma-separated items of every `// KEYWORD:` line (lit's REQUIRES and kin)."""
+    items = []
+    for m in re.finditer(rf"^\s*//\s*{keyword}:(.*)$", text, re.M):
+        items += [i.strip() for i in m.group(1).split(",") if i.strip()]
+    return items
+
+
+def holds(expression: str, features: frozenset[str] = FEATURES) -> bool:
+    """A lit boolean expression (`a && !(b || c)`) over the features; `*` matches all."""
+    if expression == "*":
+        return True
+    tokens = re.findall(r"&&|\|\||!|\(|\)|[^\s&|!()]+", expression)
+    words = {"&&": " and ", "||": " or ", "!": " not ", "(": "(", ")": ")"}
+    python = "".join(words.get(t, str(t in features)) for t in tokens)
+    return bool(eval(python, {"__builtins__": {}}))  # only True/False/and/or/not here
+
+
+def why_not_run(text: str) -> str | None:
+    """Why lit would not run the test for x86_64-pc-linux-gnu here (None: it would)."""
+    for item in directives(text, "REQUIRES"):
+        if not holds(item):
+            return f"REQUIRES: {item}"
+    for item in directives(text, "UNSUPPORTED"):
+        if holds(item):
+            return f"UNSUPPORTED: {item}"
+    for item in directives(text, "XFAIL"):
+        if holds(item):
+            return f"XFAIL: {item}"
+    return None
 
 
 def driver_script(mode: str, offlink: str, work: str) -> str:
@@ -47,14 +98,16 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -o) out="$2"; shift 2; continue;;
     -c) compile_only=1;;
-    *.c|*.cpp|*.cc) srcs+=("$1"); args+=("$(basename "$1").o"); shift; continue;;
+    *.c|*.cpp|*.cc) srcs+=("$1"); args+=("cu/$(basename "$1").o"); shift; continue;;
     -l|-L|-rpath) args+=("$1" "$2"); shift 2; continue;;
-    *.o|*.a|*.so|-l*|-L*) args+=("$1"); shift; continue;;
+    -I) flags+=("$1" "$2"); shift 2; continue;;
+    *.o|*.a|*.so|-l*|-L*|-Wl,*) args+=("$1"); shift; continue;;
   esac
   args+=("$1"); flags+=("$1"); shift
 done
 if [ $compile_only = 1 ]; then exec "$cc" "${{flags[@]}}" -c "${{srcs[@]}}" -o "$out"; fi
-for s in "${{srcs[@]}}"; do "$cc" "${{flags[@]}}" -c "$s" -o "$(basename "$s").o"; done
+mkdir -p cu  # not beside %t: extern.c's own %t.o would be overwritten
+for s in "${{srcs[@]}}"; do "$cc" "${{flags[@]}}" -c "$s" -o "cu/$(basename "$s").o"; done
 exec {link} "${{args[@]}}" -o "$out"
 """)
     os.chmod(path, 0o755)
@@ -73,11 +126,28 @@ def run_lines(text: str) -> list[str]:
     return lines
 
 
-def substitute(line: str, src: str, tmp: str, cc: str) -> str:
-    def compile_(lang: str, opt: str) -> str:
-        compiler = CLANGXX if lang == "xx" else CLANG
-        return f"{cc} {compiler} {OPENMP_FLAGS} {opt} {shlex.quote(src)} -o {tmp}"
+def lit_flags(src: str) -> str:
+    """lit.cfg's %flags for a host target on Linux, Debian's folders standing for the build's:
+    the test root's includes, the libraries' folder (searched and in the rpath), -nogpulib."""
+    root = os.path.dirname(os.path.dirname(src))
+    while os.path.basename(root) != "test" and os.path.dirname(root) != root:
+        root = os.path.dirname(root)
+    return (f"-I {shlex.quote(root)} -L {LLVM_LIB} -nogpulib -Wl,-rpath,{LLVM_LIB}")
 
+
+def substitute(line: str, src: str, tmp: str, cc: str) -> str:
+    flags = lit_flags(src)
+    devicertl = f"{LLVM_LIB}/libomptarget.devicertl.a"
+
+    def compile_(lang: str, opt: str, extra: str = "") -> str:
+        compiler = CLANGXX if lang == "xx" else CLANG
+        return (f"{cc} {compiler} {OPENMP_FLAGS} {extra} {flags} {opt} {shlex.quote(src)} "
+                f"-o {tmp} {devicertl}")
+
+    line = re.sub(rf"%[\w-]+-{OTHER_TARGETS}(?![\w-])", "true ignored-command", line)
+    line = re.sub(rf"(%[\w-]+)-{TRIPLE}(?![\w-])", r"\1-generic", line)  # this target's own
+    line = line.replace("%libomptarget-compilexxx-generic-force-usm",
+                        compile_("xx", "", "-fopenmp-force-usm"))
     for lang in ("xx", ""):
         for opt, flag in (("opt", "-O3"), ("", "")):
             name = f"%libomptarget-compile{opt}{lang}"
@@ -88,23 +158,28 @@ def substitute(line: str, src: str, tmp: str, cc: str) -> str:
             line = line.replace(f"{name}-generic", compile_(lang, flag))
     line = line.replace("%libomptarget-run-fail-generic", f"{LLVM_BIN}/not --crash {tmp}")
     line = line.replace("%libomptarget-run-generic", tmp)
+    line = line.replace("%fcheck-plain-generic", f"{LLVM_BIN}/FileCheck")
     line = line.replace("%fcheck-generic", f"{LLVM_BIN}/FileCheck {shlex.quote(src)}")
-    line = line.replace("%clangxx-generic", f"{cc} {CLANGXX} {OPENMP_FLAGS}")
-    line = line.replace("%clang-generic", f"{cc} {CLANG} {OPENMP_FLAGS}")
+    line = line.replace("%clangxx-generic", f"{cc} {CLANGXX} {OPENMP_FLAGS} {flags}")
+    line = line.replace("%clang-generic", f"{cc} {CLANG} {OPENMP_FLAGS} {flags}")
+    # lit's plain %clang/%clangxx: the compiler alone, no offloading, so no link to compare
+    line = re.sub(r"%clangxx\b", CLANGXX, line)
+    line = re.sub(r"%clang\b", CLANG, line)
+    line = line.replace("%openmp_flags", "-fopenmp").replace("%flags", flags)
     line = line.replace("%not", f"{LLVM_BIN}/not")
     line = re.sub(r"(?<![\w/])not ", f"{LLVM_BIN}/not ", line)
+    line = line.replace("%T", shlex.quote(os.path.dirname(tmp)))
     line = line.replace("%t", tmp).replace("%s", shlex.quote(src))
     line = line.replace("%S", shlex.quote(os.path.dirname(src)))
     return line
 
 
 def run_test(path: str, mode: str, offlink: str, work: str) -> tuple[str, str]:
-    """('pass' | 'fail' | 'excluded', detail)."""
+    """('pass' | 'fail' | 'excluded', detail); `work` is this run's own empty folder."""
     text = open(path, encoding="utf-8", errors="replace").read()
-    if GPU_ONLY.search(text):
-        return "excluded", "REQUIRES a GPU"
-    if NOT_X86.search(text):
-        return "excluded", "UNSUPPORTED on x86_64-pc-linux-gnu"
+    why = why_not_run(text)
+    if why:
+        return "excluded", why
     lines = run_lines(text)
     if not lines:
         return "excluded", "no RUN line"
@@ -112,19 +187,60 @@ def run_test(path: str, mode: str, offlink: str, work: str) -> tuple[str, str]:
     if left:
         return "excluded", f"a lit substitution this script lacks: {left[0][:80]}"
     cc = driver_script(mode, offlink, work)
-    tmp = os.path.join(work, f"{os.path.basename(path)}.{mode}")
+    tmp = os.path.join(work, os.path.basename(path))
     env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "OMP_NUM_THREADS": "2"}
     env.pop("LIBOMPTARGET_INFO", None)
     for line in lines:
         cmd = substitute(line, path, tmp, cc)
         try:
             proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=work, env=env,
-                                  capture_output=True, text=True, timeout=120)
+                                  capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return "fail", f"timeout: {cmd[:120]}"
         if proc.returncode != 0:
-            return "fail", (proc.stderr or proc.stdout).strip()[-300:]
+            return "fail", f"{line[:60]}: " + (proc.stderr or proc.stdout).strip()[-300:]
     return "pass", ""
+
+
+def find_tests(root: str) -> list[str]:
+    """Every C and C++ test below root (lit's suffixes less .f90; Inputs is not tests)."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "Inputs")
+        rel = os.path.relpath(folder, root)
+        found += [os.path.normpath(os.path.join(rel, f)) for f in files
+                  if f.endswith((".c", ".cpp", ".cc"))]
+    return sorted(found)
+
+
+def compare(root: str, name: str, offlink: str) -> dict[str, tuple[str, str]]:
+    """One test, built and run with clang's link, then (unless excluded) with offlink's."""
+    path = os.path.abspath(os.path.join(root, name))
+    result = {}
+    for mode in ("clang", "offlink"):
+        with tempfile.TemporaryDirectory(prefix=f"llvm-offload-{mode}-") as work:
+            result[mode] = run_test(path, mode, offlink, work)
+        if result[mode][0] == "excluded":
+            return {"clang": result[mode], "offlink": result[mode]}
+    return result
+
+
+def run_suite(root: str, names: list[str], offlink: str, jobs: int,
+              report=None) -> dict[str, dict[str, tuple[str, str]]]:
+    """compare() over names, `jobs` at a time; report(name, result) as each ends."""
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(compare, root, n, offlink): n for n in names}
+        for future in concurrent.futures.as_completed(futures):
+            results[futures[future]] = future.result()
+            if report:
+                report(futures[future], results[futures[future]])
+    return dict(sorted(results.items()))
+
+
+def line(name: str, r: dict[str, tuple[str, str]]) -> str:
+    return (f"{name:50} clang {r['clang'][0]:8} offlink {r['offlink'][0]:8} "
+            f"{(r['offlink'][1] or r['clang'][1])[:100]!r}")
 
 
 def main() -> int:
@@ -133,21 +249,12 @@ def main() -> int:
     ap.add_argument("names", nargs="*")
     ap.add_argument("--offlink", default=shutil.which("offlink") or "offlink")
     ap.add_argument("--json")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     a = ap.parse_args()
-    names = a.names or sorted(n for n in os.listdir(a.dir) if n.endswith((".c", ".cpp")))
-    results = {}
-    for name in names:
-        path = os.path.abspath(os.path.join(a.dir, name))
-        with tempfile.TemporaryDirectory(prefix="llvm-offload-") as work:
-            clang = run_test(path, "clang", a.offlink, work)
-            if clang[0] == "excluded":
-                results[name] = {"clang": clang, "offlink": clang}
-            else:
-                results[name] = {"clang": clang, "offlink": run_test(path, "offlink",
-                                                                     a.offlink, work)}
-        r = results[name]
-        print(f"{name:50} clang {r['clang'][0]:8} offlink {r['offlink'][0]:8} "
-              f"{(r['offlink'][1] or r['clang'][1])[:100]!r}", flush=True)
+    names = a.names or find_tests(a.dir)
+    offlink = shutil.which(a.offlink) or a.offlink
+    results = run_suite(a.dir, names, os.path.abspath(offlink), a.jobs,
+                        lambda n, r: print(line(n, r), flush=True))
     both = sum(r["clang"][0] == r["offlink"][0] == "pass" for r in results.values())
     differ = [n for n, r in results.items() if r["clang"][0] != r["offlink"][0]]
     print(f"{both} of {len(results)} pass both ways; differ: {', '.join(differ) or 'none'}")
