@@ -65,16 +65,17 @@ def inspect_file(path: str, name_glob: str | None = None,
     symbols = table.symbols  # made anew on each call: once here (100k rows: 0.6 s)
     host = host_spellings(elf, symbols)
     readable = demangle([s.name for s in symbols])
-    rows = [{"name": s.name, "kind": s.kind, "address": s.address, "size": s.size,
-             "host_name": host.get(s.name), "demangled": readable.get(s.name)}
-            for s in symbols]
+    rows: list[dict] = [{"name": s.name, "kind": s.kind, "address": s.address, "size": s.size,
+                         "host_name": host.get(s.name), "demangled": readable.get(s.name)}
+                        for s in symbols]
     origins = _origins(elf, path, warn=True)
     if origins is not None:  # the CU that offered each row, as the link line named it
         for r in rows:
             r["cu"] = origins.rows.get(r["name"], UNKNOWN_CU)
     elif cu_glob is not None:
         raise UsageError(f"--cu: {path} does not record the CU of its rows (no "
-                         f"{ORIGINS_SECTION} section: linked by an older offlink, or stripped)")
+                         f"{ORIGINS_SECTION} section: an older offlink linked it, or strip -R "
+                         f"removed it)")
     return {
         **head,
         "kind": "module",
