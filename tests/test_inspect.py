@@ -190,6 +190,21 @@ def test_archive_members_are_cus_and_links_are_byte_identical(offlink, built, tm
     assert row_cus(offlink, tmp_path / "stripped")["main"] == "main.o"
 
 
+def test_compile_and_link_in_one_step_names_sources_not_temporary_objects(offlink, tmp_path):
+    """`offlink cc gcc a.c b.c -o app` links objects in a temporary folder: the rows are
+    recorded under the sources as given, so two builds are byte-identical."""
+    sample = ROOT / "samples" / "multi_cu"
+    for name in ("main.c", "ops.c", "vec.c", "sample.h"):
+        shutil.copy(sample / name, tmp_path / name)
+    flags = [*run([offlink, "config", "--cflags"]).stdout.split(), "main.c", "ops.c", "vec.c",
+             *run([offlink, "config", "--libs"]).stdout.split()]
+    for out in ("prog", "again"):
+        run([offlink, "cc", "gcc", "-O2", *flags, "-o", out], cwd=tmp_path)
+    assert (tmp_path / "prog").read_bytes() == (tmp_path / "again").read_bytes()
+    assert cu_groups(run([offlink, "inspect", tmp_path / "prog"]).stdout) == {
+        "main.c": ["main"], "ops.c": list(OPS_ROWS), "vec.c": list(VEC_ROWS)}
+
+
 def test_symbol_left_out_by_narrowing_says_so(offlink, built, tmp_path):
     libs = run([offlink, "config", "--libs"]).stdout.split()
     objs = [str(built / n) for n in ("main.o", "ops.o", "vec.o")]

@@ -39,6 +39,7 @@ class LinkOptions:
     host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
     offload_symbols: list[str] = field(default_factory=list)  # --offload-symbol (link/narrow.py)
     offload_symbol_lists: list[str] = field(default_factory=list)  # --offload-symbol-list
+    origin_names: dict[str, str] = field(default_factory=dict)  # temporary object -> source
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -196,7 +197,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
         placeholder = os.path.join(workdir, "offlink-table.o")
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine(),
-                                       origins_content(images, every, narrowing)))
+                                       origins_content(images, every, narrowing,
+                                                       options.origin_names)))
         timer.stage("reserve")
         # The linker writes into the work folder (a killed link leaves nothing beside the
         # output) and creates the file itself, so its mode is the plain link's.

@@ -31,7 +31,9 @@ from ..formats import origins as origins_format
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout
 
 if TYPE_CHECKING:
-    from ..model import CompiledCU, Image
+    from collections.abc import Mapping
+
+    from ..model import CU, CompiledCU, Image
     from .narrow import Narrowing
 
 
@@ -92,10 +94,19 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
     return bytes(out)
 
 
-def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: Narrowing) -> bytes:
+def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: Narrowing,
+                    names: Mapping[str, str] | None = None) -> bytes:
     """`.offlink.origins` for these images: each row's CU as the link line names it (its
-    origin: `a.o`, `libx.a(m.o)`), and the offered names the narrowing left out."""
-    origin = {c.cu.label: c.cu.origin for c in compiled}
+    origin: `a.o`, `libx.a(m.o)`; a temporary object in `names` by its source), and the
+    offered names the narrowing left out."""
+    def named(cu: CU) -> str:
+        if not names:
+            return cu.origin
+        path, sep, record = cu.origin.rpartition("#")  # `a.o#2`: a file's second record
+        return (names[cu.origin] if cu.origin in names
+                else names[path] + sep + record if sep and path in names else cu.origin)
+
+    origin = {c.cu.label: named(c.cu) for c in compiled}
     rows: dict[str, str] = {}
     for img in images:  # a name in several images: the first image's CU, as fill names it
         for name, label in img.owners.items():
@@ -105,7 +116,7 @@ def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: 
         offered: dict[str, str] = {}
         for c in compiled:
             for o in c.offers:
-                offered.setdefault(o.name, c.cu.origin)
+                offered.setdefault(o.name, origin[c.cu.label])
         kept = narrowing.select(offered) or frozenset()
         left_out = {n: cu for n, cu in offered.items() if n not in kept and n not in rows}
-    return origins_format.encode(rows, left_out, [c.cu.origin for c in compiled])
+    return origins_format.encode(rows, left_out, [origin[c.cu.label] for c in compiled])
