@@ -234,6 +234,21 @@ def test_damaged_origins_are_one_warning_line(offlink, built, tmp_path, content)
                                     "main"]).stdout
 
 
+def test_origins_round_trip_and_every_truncation_is_a_format_error():
+    from offlink.errors import FormatError
+    from offlink.formats.origins import decode, encode
+
+    rows = {"b": "libx.a(m.o)", "a": "a.o", "\u00e9t\u00e9": "a.o"}
+    blob = encode(rows, {"z": "a.o"}, ["a.o", "unused.o", "libx.a(m.o)"])
+    assert blob == encode(dict(reversed(rows.items())), {"z": "a.o"},
+                          ["a.o", "unused.o", "libx.a(m.o)"])  # deterministic
+    got = decode(blob, "f")
+    assert (got.rows, got.left_out, got.cus) == (rows, {"z": "a.o"}, ("a.o", "libx.a(m.o)"))
+    for end in range(len(blob)):
+        with pytest.raises(FormatError, match=r"^f: \.offlink\.origins: "):
+            decode(blob[:end], "f")
+
+
 def test_binary_without_origins_shows_rows_as_before(offlink, built, tmp_path):
     run(["objcopy", "-R", ".offlink.origins", built / "multi_cu", tmp_path / "old"])
     proc = run([offlink, "inspect", tmp_path / "old"])
