@@ -66,6 +66,11 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                 help="only rows of this kind: function, variable, indirect-function, "
                      "link-variable (a unique prefix will do; repeatable or comma-separated)")
             ] = None,
+            cu: Annotated[Optional[str], typer.Option(
+                "--cu", metavar="GLOB",
+                help="only rows offered by a CU matching this shell pattern, e.g. "
+                     "'*libops.a(*': an object path or archive(member) as the link line "
+                     "named it")] = None,
             symbol: Annotated[Optional[str], typer.Option(
                 "--symbol", metavar="NAME",
                 help="explain what the table says about this name (the row's name, the "
@@ -95,7 +100,7 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                           else (None, None))
             print(explain(binary, symbol, addr, base))
             return 0
-        info = inspect_file(binary, name, parse_kinds(kind) if kind else None)
+        info = inspect_file(binary, name, parse_kinds(kind) if kind else None, cu)
         if json:
             import json as jsonlib
 

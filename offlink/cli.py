@@ -182,7 +182,9 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
             assert plan is not None
             run_compile(plan, target_compile=False, host_said_by_source=host_said)
         # the link compiles the targets, in parallel
-        return link(onestep.link, LinkOptions(targets=link_targets, host_said=host_said))
+        # The objects are temporary: the table's origins name their sources (deterministic).
+        return link(onestep.link, LinkOptions(targets=link_targets, host_said=host_said,
+                                              origin_names=onestep.sources))
     finally:
         work.close()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import run as runner
@@ -96,6 +96,7 @@ class OneStepPlan:
 
     compiles: list[list[str]]  # `COMPILER ... -c SOURCE -o OBJECT`, one per source
     link: list[str]
+    sources: dict[str, str] = field(default_factory=dict)  # OBJECT -> its SOURCE, as given
 
 
 TWO_STEPS = ("compile each source with `offlink cc COMPILER -c SOURCE -o OBJECT`, then link "
@@ -141,11 +142,13 @@ def plan_compile_and_link(argv: list[str], obj_dir: str) -> OneStepPlan | None:
         if not opts & {"-MT", "-MQ"}:
             deps += ["-MT", output]
     compiles = []
+    objects = {}
     for i, (src, lang) in enumerate(sources):
         obj = os.path.join(obj_dir, f"{i}-{os.path.splitext(os.path.basename(src))[0]}.o")
         compiles.append([compiler, *common, *deps, "-c", *(["-x", lang] if lang else []), src,
                          "-o", obj])
-    return OneStepPlan(compiles, link)
+        objects[obj] = src
+    return OneStepPlan(compiles, link, objects)
 
 
 def _split_options(args: list[str], ws: list[Word]) -> tuple[list[str], list[str]]:

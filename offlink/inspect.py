@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from .elf import (
@@ -15,10 +16,12 @@ from .elf import (
     is_archive,
 )
 from .errors import FormatError, TableError, UsageError
+from .formats.origins import SECTION as ORIGINS_SECTION
 from .formats.table import SECTION
 
 if TYPE_CHECKING:
     from .elf import Section
+    from .formats.origins import Origins
     from .table import Table
 
 
@@ -32,9 +35,10 @@ LEGEND = ("  size: a variable's bytes; '-' for a function (its row stores 1: an 
 
 
 def inspect_file(path: str, name_glob: str | None = None,
-                 kinds: tuple[str, ...] | None = None) -> dict:
+                 kinds: tuple[str, ...] | None = None, cu_glob: str | None = None) -> dict:
     """A JSON-able description (schema: offlink/inspect.schema.json), its rows (or a CU's
-    offered names) narrowed to those matching `name_glob` and of one of `kinds`."""
+    offered names) narrowed to those matching `name_glob`, of one of `kinds` and offered by a
+    CU matching `cu_glob`."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -46,7 +50,8 @@ def inspect_file(path: str, name_glob: str | None = None,
         for m in archive_members(data, path):
             if bytes(m.data[:4]) == b"\x7fELF":
                 cus += _cus(ElfFile(m.data, f"{path}({m.name})"), f"{path}({m.name})", m.name)
-        return {**head, "kind": "archive", "cus": _narrow_cus(cus, name_glob, kinds)}
+        return {**head, "kind": "archive",
+                "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
     elf = ElfFile(data, path)
     section = elf.section(SECTION)
     if elf.e_type == 1 or section is None:
@@ -54,14 +59,23 @@ def inspect_file(path: str, name_glob: str | None = None,
         if elf.e_type != 1 and not cus:
             raise FormatError(f"{path}: no {SECTION} section (not linked with offlink, or no "
                               f"target code in its inputs)")
-        return {**head, "kind": "object", "cus": _narrow_cus(cus, name_glob, kinds)}
+        return {**head, "kind": "object",
+                "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
     table = _checked_table(elf, section, path)
     symbols = table.symbols  # made anew on each call: once here (100k rows: 0.6 s)
     host = host_spellings(elf, symbols)
     readable = demangle([s.name for s in symbols])
-    rows = [{"name": s.name, "kind": s.kind, "address": s.address, "size": s.size,
-             "host_name": host.get(s.name), "demangled": readable.get(s.name)}
-            for s in symbols]
+    rows: list[dict] = [{"name": s.name, "kind": s.kind, "address": s.address, "size": s.size,
+                         "host_name": host.get(s.name), "demangled": readable.get(s.name)}
+                        for s in symbols]
+    origins = _origins(elf, path, warn=True)
+    if origins is not None:  # the CU that offered each row, as the link line named it
+        for r in rows:
+            r["cu"] = origins.rows.get(r["name"], UNKNOWN_CU)
+    elif cu_glob is not None:
+        raise UsageError(f"--cu: {path} does not record the CU of its rows (no "
+                         f"{ORIGINS_SECTION} section: an older offlink linked it, or strip -R "
+                         f"removed it)")
     return {
         **head,
         "kind": "module",
@@ -76,9 +90,35 @@ def inspect_file(path: str, name_glob: str | None = None,
                          "file_offset": section.sh_offset + t.offset,
                          "archs": image_archs(t.kind, t.image)}
                         for t in table.targets],
-            "symbols": [r for r in rows if _wanted(r, name_glob, kinds)],
+            "symbols": [r for r in rows if _wanted(r, name_glob, kinds)
+                        and (cu_glob is None or fnmatchcase(r["cu"], cu_glob))],
         },
     }
+
+
+UNKNOWN_CU = "(CU not recorded)"  # a row the section does not name (a damaged section)
+
+
+def _origins(elf: ElfFile, path: str, warn: bool = False) -> Origins | None:
+    """The `.offlink.origins` of a linked binary; None when it has none, or (with a one-line
+    warning when `warn`) when it is damaged: the rows are shown without their CUs."""
+    from .formats.origins import decode
+
+    section = elf.section(ORIGINS_SECTION)
+    if section is None:
+        return None
+    try:
+        return decode(bytes(elf.content(section)), path)
+    except FormatError as e:
+        if warn:
+            import warnings
+
+            warnings.warn(f"{e}; rows shown without their CUs", stacklevel=2)
+        return None
+
+
+def _cus_matching(cus: list[dict], cu_glob: str | None) -> list[dict]:
+    return cus if cu_glob is None else [cu for cu in cus if fnmatchcase(cu["origin"], cu_glob)]
 
 
 def parse_kinds(words: list[str]) -> tuple[str, ...]:
@@ -99,8 +139,6 @@ def _wanted(row: dict, name_glob: str | None, kinds: tuple[str, ...] | None) -> 
         return False
     if name_glob is None:
         return True
-    from fnmatch import fnmatchcase
-
     return any(n is not None and fnmatchcase(n, name_glob)
                for n in (row["name"], row.get("host_name"), row.get("demangled")))
 
@@ -306,6 +344,8 @@ def explain(path: str, name: str | None, address: int | None,
     host = host_symbols(elf)
     symbols = table.symbols
     spelled = host_spellings(elf, symbols)
+    origins = _origins(elf, path)
+    offered_by = origins.rows if origins is not None else {}
     lines = []
     if name is not None:
         readable = demangle([s.name for s in symbols])
@@ -316,7 +356,12 @@ def explain(path: str, name: str | None, address: int | None,
             found = [table.lookup(m) for m, d in sorted(readable.items())
                      if d == name or d.startswith(name + "(")][:1]
         if found:
-            lines += [_describe(s, readable, spelled, table) for s in found if s is not None]
+            lines += [_describe(s, readable, spelled, table, offered_by) for s in found
+                      if s is not None]
+        elif origins is not None and name in origins.left_out:
+            lines.append(f"'{name}' is offered by {origins.left_out[name]} but was left out by "
+                         f"--offload-symbol narrowing at link time, so it has no row; "
+                         f"translate returns the host pointer")
         elif name in host and host[name].st_visibility in (STV_HIDDEN, STV_INTERNAL):
             seen = "hidden" if host[name].st_visibility == STV_HIDDEN else "internal"
             lines.append(f"'{name}' is defined in {path} with {seen} visibility, so no CU "
@@ -343,7 +388,7 @@ def explain(path: str, name: str | None, address: int | None,
             delta = linked - sym.address
             where = f" (+{delta:#x})" if delta else ""
             lines.append(f"{shown} is in '{sym.name}'{where}")
-            lines.append(_describe(sym, demangle([sym.name]), spelled, table))
+            lines.append(_describe(sym, demangle([sym.name]), spelled, table, offered_by))
         else:
             end = max((x.sh_addr + x.sh_size for x in elf.sections if x.sh_addr), default=0)
             near = max((s for s in host.values() if s.st_value <= linked),
@@ -373,13 +418,15 @@ def _local_in_images(table, name: str) -> list[str]:
     return found
 
 
-def _describe(sym, readable: dict[str, str], spelled: dict[str, str], table) -> str:
+def _describe(sym, readable: dict[str, str], spelled: dict[str, str], table,
+              offered_by: dict[str, str]) -> str:
     also = [x for x in (readable.get(sym.name),
                         spelled.get(sym.name) and f"host: {spelled[sym.name]}") if x]
     shown = f"{sym.name} ({'; '.join(also)})" if also else sym.name
     targets = ", ".join(t.name for t in table.targets) or "none"
     size = "" if sym.kind.endswith("function") else f", size {sym.size}"
-    return (f"{shown}: {sym.kind} at {sym.address:#x}{size}; "
+    by = f"; offered by {offered_by[sym.name]}" if sym.name in offered_by else ""
+    return (f"{shown}: {sym.kind} at {sym.address:#x}{size}{by}; "
             f"resolved by name in each image ({targets})")
 
 
@@ -393,6 +440,15 @@ def _cus(elf: ElfFile, origin: str, member: str | None) -> list[dict]:
              "options": list(p.options), "offered": list(p.offered),
              "demangled": {n: readable[n] for n in p.offered if n in readable}}
             for cu in found for p in (cu.payload,)]
+
+
+def _by_cu(rows: list[dict]) -> dict[str | None, list[dict]]:
+    """Rows by their CU (None: not recorded), CUs sorted by name, rows in table order; rows
+    whose CU the section does not name come last."""
+    groups: dict[str | None, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r.get("cu"), []).append(r)
+    return {cu: groups[cu] for cu in sorted(groups, key=lambda c: (c == UNKNOWN_CU, c or ""))}
 
 
 def render_text(info: dict) -> str:
@@ -411,12 +467,17 @@ def render_text(info: dict) -> str:
                          f"at file offset {tg['file_offset']:#x}{archs}")
         lines.append("  symbols:")
         width = max([len(s["name"]) for s in t["symbols"]] + [4])
-        for s in t["symbols"]:
-            also = [x for x in (s["demangled"], s["host_name"] and f"host: {s['host_name']}")
-                    if x]
-            size = "-" if s["kind"].endswith("function") else str(s["size"])
-            lines.append(f"    {s['name']:<{width}}  {s['kind']:<18} {s['address']:#014x}  "
-                         f"size {size}" + "".join(f"  {x}" for x in also))
+        groups = _by_cu(t["symbols"])
+        indent = "    " if None in groups else "      "
+        for cu, rows in groups.items():
+            if cu is not None:  # grouped by the CU that offered them: a big table reads by file
+                lines.append(f"    {cu}:")
+            for s in rows:
+                also = [x for x in (s["demangled"], s["host_name"] and f"host: {s['host_name']}")
+                        if x]
+                size = "-" if s["kind"].endswith("function") else str(s["size"])
+                lines.append(f"{indent}{s['name']:<{width}}  {s['kind']:<18} "
+                             f"{s['address']:#014x}  size {size}" + "".join(f"  {x}" for x in also))
         lines.append(LEGEND)
     else:
         if not info["cus"]:

@@ -134,6 +134,129 @@ def test_text_output_golden(offlink, built):
     assert text == (ROOT / "tests" / "golden" / "inspect-multi_cu.txt").read_text()
 
 
+OPS_ROWS = ("op_add", "op_mul", "op_sub", "ops_calls", "ops_side")  # samples/multi_cu/ops.c
+VEC_ROWS = ("hits", "scale", "vec_calls", "weighted_sum", "weights")  # vec.c
+
+
+def row_cus(offlink, binary) -> dict[str, str | None]:
+    info = inspect_json(offlink, binary)
+    jsonschema.validate(info, SCHEMA)
+    return {s["name"]: s.get("cu") for s in info["table"]["symbols"]}
+
+
+def cu_groups(text: str) -> dict[str, list[str]]:
+    """The text output's rows under each CU line (`    build/ops.o:`)."""
+    groups: dict[str, list[str]] = {}
+    for line in text.split("  symbols:\n", 1)[1].splitlines():
+        if line.startswith("      "):
+            groups[list(groups)[-1]].append(line.split()[0])
+        elif line.startswith("    ") and line.endswith(":"):
+            groups[line.strip()[:-1]] = []
+    return groups
+
+
+def test_rows_grouped_by_the_cu_that_offered_them(offlink, built):
+    """The link records each row's CU as the link line named it (.offlink.origins): text
+    groups the rows under a line per CU, JSON rows carry `cu`, --cu keeps one CU's rows."""
+    three = {"build/main.o": ["main"], "build/ops.o": list(OPS_ROWS),
+             "build/vec.o": list(VEC_ROWS)}
+    assert cu_groups(run([offlink, "inspect", built / "multi_cu"]).stdout) == three
+    assert row_cus(offlink, built / "multi_cu") == {n: cu for cu, ns in three.items()
+                                                     for n in ns}
+    only = inspect_json(offlink, built / "multi_cu", "--cu", "*/vec.o")["table"]["symbols"]
+    assert [s["name"] for s in only] == list(VEC_ROWS)
+    out = run([offlink, "inspect", built / "multi_cu", "--symbol", "op_mul"]).stdout
+    assert "op_mul: function at 0x" in out and "offered by build/ops.o;" in out
+
+
+def test_archive_members_are_cus_and_links_are_byte_identical(offlink, built, tmp_path):
+    for name in ("main.o", "ops.o", "vec.o"):
+        shutil.copy(built / name, tmp_path / name)
+    run(["ar", "rcs", "libops.a", "ops.o", "vec.o"], cwd=tmp_path)
+    libs = run([offlink, "config", "--libs"]).stdout.split()
+    for out in ("prog", "again"):
+        run([offlink, "link", "gcc", "main.o", "libops.a", *libs, "-o", out], cwd=tmp_path)
+    assert (tmp_path / "prog").read_bytes() == (tmp_path / "again").read_bytes()
+    assert cu_groups(run([offlink, "inspect", tmp_path / "prog"]).stdout) == {
+        "libops.a(ops.o)": list(OPS_ROWS), "libops.a(vec.o)": list(VEC_ROWS),
+        "main.o": ["main"]}
+    only = inspect_json(offlink, tmp_path / "prog", "--cu", "libops.a(*")["table"]["symbols"]
+    assert sorted(s["name"] for s in only) == sorted(OPS_ROWS + VEC_ROWS)
+    # Not loaded (no SHF_ALLOC), and kept by strip: inspect still groups a stripped binary.
+    sections = run(["readelf", "-SW", tmp_path / "prog"]).stdout
+    assert re.search(r"\.offlink\.origins +PROGBITS +0+ [0-9a-f]+ [0-9a-f]+ 00 +0 +0 +1$",
+                     sections, re.M), sections
+    run(["strip", "--strip-all", tmp_path / "prog", "-o", tmp_path / "stripped"])
+    assert row_cus(offlink, tmp_path / "stripped")["main"] == "main.o"
+
+
+def test_compile_and_link_in_one_step_names_sources_not_temporary_objects(offlink, tmp_path):
+    """`offlink cc gcc a.c b.c -o app` links objects in a temporary folder: the rows are
+    recorded under the sources as given, so two builds are byte-identical."""
+    sample = ROOT / "samples" / "multi_cu"
+    for name in ("main.c", "ops.c", "vec.c", "sample.h"):
+        shutil.copy(sample / name, tmp_path / name)
+    flags = [*run([offlink, "config", "--cflags"]).stdout.split(), "main.c", "ops.c", "vec.c",
+             *run([offlink, "config", "--libs"]).stdout.split()]
+    for out in ("prog", "again"):
+        run([offlink, "cc", "gcc", "-O2", *flags, "-o", out], cwd=tmp_path)
+    assert (tmp_path / "prog").read_bytes() == (tmp_path / "again").read_bytes()
+    assert cu_groups(run([offlink, "inspect", tmp_path / "prog"]).stdout) == {
+        "main.c": ["main"], "ops.c": list(OPS_ROWS), "vec.c": list(VEC_ROWS)}
+
+
+def test_symbol_left_out_by_narrowing_says_so(offlink, built, tmp_path):
+    libs = run([offlink, "config", "--libs"]).stdout.split()
+    objs = [str(built / n) for n in ("main.o", "ops.o", "vec.o")]
+    run([offlink, "link", "--offload-symbol", "op_a*", "gcc", *objs, *libs, "-o",
+         tmp_path / "narrow"])
+    assert row_cus(offlink, tmp_path / "narrow") == {"op_add": str(built / "ops.o")}
+    out = run([offlink, "inspect", tmp_path / "narrow", "--symbol", "op_sub"]).stdout
+    assert out == (f"'op_sub' is offered by {built / 'ops.o'} but was left out by "
+                   f"--offload-symbol narrowing at link time, so it has no row; translate "
+                   f"returns the host pointer\n")
+
+
+@pytest.mark.parametrize("content", [
+    b"garbage", b"offlink.origins 2\n{}", b"offlink.origins 1\n[[[[" * 1000,
+    b'offlink.origins 1\n{"cus": ["a.o"], "rows": [["x", 7]]}'])  # an index out of range
+def test_damaged_origins_are_one_warning_line(offlink, built, tmp_path, content):
+    (tmp_path / "bad").write_bytes(content)
+    run(["objcopy", "--update-section", f".offlink.origins={tmp_path / 'bad'}",
+         built / "multi_cu", tmp_path / "prog"])
+    proc = run([offlink, "inspect", tmp_path / "prog"])
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+        f"offlink: warning: {tmp_path / 'prog'}: .offlink.origins: "), proc.stderr
+    assert "rows shown without their CUs" in proc.stderr and "Traceback" not in proc.stderr
+    assert "\n      main " not in proc.stdout and "\n    main " in proc.stdout  # ungrouped
+    assert set(row_cus(offlink, tmp_path / "prog").values()) == {None}
+    assert "main: function" in run([offlink, "inspect", tmp_path / "prog", "--symbol",
+                                    "main"]).stdout
+
+
+def test_origins_round_trip_and_every_truncation_is_a_format_error():
+    from offlink.errors import FormatError
+    from offlink.formats.origins import decode, encode
+
+    rows = {"b": "libx.a(m.o)", "a": "a.o", "\u00e9t\u00e9": "a.o"}
+    blob = encode(rows, {"z": "a.o"}, ["a.o", "unused.o", "libx.a(m.o)"])
+    assert blob == encode(dict(reversed(rows.items())), {"z": "a.o"},
+                          ["a.o", "unused.o", "libx.a(m.o)"])  # deterministic
+    got = decode(blob, "f")
+    assert (got.rows, got.left_out, got.cus) == (rows, {"z": "a.o"}, ("a.o", "libx.a(m.o)"))
+    for end in range(len(blob)):
+        with pytest.raises(FormatError, match=r"^f: \.offlink\.origins: "):
+            decode(blob[:end], "f")
+
+
+def test_binary_without_origins_shows_rows_as_before(offlink, built, tmp_path):
+    run(["objcopy", "-R", ".offlink.origins", built / "multi_cu", tmp_path / "old"])
+    proc = run([offlink, "inspect", tmp_path / "old"])
+    assert proc.stderr == "" and "build/" not in proc.stdout and "\n    main " in proc.stdout
+    proc = run([offlink, "inspect", tmp_path / "old", "--cu", "*"], check=False)
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1 and "--cu" in proc.stderr
+
+
 def test_extract_writes_the_image(offlink, built, tmp_path):
     out = tmp_path / "image.so"
     run([offlink, "extract", built / "multi_cu", "--target", "host", "--output", out])
@@ -291,7 +414,7 @@ def test_archive_rows_grouped_by_member_and_filtered(offlink, tmp_path):
 
 def test_function_rows_have_no_size_and_the_legend_says_why(offlink, built):
     text = run([offlink, "inspect", built / "multi_cu"]).stdout
-    assert re.search(r"\n    op_mul +function +0x[0-9a-f]+  size -\n", text)
+    assert re.search(r"\n +op_mul +function +0x[0-9a-f]+  size -\n", text)
     assert "  size: a variable's bytes; '-' for a function (its row stores 1" in text
     assert "not an extent" in run([offlink, "inspect", "--help"]).stdout
     out = run([offlink, "inspect", built / "multi_cu", "--symbol", "op_mul"]).stdout

@@ -39,6 +39,7 @@ class LinkOptions:
     host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
     offload_symbols: list[str] = field(default_factory=list)  # --offload-symbol (link/narrow.py)
     offload_symbol_lists: list[str] = field(default_factory=list)  # --offload-symbol-list
+    origin_names: dict[str, str] = field(default_factory=dict)  # temporary object -> source
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -156,6 +157,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         said: set[tuple[str, str]] = set()  # target compiler warnings shown (once per CU)
         offered: set[str] = set()  # every name the CUs offer, before narrowing
+        every: list = []  # every target's CompiledCU, in link-line order (origins_content)
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
@@ -168,6 +170,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
             else:
                 compiled = found[1]
             timer.compiled += compiled
+            every += compiled
             offered.update(o.name for c in compiled for o in c.offers)
             show_warnings(compiled, said, options.host_said)
             timer.stage(f"compile[{target.name}]")
@@ -187,13 +190,15 @@ def link(argv: list[str], options: LinkOptions) -> int:
         narrowing.check(offered)  # before the host link: every name listed exactly is offered
         from ..formats.table import reserve
         from ..targets import host_e_machine
-        from .reserve import placeholder_object
+        from .reserve import origins_content, placeholder_object
 
         names = sorted({n for img in images for n in img.offers})
         layout = reserve(names, [i.target.name for i in images], [len(i.data) for i in images])
         placeholder = os.path.join(workdir, "offlink-table.o")
         with open(placeholder, "wb") as f:
-            f.write(placeholder_object(layout, [i.data for i in images], host_e_machine()))
+            f.write(placeholder_object(layout, [i.data for i in images], host_e_machine(),
+                                       origins_content(images, every, narrowing,
+                                                       options.origin_names)))
         timer.stage("reserve")
         # The linker writes into the work folder (a killed link leaves nothing beside the
         # output) and creates the file itself, so its mode is the plain link's.

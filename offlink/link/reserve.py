@@ -5,11 +5,17 @@ refers to it is resolved by the linker. The images are already in place (their o
 fixed by the layout), so the build-id the linker computes covers them; the fill writes the
 metadata once the host addresses are final. SHF_GNU_RETAIN keeps the section through
 --gc-sections.
+
+The same object carries `.offlink.origins` (formats/origins.md): which CU offered each row, known
+before the host link, so it needs no fill. Not allocated (flags 0): ld keeps it as an orphan
+(--gc-sections too: only allocated sections are collected), it costs no memory at run time,
+and strip keeps it (strip -R .offlink.origins removes it; inspect then shows the rows ungrouped).
 """
 
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from ..elf import (
     SHF_ALLOC,
@@ -21,15 +27,26 @@ from ..elf import (
     STT_OBJECT,
     STV_HIDDEN,
 )
+from ..formats import origins as origins_format
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-def placeholder_object(layout: Layout, images: list[bytes], e_machine: int) -> bytes:
-    """A relocatable ELF64 LE object; deterministic for the same inputs."""
+    from ..model import CU, CompiledCU, Image
+    from .narrow import Narrowing
+
+
+def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
+                       origins: bytes = b"") -> bytes:
+    """A relocatable ELF64 LE object; deterministic for the same inputs. `origins`, when
+    given, is the content of `.offlink.origins`."""
     content = bytearray(layout.total_size)
     for off, img in zip(layout.image_offsets, images):
         content[off : off + len(img)] = img
     shstrtab = b"\0" + SECTION.encode() + b"\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0"
+    if origins:
+        shstrtab += origins_format.SECTION.encode() + b"\0"
     def name(n: str) -> int:
         return shstrtab.index(b"\0" + n.encode() + b"\0") + 1
     strtab = b"\0" + SYMBOL.encode() + b"\0"
@@ -50,6 +67,7 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int) -> b
     o_symtab = place(symtab, 8)
     o_strtab = place(strtab, 1)
     o_shstr = place(shstrtab, 1)
+    o_origins = place(origins, 1) if origins else 0
     shoff = (off + 7) // 8 * 8
     shdr = struct.Struct("<IIQQQQIIQQ")
     headers = [
@@ -61,6 +79,9 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int) -> b
         shdr.pack(name(".strtab"), SHT_STRTAB, 0, 0, o_strtab, len(strtab), 0, 0, 1, 0),
         shdr.pack(name(".shstrtab"), SHT_STRTAB, 0, 0, o_shstr, len(shstrtab), 0, 0, 1, 0),
     ]
+    if origins:  # last: the indices above (the symbol's section, e_shstrndx) stay as they are
+        headers.append(shdr.pack(name(origins_format.SECTION), SHT_PROGBITS, 0, 0, o_origins,
+                                 len(origins), 0, 0, 1, 0))
     # ELFOSABI_GNU: SHF_GNU_RETAIN is a GNU extension.
     ident = b"\x7fELF" + bytes([2, 1, 1, 3]) + bytes(8)
     ehdr = struct.pack("<16sHHIQQQIHHHHHH", ident, 1, e_machine, 1, 0, 0, shoff, 0, 64, 0, 0,
@@ -71,3 +92,31 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int) -> b
         out[at : at + len(data)] = data
     out[shoff:] = b"".join(headers)
     return bytes(out)
+
+
+def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: Narrowing,
+                    names: Mapping[str, str] | None = None) -> bytes:
+    """`.offlink.origins` for these images: each row's CU as the link line names it (its
+    origin: `a.o`, `libx.a(m.o)`; a temporary object in `names` by its source), and the
+    offered names the narrowing left out."""
+    def named(cu: CU) -> str:
+        if not names:
+            return cu.origin
+        path, sep, record = cu.origin.rpartition("#")  # `a.o#2`: a file's second record
+        return (names[cu.origin] if cu.origin in names
+                else names[path] + sep + record if sep and path in names else cu.origin)
+
+    origin = {c.cu.label: named(c.cu) for c in compiled}
+    rows: dict[str, str] = {}
+    for img in images:  # a name in several images: the first image's CU, as fill names it
+        for name, label in img.owners.items():
+            rows.setdefault(name, origin.get(label, label))
+    left_out: dict[str, str] = {}
+    if narrowing.active:
+        offered: dict[str, str] = {}
+        for c in compiled:
+            for o in c.offers:
+                offered.setdefault(o.name, origin[c.cu.label])
+        kept = narrowing.select(offered) or frozenset()
+        left_out = {n: cu for n, cu in offered.items() if n not in kept and n not in rows}
+    return origins_format.encode(rows, left_out, [origin[c.cu.label] for c in compiled])
