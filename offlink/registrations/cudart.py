@@ -15,20 +15,15 @@ registers `__cudaUnregisterFatBinary` with atexit. The program links the CUDA ru
 
 from __future__ import annotations
 
+from .omptarget import ENTRY_C
+
 SOURCE = "offlink-cudart-register.c"
 FATBIN_MAGIC = 0x466243B1
 
 _TEXT = """\
 /* Written by offlink link: the CUDA runtime's registration of this module's fatbin
    (clang 19's clang-linker-wrapper layout for --offload-new-driver objects). */
-#define HIDDEN __attribute__((visibility("hidden")))
-struct __tgt_offload_entry {
-  void *addr;
-  char *name;
-  unsigned long size;
-  int flags;
-  int reserved;
-};
+""" + ENTRY_C + """\
 struct fatbin_wrapper {
   int magic;
   int version;

@@ -20,9 +20,8 @@ from .. import run as runner
 
 SOURCE = "offlink-omptarget-register.c"
 
-_PROLOGUE = """\
-/* Written by offlink link: libomptarget registration of this module's offload images
-   (clang 19's clang-linker-wrapper layout). */
+# The entry rows as clang 19 lays them out (seed 001), for every registration written here.
+ENTRY_C = """\
 #define HIDDEN __attribute__((visibility("hidden")))
 struct __tgt_offload_entry {
   void *addr;
@@ -31,6 +30,12 @@ struct __tgt_offload_entry {
   int flags;
   int reserved;
 };
+"""
+
+_PROLOGUE = """\
+/* Written by offlink link: libomptarget registration of this module's offload images
+   (clang 19's clang-linker-wrapper layout). */
+""" + ENTRY_C + """\
 struct __tgt_device_image {
   void *ImageStart;
   void *ImageEnd;
