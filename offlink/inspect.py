@@ -12,8 +12,7 @@ from .elf import (
     STV_HIDDEN,
     STV_INTERNAL,
     ElfFile,
-    archive_members,
-    is_archive,
+    elf_files,
 )
 from .errors import FormatError, TableError, UsageError
 from .formats.origins import SECTION as ORIGINS_SECTION
@@ -39,20 +38,13 @@ def inspect_file(path: str, name_glob: str | None = None,
     """A JSON-able description (schema: offlink/inspect.schema.json), its rows (or a CU's
     offered names) narrowed to those matching `name_glob`, of one of `kinds` and offered by a
     CU matching `cu_glob`."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise FormatError(f"{path}: {e.strerror}") from None
     head = {"schema": SCHEMA_ID, "schema_version": SCHEMA_VERSION, "file": path}
-    if is_archive(data):
-        cus = []
-        for m in archive_members(data, path):
-            if bytes(m.data[:4]) == b"\x7fELF":
-                cus += _cus(ElfFile(m.data, f"{path}({m.name})"), f"{path}({m.name})", m.name)
+    files = elf_files(path)  # mapped, not read whole
+    if not files or files[0][0]:  # an archive: its ELF members, each named
+        cus = [cu for member, elf in files for cu in _cus(elf, elf.name, member)]
         return {**head, "kind": "archive",
                 "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
-    elf = ElfFile(data, path)
+    elf = files[0][1]
     section = elf.section(SECTION)
     if elf.e_type == 1 or section is None:
         cus = _cus(elf, path, None)
