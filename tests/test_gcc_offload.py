@@ -295,10 +295,93 @@ def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(off
     build = sample / "build"
     out = run([offlink, "link", "--dry-run", "gcc", "-fopenmp", "-foffload-options=-lm",
                "main.o", "stats.o", "-o", "p"], cwd=build).stdout.splitlines()
-    assert out[0].startswith(f"{ACCEL} -xlto -m64 -mgomp -misa=sm_80 ")
+    # The accel compiler's lto1 itself, with the words its driver would give it (accel_steps).
+    lto1 = run([ACCEL, "-print-prog-name=lto1"]).stdout.strip()
+    assert out[0].startswith(f"{lto1} -quiet -m64 -mgomp -misa=sm_80 ")
     assert "-lm" not in out[0] and " -lm " in out[2]  # a library goes to nvptx-none-ld
     assert out[2].startswith("nvptx-none-ld ")
     assert out[3].startswith("gcc -fopenmp ") and out[3].endswith("-foffload=disable -o p")
+
+
+@needs_gcc_offload
+def test_lto1_and_nvptx_as_alone_give_the_drivers_object_byte_for_byte(sample, tmp_path):
+    """A CU compiled by lto1 and nvptx-as run directly (the driver's two steps, from its
+    `-###`) is the object the accel compiler's driver writes, byte for byte, with -g too."""
+    from offlink.targets.gcc_nvptx import GccNvptxTarget, accel_steps, compile_driver
+
+    shutil.copy(sample / "saxpy.c", tmp_path)
+    shutil.copy(sample / "common.h", tmp_path)
+    run(["gcc", "-O1", "-g", *CFLAGS[1:], "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    target = GccNvptxTarget()
+    for name in ("saxpy.o", str(sample / "build" / "stats.o")):
+        cu = gcc.gcc_cu(ElfFile.open(tmp_path / name), name, [])
+        src = tmp_path / "cu.host.o"
+        src.write_bytes(cu.payload.code)
+        assert accel_steps(tuple(compile_driver(cu))) is not None
+        argv = target.compile_argv(cu, str(src), str(tmp_path / "direct.o"))
+        assert os.path.basename(argv[0]) == "lto1"
+        run(argv)
+        target.offers(cu, str(tmp_path / "direct.o"))  # assembles, then renames statics
+        run([*compile_driver(cu), "-c", src, "-o", tmp_path / "driver.o"])
+        target.offers(cu, str(tmp_path / "driver.o"))
+        assert (tmp_path / "direct.o").read_bytes() == (tmp_path / "driver.o").read_bytes()
+
+
+@needs_gcc_offload
+def test_the_compile_cache_key_hashes_the_driver_not_lto1(sample, tmp_path, monkeypatch):
+    """lto1 runs, but the tool whose identity keys a CU's compile is its driver (1 MB, as
+    before), not lto1 (19 MB: ~30 ms to hash on a link whose cache has not seen it)."""
+    from offlink.link.cache import Cache
+    from offlink.link.pipeline import LinkOptions, link
+
+    probed = []
+    real = Cache.tool_identity
+    monkeypatch.setattr(Cache, "tool_identity",
+                        lambda self, tool: probed.append(tool) or real(self, tool))
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
+    assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")], LinkOptions()) == 0
+    assert ACCEL in probed and not any(os.path.basename(t) == "lto1" for t in probed)
+
+
+def test_driver_words_read_gccs_quoting():
+    from offlink.targets.gcc_nvptx import _driver_words
+
+    line = (' /usr/lib/lto1 -quiet "-misa=sm_80" "in put.o" "a\\"b" "x\\\\y" "\\$HOME" '
+            '-o /tmp/cc.s')
+    assert _driver_words(line) == ["/usr/lib/lto1", "-quiet", "-misa=sm_80", "in put.o", 'a"b',
+                                   "x\\y", "$HOME", "-o", "/tmp/cc.s"]
+
+
+def test_a_driver_that_runs_other_steps_runs_itself(tmp_path, monkeypatch):
+    """The driver is run as before when its `-###` shows anything but lto1 then as."""
+    from offlink.targets import gcc_nvptx
+    from offlink.targets.gcc_nvptx import STEP_ASM, STEP_IN, STEP_OUT, accel_steps
+
+    def driver(name: str, *lines: str) -> str:
+        path = tmp_path / name
+        path.write_text("#!/bin/sh\n" + "".join(f"echo '{ln}' >&2\n" for ln in lines))
+        path.chmod(0o755)
+        return str(path)
+
+    lto1 = (f" /acc/lto1 -quiet -dumpdir ./ -dumpbase x.o -dumpbase-ext .o -O2 {STEP_IN} "
+            f"-o /t/cc.s")
+    two = driver("two", "Using built-in specs.", lto1,
+                 f" /acc/as --no-verify -o {STEP_OUT} /t/cc.s")
+    assert accel_steps((two, "-xlto")) == (
+        ["/acc/lto1", "-quiet", "-O2", STEP_IN, "-o", STEP_ASM],
+        ["/acc/as", "--no-verify", "-o", STEP_OUT, STEP_ASM])
+    three = driver("three", lto1, " /acc/as -o /t/cc.o /t/cc.s",
+                   f" /acc/ld -o {STEP_OUT} /t/cc.o")
+    assert accel_steps((three, "-xlto")) is None
+    other = driver("other", lto1.replace("lto1", "cc1"), f" /acc/as -o {STEP_OUT} /t/cc.s")
+    assert accel_steps((other, "-xlto")) is None
+    monkeypatch.setattr(gcc_nvptx, "accel_steps", lambda driver: None)
+    cu = type("CU", (), {"payload": type("P", (), {"compiler": three, "options": ["-O2"]})(),
+                         "label": "a.c (a.o)"})()
+    assert gcc_nvptx.GccNvptxTarget().compile_argv(cu, "in.o", "out.o") == [
+        three, "-xlto", "-m64", "-mgomp", "-misa=sm_80", "-O2", "-Wa,--no-verify", "-c", "in.o",
+        "-o", "out.o"]
 
 
 # -- --gomp-register: the image registered with libgomp as GCC's mkoffload does ---------------

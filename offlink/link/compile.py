@@ -42,7 +42,7 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
         argv = target.compile_argv(cu, src, obj)
         key = ""
         if cache is not None and argv:
-            compiler = cache.tool_identity(argv[0])
+            compiler = cache.tool_identity(target.identity_tool(cu, argv))
             if compiler is None:
                 raise ToolError(f"target compile of {cu.label} for {target.name}: target "
                                 f"compiler '{argv[0]}' not found")

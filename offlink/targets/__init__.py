@@ -88,6 +88,11 @@ class Target:
         object already (nothing is run)."""
         raise NotImplementedError
 
+    def identity_tool(self, cu: CU, argv: list[str]) -> str:
+        """The tool whose identity (cache.tool_identity) keys the CU's compile `argv`: its
+        first word by default."""
+        return argv[0]
+
     def source_suffix(self, cu: CU) -> str:
         return ".i"
 

@@ -2,7 +2,9 @@
 
 Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/dialects/gcc.py reads
 it). Each CU goes alone through GCC's accel compiler (`<triple>-accel-nvptx-none-gcc-<major>
--xlto ... -c`, which gives PTX text with its FUNC_MAP/VAR_MAP lines); the per-CU outputs, with
+-xlto ... -c`, which gives PTX text with its FUNC_MAP/VAR_MAP lines): its lto1 and nvptx-as
+are run directly, with the words the driver shows under `-###` (asked once per link), and the
+driver itself only where it would run anything else. The per-CU outputs, with
 their statics renamed to their qualified keys, are linked by nvptx-none-ld with GCC's device
 libgomp, libc and libgcc into one image: PTX files separated by NULs, as mkoffload embeds.
 The host link gets `-foffload=disable`, so GCC does not also run its own offload link.
@@ -65,10 +67,19 @@ class GccNvptxTarget(Target):
                 raise ToolError(f"target compile of {cu.label} for {NAME}: GCC's accel "
                                 f"compiler '{compiler}' not found (install {package} and "
                                 f"nvptx-tools)")
-        compile_opts = [o for o in p.options if not o.startswith(("-l", "-L"))]
-        # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
-        return [compiler, "-xlto", "-m64", "-mgomp", DEFAULT_ISA, *compile_opts,
-                "-Wa,--no-verify", "-c", source, "-o", output]
+        driver = compile_driver(cu)
+        steps = accel_steps(tuple(driver))
+        if steps is None:
+            return [*driver, "-c", source, "-o", output]
+        # lto1 itself, without the driver between: it writes the PTX beside the object, and
+        # offers() assembles it (the driver's second step).
+        return [source if w == STEP_IN else output + ".s" if w == STEP_ASM else w
+                for w in steps[0]]
+
+    def identity_tool(self, cu, argv):
+        # The driver names lto1 and nvptx-as and comes in the same package as lto1; hashing
+        # lto1 (19 MB) instead would cost ~30 ms on a link whose cache has not seen it yet.
+        return cu.payload.compiler
 
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile: ptxas
@@ -76,6 +87,8 @@ class GccNvptxTarget(Target):
         a compile cache stores the object, so a cached object and its offers always agree."""
         from ..model import Offer
 
+        if os.path.exists(obj_path + ".s"):  # lto1 ran alone (compile_argv): assemble
+            assemble(cu, obj_path + ".s", obj_path)
         entries, ptx = self._pair(cu, obj_path)
         check_ptx(cu.label, obj_path, ptx)
         renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
@@ -155,6 +168,80 @@ def _restored(compiled) -> list[gcc.Entry] | None:
     if not compiled.offers and hosts:
         return None
     return gcc.entries_of(hosts, [o.name for o in compiled.offers], _tag(compiled.cu))
+
+
+def compile_driver(cu) -> list[str]:
+    """The accel compiler's driver command for one CU, up to `-c IN -o OUT`."""
+    compile_opts = [o for o in cu.payload.options if not o.startswith(("-l", "-L"))]
+    # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
+    return [cu.payload.compiler, "-xlto", "-m64", "-mgomp", DEFAULT_ISA, *compile_opts,
+            "-Wa,--no-verify"]
+
+
+# Stand-ins for the CU's files in the driver's `-###` commands (accel_steps).
+STEP_IN = "offlink-step-in.o"
+STEP_OUT = "offlink-step-out.o"
+STEP_ASM = "offlink-step-out.s"
+_DUMP_OPTIONS = ("-dumpdir", "-dumpbase", "-dumpbase-ext")  # names of dump files only
+
+
+@functools.cache
+def accel_steps(driver: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
+    """The two commands the accel compiler's driver runs to compile one CU (`driver` is its
+    command up to `-c IN -o OUT`): lto1 writing PTX, then nvptx-as turning that into the
+    object, with STEP_IN, STEP_ASM and STEP_OUT for the files. None when the driver would run
+    anything else or cannot say (then the driver runs, as before).
+
+    Asked once per link and set of options (`-###`: the driver runs nothing), so the driver's
+    own start and its option handling (~2 ms a CU) are paid once, not per CU; lto1 and
+    nvptx-as get the words the driver would give them, less the names of dump files."""
+    from ..run import run
+
+    try:
+        out = run([*driver, "-c", STEP_IN, "-o", STEP_OUT, "-###"], f"{driver[0]} -###")
+    except ToolError:
+        return None
+    commands = [_driver_words(line) for line in out.stdout.decode(errors="replace").splitlines()
+                if line.startswith(" ")]
+    if len(commands) != 2 or not all(commands):
+        return None
+    lto1, asm = commands
+    if (os.path.basename(lto1[0]) != "lto1" or os.path.basename(asm[0]) != "as"
+            or lto1[-2] != "-o" or lto1.count(STEP_IN) != 1 or asm[-1] != lto1[-1]
+            or asm[-3:-1] != ["-o", STEP_OUT]):
+        return None
+    kept = []
+    words = iter(lto1[:-1])
+    for w in words:
+        if w in _DUMP_OPTIONS:
+            next(words, None)
+        else:
+            kept.append(w)
+    return [*kept, STEP_ASM], [*asm[:-1], STEP_ASM]
+
+
+def _driver_words(line: str) -> list[str]:
+    """The words of one command the driver shows under `-###`: separated by spaces, a word
+    with other characters than [A-Za-z0-9_/.-] in double quotes with `"`, `\\` and `$`
+    escaped by a backslash (gcc.cc, execute())."""
+    words = []
+    for m in re.finditer(r'"((?:[^"\\]|\\.)*)"|(\S+)', line):
+        words.append(re.sub(r"\\(.)", r"\1", m.group(1)) if m.group(2) is None
+                     else m.group(2))
+    return words
+
+
+def assemble(cu, asm: str, output: str) -> None:
+    """nvptx-as, as the driver runs it after lto1 (accel_steps), without verification:
+    offlink checks the ISA with ptxas once per link (check_ptx)."""
+    from ..run import run
+
+    steps = accel_steps(tuple(compile_driver(cu)))
+    if steps is None:
+        raise ToolError(f"target compile of {cu.label} for {NAME}: '{cu.payload.compiler} "
+                        f"-###' no longer names its assembler")
+    run([output if w == STEP_OUT else asm if w == STEP_ASM else w for w in steps[1]],
+        f"target compile of {cu.label} for {NAME}: assembling")
 
 
 @functools.cache
