@@ -9,18 +9,18 @@ place, so the output is either the complete fat object or untouched.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import run as runner
 from .errors import ToolError, UsageError
-from .formats.payload import Payload, build_record, parse_records
 from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver
 
 if TYPE_CHECKING:
+    from .formats.payload import Payload
+    from .link.cache import Cache
     from .link.staging import OutputSlot
 from .targets import Target, resolve
 
@@ -205,6 +205,8 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     process to leave out of its target warnings. With one -o output the host compile writes
     into the work folder, and the fat object replaces the output whole, so a failure leaves
     the previous output as it was and a killed compile nothing beside it (link/staging.py).
+    With the object cache on (objcache.py), the preprocessing is waited for first: its code
+    is the key, and a hit installs the cached fat object without a host compile.
     """
     from .link.staging import OutputSlot, WorkFolder
 
@@ -214,9 +216,13 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     work = WorkFolder(keep=False, kind="cc")
     tmp = work.path
     staged = os.path.join(tmp, "host.o") if single else ""
-    jobs: list = []
+    jobs: list[_Job] = []
     try:
-        _start_preprocessing(plan, tmp, jobs)
+        cached = _cached(plan, tmp, jobs, slot) if single else None
+        if cached is not None and cached.hit:
+            return 0
+        if not jobs:
+            _start_preprocessing(plan, tmp, jobs)
         host_said = ""
         if single:
             try:
@@ -232,18 +238,78 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
             for src in plan.sources:
                 host_said_by_source[src.path] = host_said
         for si, src in enumerate(plan.sources):
-            _add_payloads(plan, si, src, tmp, staged, slot)
+            fat = _fat_object(plan, si, src, tmp, staged)
+            if cached is not None and cached.key is not None:
+                from . import objcache
+
+                objcache.store(cached.cache, cached.key, fat, host_said)
+            _install(fat, slot, src.output)
         if target_compile:
             _target_compile(plan, tmp, host_said)
     finally:
-        for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
-            if proc.returncode is None:
-                proc.kill()
-                proc.wait()
+        for job in jobs:  # after a failure: no preprocessor outlives its folder
+            job.kill()
         if slot is not None:
             slot.close()
         work.close()
     return 0
+
+
+class _Cached:
+    """How the object cache took this compile: its key (None: not to be stored) and whether
+    the fat object came from it."""
+
+    def __init__(self, cache: Cache, key: str | None, hit: bool):
+        self.cache = cache
+        self.key = key
+        self.hit = hit
+
+
+def _cached(plan: CompilePlan, tmp: str, jobs: list[_Job],
+            slot: OutputSlot | None) -> _Cached | None:
+    """Serve the compile from the object cache if it has it; None when the cache is off or the
+    compile not cacheable (then nothing has started). Otherwise the target preprocessing has
+    run (with a depfile), and on a miss the caller goes on as without the cache."""
+    from . import objcache
+
+    cache = objcache.open_cache(plan)
+    if cache is None:
+        return None
+    depfile = os.path.join(tmp, "deps.d")
+    deps, host_depfile = objcache.dependency_options(plan, depfile)
+    _start_preprocessing(plan, tmp, jobs, deps)
+    if not any(job.deps for job in jobs):  # no capture by the host compiler: no file list
+        return None
+    for job in jobs:
+        job.wait()
+    if any(job.returncode for job in jobs):  # the host compile says why, then _wait
+        return _Cached(cache, None, False)
+    codes = []
+    for target in plan.targets:  # one source
+        with open(os.path.join(tmp, f"0-{target.name}.i"), "rb") as f:
+            codes.append(f.read())
+    key = objcache.key(cache, plan, codes, depfile)
+    found = objcache.lookup(cache, key) if key is not None else None
+    if found is None:
+        return _Cached(cache, key, False)
+    data, host_said = found
+    fat = os.path.join(tmp, "0-fat.o")
+    with open(fat, "wb") as f:
+        f.write(data)
+    os.chmod(fat, 0o666 & ~_umask())
+    if runner.VERBOSE:
+        print(f"offlink: from cache: {runner.show(plan.argv)}", file=sys.stderr, flush=True)
+    if host_depfile is not None:
+        with open(depfile, "rb") as f:
+            text = f.read()
+        with open(host_depfile, "wb") as f:
+            f.write(text)
+    _install(fat, slot, plan.sources[0].output)
+    if host_said:
+        sys.stderr.write(host_said)
+        sys.stderr.flush()
+    _show_target_warnings(_wait(jobs), host_said)
+    return _Cached(cache, key, True)
 
 
 def _check_outputs(plan: CompilePlan) -> None:
@@ -267,19 +333,71 @@ def _check_outputs(plan: CompilePlan) -> None:
             raise UsageError(f"input file '{src.path}' is the same as output file")
 
 
-def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list) -> None:
+class _Job:
+    """One target preprocessing, run with os.posix_spawnp (no subprocess import on the warm
+    path); what it says goes to a file beside its output."""
+
+    def __init__(self, src: Source, target: Target, argv: list[str], err: str, deps: bool):
+        self.src = src
+        self.target = target
+        self.argv = argv
+        self.err = err
+        self.deps = deps  # it writes the depfile the object cache reads
+        self.pid = 0
+        self.returncode: int | None = None
+
+    def start(self) -> None:
+        actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, self.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                    0o600)]
+        self.pid = os.posix_spawnp(self.argv[0], self.argv, os.environ, file_actions=actions)
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def said(self) -> str:
+        try:
+            with open(self.err, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.pid and self.returncode is None:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.wait()
+
+
+def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[_Job],
+                         deps: list[str] | None = None) -> None:
+    """Start each source's preprocessing for each target. `deps` (dependency options) go to
+    the first one the host compiler runs with the host's preprocessing options, whose code is
+    then the host's but for the target macros (objcache.py)."""
     for si, src in enumerate(plan.sources):
         for target in plan.targets:
             out = os.path.join(tmp, f"{si}-{target.name}.i")
             argv = target.capture_argv(plan.compiler, plan.preprocess_args, src.language,
                                        src.path, out)
+            given = bool(deps) and not any(j.deps for j in jobs) and "-E" in argv and \
+                argv[: 1 + len(plan.preprocess_args)] == [plan.compiler, *plan.preprocess_args]
+            if given:
+                argv = [*argv, *(deps or ())]
             if runner.VERBOSE:
                 print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
+            job = _Job(src, target, argv, os.path.join(tmp, f"{si}-{target.name}.err"), given)
             try:
-                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                job.start()
             except (FileNotFoundError, PermissionError):
-                raise ToolError(f"compiler '{plan.compiler}' not found") from None
-            jobs.append((src, target, argv, proc))
+                raise ToolError(f"compiler '{argv[0]}' not found") from None
+            jobs.append(job)
 
 
 def _host_compile(argv: list[str]) -> str:
@@ -293,17 +411,17 @@ def _host_compile(argv: list[str]) -> str:
     return said
 
 
-def _wait(jobs: list) -> list[str]:
+def _wait(jobs: list[_Job]) -> list[str]:
     """Wait for the target preprocessing; what each said (its warnings)."""
     failed = None
     said = []
-    for src, target, argv, proc in jobs:
-        _, err = proc.communicate()
-        if proc.returncode != 0 and failed is None:
-            failed = ToolError(f"preprocessing {src.path} for target {target.name} failed: "
-                               f"{runner.show(argv)}", proc.returncode,
-                               err.decode(errors="replace"))
-        said.append(err.decode(errors="replace"))
+    for job in jobs:
+        code = job.wait()
+        text = job.said()
+        if code != 0 and failed is None:
+            failed = ToolError(f"preprocessing {job.src.path} for target {job.target.name} "
+                               f"failed: {runner.show(job.argv)}", code, text)
+        said.append(text)
     if failed:
         raise failed
     return said
@@ -312,6 +430,8 @@ def _wait(jobs: list) -> list[str]:
 def _show_target_warnings(said: list[str], host_said: str) -> None:
     """Warnings of the target side (e.g. a #warning under #ifdef __OFFLINK_TARGET__), once:
     lines the host compile said already, or another target said, are left out."""
+    if not any(said):
+        return
     from .link.compile import unsaid
 
     seen = set(host_said.splitlines())
@@ -320,9 +440,10 @@ def _show_target_warnings(said: list[str], host_said: str) -> None:
     sys.stderr.flush()
 
 
-def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str,
-                  slot: OutputSlot | None) -> None:
-    """Add the payload sections to the host object and move the result to the output."""
+def _fat_object(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str) -> str:
+    """The host object with the payload sections added, in the work folder: its path."""
+    from .formats.payload import build_record
+
     args = []
     for target in plan.targets:
         payload = _payload(plan, si, src, target, tmp)
@@ -336,10 +457,15 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
     fat = os.path.join(tmp, f"{si}-fat.o")
     runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
     os.chmod(fat, 0o666 & ~_umask())
+    return fat
+
+
+def _install(fat: str, slot: OutputSlot | None, output: str) -> None:
+    """Move the fat object to the output, replacing it whole."""
     if slot is None:  # several sources: each object compiled in place, replaced whole
         from .link.staging import OutputSlot
 
-        slot = OutputSlot(src.output)
+        slot = OutputSlot(output)
     try:
         slot.install(fat)
     finally:
@@ -348,6 +474,8 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
 
 def _payload(plan: CompilePlan, si: int, src: Source, target: Target, tmp: str) -> Payload:
     """The payload of source `si` for `target`, from its preprocessed code in `tmp`."""
+    from .formats.payload import Payload
+
     with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
         code = f.read()
     return Payload(target.name, target.code_kind(src.language), src.path, plan.compiler,
@@ -372,6 +500,7 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
         return
     import shlex
 
+    from .formats.payload import parse_records
     from .link.cache import Cache
     from .link.compile import fill_cache
     from .model import CU
