@@ -17,11 +17,12 @@ from . import run as runner
 from .errors import ToolError, UsageError
 from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver
+from .objcache import Job
 
 if TYPE_CHECKING:
     from .formats.payload import Payload
-    from .link.cache import Cache
     from .link.staging import OutputSlot
+    from .objcache import Started
 from .targets import Target, resolve
 
 # Preprocessing-only options: used when preprocessing, dropped from the target compile.
@@ -197,7 +198,9 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
 
 
 def run_compile(plan: CompilePlan, target_compile: bool = True,
-                host_said_by_source: dict[str, str] | None = None) -> int:
+                host_said_by_source: dict[str, str] | None = None,
+                started: Started | None = None,
+                recipe: tuple[list[str], list[str], tuple[str, ...]] | None = None) -> int:
     """Preprocess for every target beside the host compile, write each fat object, then
     compile its target code into the link cache (`_target_compile`) unless told not to.
 
@@ -206,21 +209,42 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     into the work folder, and the fat object replaces the output whole, so a failure leaves
     the previous output as it was and a killed compile nothing beside it (link/staging.py).
     With the object cache on (objcache.py), the preprocessing is waited for first: its code
-    is the key, and a hit installs the cached fat object without a host compile.
+    is the key, and a hit installs the cached fat object without a host compile. `started`:
+    what objcache.warm began from a recipe and did not finish (a miss); `recipe`: the
+    arguments of objcache.recipe_key, for the first compile of a command line to write one.
     """
+    from . import objcache
     from .link.staging import OutputSlot, WorkFolder
 
-    _check_outputs(plan)
     single = plan.output_given
-    slot = OutputSlot(plan.sources[0].output) if single else None
-    work = WorkFolder(keep=False, kind="cc")
+    if started is None:
+        _check_outputs(plan)
+        slot = OutputSlot(plan.sources[0].output) if single else None
+        work = WorkFolder(keep=False, kind="cc")
+        jobs: list[objcache.Job] = []
+    else:
+        slot, work, jobs = started.slot, started.work, started.jobs
     tmp = work.path
     staged = os.path.join(tmp, "host.o") if single else ""
-    jobs: list[_Job] = []
     try:
-        cached = _cached(plan, tmp, jobs, slot) if single else None
-        if cached is not None and cached.hit:
-            return 0
+        cache, key = (started.cache, started.key) if started is not None else (None, None)
+        if started is None and single:
+            cache = objcache.open_cache(plan)
+        if started is None and cache is not None:
+            src = plan.sources[0]
+            depfile = os.path.join(tmp, "deps.d")
+            deps, host_depfile = objcache.dependency_options(plan, depfile)
+            _start_preprocessing(plan, tmp, jobs, deps)
+            if any(job.deps for job in jobs):
+                assert slot is not None
+                parts = objcache.static_parts(plan)
+                begun = objcache.Started(work, slot, jobs, cache)
+                objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile)
+                if begun.hit:
+                    return 0
+                key = begun.key
+                if recipe is not None:
+                    objcache.write_recipe(cache, *recipe, plan, parts, jobs, tmp, host_depfile)
         if not jobs:
             _start_preprocessing(plan, tmp, jobs)
         host_said = ""
@@ -233,16 +257,14 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
         said = _wait(jobs)
         if not single:
             host_said = _host_compile(plan.argv)
-        _show_target_warnings(said, host_said)
+        show_target_warnings(said, host_said)
         if host_said_by_source is not None:
             for src in plan.sources:
                 host_said_by_source[src.path] = host_said
         for si, src in enumerate(plan.sources):
             fat = _fat_object(plan, si, src, tmp, staged)
-            if cached is not None and cached.key is not None:
-                from . import objcache
-
-                objcache.store(cached.cache, cached.key, fat, host_said)
+            if cache is not None and key is not None:
+                objcache.store(cache, key, fat, host_said)
             _install(fat, slot, src.output)
         if target_compile:
             _target_compile(plan, tmp, host_said)
@@ -253,63 +275,6 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
             slot.close()
         work.close()
     return 0
-
-
-class _Cached:
-    """How the object cache took this compile: its key (None: not to be stored) and whether
-    the fat object came from it."""
-
-    def __init__(self, cache: Cache, key: str | None, hit: bool):
-        self.cache = cache
-        self.key = key
-        self.hit = hit
-
-
-def _cached(plan: CompilePlan, tmp: str, jobs: list[_Job],
-            slot: OutputSlot | None) -> _Cached | None:
-    """Serve the compile from the object cache if it has it; None when the cache is off or the
-    compile not cacheable (then nothing has started). Otherwise the target preprocessing has
-    run (with a depfile), and on a miss the caller goes on as without the cache."""
-    from . import objcache
-
-    cache = objcache.open_cache(plan)
-    if cache is None:
-        return None
-    depfile = os.path.join(tmp, "deps.d")
-    deps, host_depfile = objcache.dependency_options(plan, depfile)
-    _start_preprocessing(plan, tmp, jobs, deps)
-    if not any(job.deps for job in jobs):  # no capture by the host compiler: no file list
-        return None
-    for job in jobs:
-        job.wait()
-    if any(job.returncode for job in jobs):  # the host compile says why, then _wait
-        return _Cached(cache, None, False)
-    codes = []
-    for target in plan.targets:  # one source
-        with open(os.path.join(tmp, f"0-{target.name}.i"), "rb") as f:
-            codes.append(f.read())
-    key = objcache.key(cache, plan, codes, depfile)
-    found = objcache.lookup(cache, key) if key is not None else None
-    if found is None:
-        return _Cached(cache, key, False)
-    data, host_said = found
-    fat = os.path.join(tmp, "0-fat.o")
-    with open(fat, "wb") as f:
-        f.write(data)
-    os.chmod(fat, 0o666 & ~_umask())
-    if runner.VERBOSE:
-        print(f"offlink: from cache: {runner.show(plan.argv)}", file=sys.stderr, flush=True)
-    if host_depfile is not None:
-        with open(depfile, "rb") as f:
-            text = f.read()
-        with open(host_depfile, "wb") as f:
-            f.write(text)
-    _install(fat, slot, plan.sources[0].output)
-    if host_said:
-        sys.stderr.write(host_said)
-        sys.stderr.flush()
-    _show_target_warnings(_wait(jobs), host_said)
-    return _Cached(cache, key, True)
 
 
 def _check_outputs(plan: CompilePlan) -> None:
@@ -333,50 +298,7 @@ def _check_outputs(plan: CompilePlan) -> None:
             raise UsageError(f"input file '{src.path}' is the same as output file")
 
 
-class _Job:
-    """One target preprocessing, run with os.posix_spawnp (no subprocess import on the warm
-    path); what it says goes to a file beside its output."""
-
-    def __init__(self, src: Source, target: Target, argv: list[str], err: str, deps: bool):
-        self.src = src
-        self.target = target
-        self.argv = argv
-        self.err = err
-        self.deps = deps  # it writes the depfile the object cache reads
-        self.pid = 0
-        self.returncode: int | None = None
-
-    def start(self) -> None:
-        actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                   (os.POSIX_SPAWN_OPEN, 2, self.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                    0o600)]
-        self.pid = os.posix_spawnp(self.argv[0], self.argv, os.environ, file_actions=actions)
-
-    def wait(self) -> int:
-        if self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def said(self) -> str:
-        try:
-            with open(self.err, "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def kill(self) -> None:
-        if self.pid and self.returncode is None:
-            import signal
-
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            self.wait()
-
-
-def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[_Job],
+def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[Job],
                          deps: list[str] | None = None) -> None:
     """Start each source's preprocessing for each target. `deps` (dependency options) go to
     the first one the host compiler runs with the host's preprocessing options, whose code is
@@ -392,7 +314,8 @@ def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[_Job],
                 argv = [*argv, *(deps or ())]
             if runner.VERBOSE:
                 print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
-            job = _Job(src, target, argv, os.path.join(tmp, f"{si}-{target.name}.err"), given)
+            job = Job(argv, os.path.join(tmp, f"{si}-{target.name}.err"), given, src.path,
+                      target.name)
             try:
                 job.start()
             except (FileNotFoundError, PermissionError):
@@ -411,7 +334,7 @@ def _host_compile(argv: list[str]) -> str:
     return said
 
 
-def _wait(jobs: list[_Job]) -> list[str]:
+def _wait(jobs: list[Job]) -> list[str]:
     """Wait for the target preprocessing; what each said (its warnings)."""
     failed = None
     said = []
@@ -419,15 +342,15 @@ def _wait(jobs: list[_Job]) -> list[str]:
         code = job.wait()
         text = job.said()
         if code != 0 and failed is None:
-            failed = ToolError(f"preprocessing {job.src.path} for target {job.target.name} "
-                               f"failed: {runner.show(job.argv)}", code, text)
+            failed = ToolError(f"preprocessing {job.source} for target {job.target} failed: "
+                               f"{runner.show(job.argv)}", code, text)
         said.append(text)
     if failed:
         raise failed
     return said
 
 
-def _show_target_warnings(said: list[str], host_said: str) -> None:
+def show_target_warnings(said: list[str], host_said: str) -> None:
     """Warnings of the target side (e.g. a #warning under #ifdef __OFFLINK_TARGET__), once:
     lines the host compile said already, or another target said, are left out."""
     if not any(said):
@@ -524,7 +447,7 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
             os.mkdir(folder)
             compiled = fill_cache([cu], target.for_inputs([cu]), folder, cache, launcher)
             said.extend(c.warnings for c in compiled)
-    _show_target_warnings(said, host_said)
+    show_target_warnings(said, host_said)
     cache.trim()
 
 

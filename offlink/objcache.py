@@ -18,16 +18,25 @@ profiles, split DWARF, dumps, plugins, `.incbin`, -MMD...) is not cached at all 
 
 Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
 limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
+
+A warm compile must cost little more than its preprocessing, so `warm` serves it before
+offlink's planning is imported (compile.py, the targets, gccargs): a *recipe* entry, keyed by
+everything the plan is a function of (the command line, the targets, the working folder,
+PATH, offlink's version), holds what the plan gave: the preprocessing commands and the key's
+parts but the code. It is written by the first compile of that command line; a command with
+a response file (whose content the plan reads) has none.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .compile import CompilePlan
     from .link.cache import Cache
+    from .link.staging import OutputSlot, WorkFolder
 
 FORMAT = 1
 MARK = b"__OFFLINK_TARGET"  # every target's macros start so (__OFFLINK_TARGET__, ..._HOST__)
@@ -171,41 +180,49 @@ def names_target(paths: list[bytes]) -> bool:
     return False
 
 
-def key(cache: Cache, plan: CompilePlan, codes: list[bytes], depfile: str) -> str | None:
-    """The fat object's key from each target's preprocessed code (in plan.targets' order);
-    None when the host object may differ from what that code implies."""
-    import hashlib
-
+def static_parts(plan: CompilePlan) -> list[str]:
+    """The parts of the key that the command line alone decides (a recipe keeps them)."""
     from . import __version__
     from .gccargs import words
-    from .link.cache import _hash, _uses_debug_info
+    from .link.cache import _uses_debug_info
+
+    host = []
+    for w in words(plan.expanded):
+        host += [w.option, "<name>"] if w.option in _NAMES else \
+            plan.expanded[w.index : w.index + w.count]
+    parts = ["offlink cc object", str(FORMAT), __version__, "\0".join(host),
+             plan.sources[0].language, "\0".join(plan.offered),
+             os.getcwd() if _uses_debug_info(plan.expanded) else ""]
+    for target in plan.targets:
+        parts += [type(target).__qualname__, target.name,
+                  "\0".join(target.payload_options(plan.target_options))]
+    return parts
+
+
+def key(cache: Cache, parts: list[str], compiler: str, source: str, codes: list[bytes],
+        depfile: str) -> str | None:
+    """The fat object's key from `static_parts` and each target's preprocessed code (in
+    plan.targets' order); None when the host object may differ from what that code implies."""
+    import hashlib
+
+    from .link.cache import _hash
 
     try:
         with open(depfile, "rb") as f:
             files = prerequisites(f.read())
     except OSError:
         return None
-    if files is None or names_target([os.fsencode(plan.sources[0].path), *files]):
+    if files is None or names_target([os.fsencode(source), *files]):
         return None
     if any(b".incbin" in code for code in codes):  # the assembler reads a file (ccache too)
         return None
-    compiler = cache.tool_identity(plan.compiler)
-    objcopy = cache.tool_identity("objcopy")
-    if compiler is None or objcopy is None:
+    compiler_id = cache.tool_identity(compiler)
+    objcopy_id = cache.tool_identity("objcopy")
+    if compiler_id is None or objcopy_id is None:
         return None
-    host = []
-    for w in words(plan.expanded):
-        host += [w.option, "<name>"] if w.option in _NAMES else \
-            plan.expanded[w.index : w.index + w.count]
-    parts = ["offlink cc object", str(FORMAT), __version__, compiler, objcopy,
-             "\0".join(host), plan.sources[0].language, "\0".join(plan.offered),
-             os.getcwd() if _uses_debug_info(plan.expanded) else "",
-             *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV)]
-    for target, code in zip(plan.targets, codes):
-        parts += [type(target).__qualname__, target.name,
-                  "\0".join(target.payload_options(plan.target_options)),
-                  hashlib.sha256(code).hexdigest()]
-    return _hash(*parts)
+    return _hash(*parts, compiler_id, objcopy_id,
+                 *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV),
+                 *(hashlib.sha256(code).hexdigest() for code in codes))
 
 
 def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
@@ -228,3 +245,243 @@ def store(cache: Cache, key: str, fat: str, said: str) -> None:
         return
     cache.put(key, {"kind": "cc-object", "said": said}, data)
     cache.trim()
+
+
+class Job:
+    """One target preprocessing, run with os.posix_spawnp (no subprocess import on the warm
+    path); what it says goes to a file beside its output. `source` and `target` name it in
+    an error."""
+
+    def __init__(self, argv: list[str], err: str, deps: bool, source: str, target: str):
+        self.argv = argv
+        self.err = err
+        self.deps = deps  # it writes the depfile the object cache reads
+        self.source = source
+        self.target = target
+        self.pid = 0
+        self.returncode: int | None = None
+
+    def start(self) -> None:
+        actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, self.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                    0o600)]
+        self.pid = os.posix_spawnp(self.argv[0], self.argv, os.environ, file_actions=actions)
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def said(self) -> str:
+        try:
+            with open(self.err, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.pid and self.returncode is None:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.wait()
+
+
+class Started:
+    """A compile the object cache has begun: its work folder, output slot and preprocessing
+    jobs, the cache and the key (None: not to be stored), and whether it was a hit (then
+    the output is in place and said, and nothing is left to do)."""
+
+    def __init__(self, work: WorkFolder, slot: OutputSlot, jobs: list[Job],
+                 cache: Cache | None = None, key: str | None = None, hit: bool = False):
+        self.work = work
+        self.slot = slot
+        self.jobs = jobs
+        self.cache = cache
+        self.key = key
+        self.hit = hit
+        self.from_recipe = False
+
+
+def serve(started: Started, command: list[str], source: str, parts: list[str], depfile: str,
+          host_depfile: str | None) -> None:
+    """Wait for the preprocessing, then install the cached fat object if there is one
+    (`started.hit`); else leave `started.key` for the compile to store under."""
+    cache = started.cache
+    assert cache is not None
+    jobs = started.jobs
+    tmp = started.work.path
+    for job in jobs:
+        job.wait()
+    if any(job.returncode for job in jobs):  # the host compile says why, then the failure
+        return
+    codes = []
+    for job in jobs:  # one source: compile.py's `{si}-{target}.i`
+        with open(os.path.join(tmp, f"0-{job.target}.i"), "rb") as f:
+            codes.append(f.read())
+    started.key = key(cache, parts, command[0], source, codes, depfile)
+    found = lookup(cache, started.key) if started.key is not None else None
+    if found is None:
+        return
+    from . import run as runner
+
+    data, host_said = found
+    fat = os.path.join(tmp, "0-fat.o")
+    mask = os.umask(0)
+    os.umask(mask)
+    fd = os.open(fat, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~mask)
+    with open(fd, "wb") as f:
+        f.write(data)
+    if runner.VERBOSE:
+        print(f"offlink: from cache: {runner.show(command)}", file=sys.stderr, flush=True)
+    if host_depfile is not None:
+        with open(depfile, "rb") as f:
+            text = f.read()
+        with open(host_depfile, "wb") as f:
+            f.write(text)
+    started.slot.install(fat)
+    if host_said:
+        sys.stderr.write(host_said)
+        sys.stderr.flush()
+    said = [job.said() for job in jobs]
+    if any(said):
+        from .compile import show_target_warnings
+
+        show_target_warnings(said, host_said)
+    started.hit = True
+
+
+# -- the warm path: a recipe instead of the plan ---------------------------------------------
+def recipe_key(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> str:
+    """What the plan of `offlink cc ARGV` is a function of (no response file among ARGV):
+    `targets` as given (--offload-target), else $OFFLINK_TARGETS decides."""
+    from . import __version__
+    from .link.cache import _hash
+
+    return _hash("offlink cc recipe", str(FORMAT), __version__, os.getcwd(),
+                 os.environ.get("PATH", ""), "\0".join(argv), "\0".join(targets),
+                 "" if targets else os.environ.get("OFFLINK_TARGETS", ""),
+                 "\0".join(offered))
+
+
+def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: str,
+           deps_job: int, host_depfile: str | None) -> dict:
+    """What `warm` needs of the plan: the preprocessing commands (the work folder's path
+    taken out), which of them writes the depfile, and the key's parts but the code."""
+    def out(word: str) -> str:
+        return word.replace(tmp, "\0")  # no word of a command line holds a NUL
+
+    return {"kind": "cc-recipe", "compiler": plan.compiler, "source": plan.sources[0].path,
+            "output": plan.sources[0].output, "deps_job": deps_job,
+            "host_depfile": host_depfile, "parts": parts,
+            "captures": [[out(w) for w in argv] for argv in captures],
+            "labels": [t.name for t in plan.targets]}
+
+
+def write_recipe(cache: Cache, argv: list[str], targets: list[str], offered: tuple[str, ...],
+                 plan: CompilePlan, parts: list[str], jobs: list[Job], tmp: str,
+                 host_depfile: str | None) -> None:
+    """Keep the recipe of `offlink cc ARGV` (`recipe_key`'s arguments) for `warm`."""
+    if any(w.startswith("@") for w in argv) or not jobs or len(jobs) != len(plan.targets):
+        return
+    if any(job.argv[0] != plan.compiler for job in jobs):  # another tool (nvcc): its lookup
+        return
+    deps_job = next(i for i, job in enumerate(jobs) if job.deps)
+    cache.put(recipe_key(argv, targets, offered),
+              recipe(plan, parts, [job.argv for job in jobs], tmp, deps_job, host_depfile),
+              b"")
+
+
+def _read_recipe(cache: Cache, rkey: str) -> dict | None:
+    entry = cache.get(rkey)
+    meta = entry.meta if entry is not None else None
+    if not isinstance(meta, dict) or meta.get("kind") != "cc-recipe":
+        return None
+    try:
+        ok = (all(isinstance(meta[k], str) for k in ("compiler", "source", "output"))
+              and isinstance(meta["deps_job"], int)
+              and isinstance(meta["host_depfile"], (str, type(None)))
+              and all(isinstance(p, str) for p in meta["parts"])
+              and all(isinstance(w, str) for argv in meta["captures"] for w in argv)
+              and all(isinstance(t, str) for t in meta["labels"])
+              and len(meta["labels"]) == len(meta["captures"]) > meta["deps_job"] >= 0)
+    except (KeyError, TypeError):
+        return None
+    return meta if ok else None
+
+
+def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Started | None:
+    """`offlink cc ARGV` from its recipe, before (and usually instead of) planning it: None
+    when there is no recipe (or the cache is off); else what `serve` made of it."""
+    if any(w.startswith("@") for w in argv):
+        return None
+    from .errors import UsageError
+    from .link.cache import Cache
+
+    try:
+        cache = Cache.open()
+    except UsageError:
+        return None
+    if cache is None:
+        return None
+    r = _read_recipe(cache, recipe_key(argv, targets, offered))
+    if r is None or not _plain_output(r["source"], r["output"]):
+        return None
+    from . import run as runner
+    from .link.staging import OutputSlot, WorkFolder
+
+    slot = OutputSlot(r["output"])
+    work = WorkFolder(keep=False, kind="cc")
+    jobs: list[Job] = []
+    started = Started(work, slot, jobs, cache)
+    started.from_recipe = True
+    try:
+        for i, capture in enumerate(r["captures"]):
+            job = Job([w.replace("\0", work.path) for w in capture],
+                      os.path.join(work.path, f"0-{r['labels'][i]}.err"), i == r["deps_job"],
+                      r["source"], r["labels"][i])
+            if runner.VERBOSE:
+                print(f"offlink: {runner.show(job.argv)}", file=sys.stderr, flush=True)
+            try:
+                job.start()
+            except OSError:
+                close(started)  # the compile path says why
+                return None
+            jobs.append(job)
+        serve(started, argv, r["source"], r["parts"], os.path.join(work.path, "deps.d"),
+              r["host_depfile"])
+    except BaseException:
+        close(started)
+        raise
+    if started.hit:
+        close(started)
+    return started
+
+
+def close(started: Started) -> None:
+    """Stop what is left of a started compile and remove its work folder."""
+    for job in started.jobs:  # after a failure: no preprocessor outlives its folder
+        job.kill()
+    started.slot.close()
+    started.work.close()
+
+
+def _plain_output(source: str, output: str) -> bool:
+    """The output is no folder and not the source (else the compile path says so)."""
+    import stat
+
+    try:
+        out = os.stat(output)
+    except OSError:
+        return True
+    if stat.S_ISDIR(out.st_mode):
+        return False
+    try:
+        src = os.stat(source)
+    except OSError:
+        return True
+    return (src.st_dev, src.st_ino) != (out.st_dev, out.st_ino)

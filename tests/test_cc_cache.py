@@ -102,6 +102,8 @@ def test_a_changed_header_misses(offlink, project):
     (project / "unit.h").write_text("#define UNIT_VALUE 43\n")
     _, host = compile_(offlink, project)
     assert len(host) == 1
+    # the warm path's preprocessing (from the recipe) served the compile: it ran once
+    assert sum(" -E " in line for line in (project.parent / "log").read_text().splitlines()) == 1
     assert outputs(project)[0] != before
     assert compile_(offlink, project)[1] == []
 
