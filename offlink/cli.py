@@ -143,7 +143,7 @@ def cmd_cc(argv: list[str]) -> int:
     _set_common(opts)
     given = list(opts.get("--offload-target") or [])  # type: ignore[arg-type]
     offered = tuple(opts.get("--offload-symbol") or ())  # type: ignore[arg-type]
-    if rest:
+    if "-c" in rest:  # (a response file's -c: no recipe)
         from .objcache import close, warm
 
         started = warm(rest, given, offered)  # served from the object cache, unplanned

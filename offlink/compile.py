@@ -217,6 +217,9 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     from .link.staging import OutputSlot, WorkFolder
 
     single = plan.output_given
+    if started is not None and [j.target for j in started.jobs] != [t.name for t in plan.targets]:
+        objcache.close(started)  # a recipe that is not this plan's: begin again
+        started = None
     if started is None:
         _check_outputs(plan)
         slot = OutputSlot(plan.sources[0].output) if single else None

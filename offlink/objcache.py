@@ -362,7 +362,7 @@ def recipe_key(argv: list[str], targets: list[str], offered: tuple[str, ...]) ->
     from . import __version__
     from .link.cache import _hash
 
-    return _hash("offlink cc recipe", str(FORMAT), __version__, os.getcwd(),
+    return _hash("offlink cc recipe", str(FORMAT), __version__, os.getcwd(), os.uname().machine,
                  os.environ.get("PATH", ""), "\0".join(argv), "\0".join(targets),
                  "" if targets else os.environ.get("OFFLINK_TARGETS", ""),
                  "\0".join(offered))
