@@ -30,10 +30,12 @@ PREPROCESS_ONLY = {"-D", "-U", "-I", "-include", "-imacros", "-isystem", "-iquot
                    "-iprefix", "-iwithprefix", "-iwithprefixbefore", "-nostdinc", "-nostdinc++",
                    "-Xpreprocessor", "-undef", "-H", "-C", "-CC", "-P", "-trigraphs"}
 DEPENDENCY = {"-M", "-MM", "-MD", "-MMD", "-MF", "-MT", "-MQ", "-MP", "-MG"}
-# Options of the host compile that a target compile must not get.
+# Options of the host compile that a target compile must not get. The code model is the
+# target's to choose (the host target compiles -fPIC), so a library's static and shared
+# objects of one source (CMake: -fPIC for the shared one only) share one target compile.
 NOT_FOR_TARGET = {"-c", "-o", "-x", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE",
-                  "-fno-pie", "-ffat-lto-objects", "-save-temps", "-static", "-pie",
-                  "-shared", "-fsyntax-only"}
+                  "-fno-pie", "-fPIC", "-fpic", "-ffat-lto-objects", "-save-temps", "-static",
+                  "-pie", "-shared", "-fsyntax-only"}
 
 
 @dataclass(frozen=True)

@@ -213,3 +213,15 @@ def test_prerequisites_of_a_depfile():
     text = b"a.o: a.c /usr/include/stdio.h \\\n my\\ dir/b.h c$$.h\nb.h:\n"
     assert prerequisites(text) == [b"a.c", b"/usr/include/stdio.h", b"my dir/b.h", b"c$.h"]
     assert prerequisites(b"a.o: a.c b.h\n") == [b"a.c", b"b.h"]
+
+
+def test_static_and_shared_objects_of_a_source_share_a_target_compile(offlink, project):
+    """CMake compiles a library's shared objects with -fPIC, its static ones without; the
+    host target compiles -fPIC either way, so one target compile serves both."""
+    env = env_for(project, OFFLINK_CC_TARGET_COMPILE="1")
+    for pic, out in ((["-fPIC"], "shared.o"), ([], "static.o")):
+        run([offlink, "cc", "gcc", "-O2", *pic, "-c", "unit.c", "-o", out], cwd=project,
+            env=env)
+    targets = [p for p in (project.parent / "cache" / "objects").rglob("*")
+               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") is None]
+    assert len(targets) == 1
