@@ -246,6 +246,8 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
                 begun = objcache.Started(work, slot, jobs, cache)
                 objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile)
                 if begun.hit:
+                    if host_said_by_source is not None:
+                        host_said_by_source[src.path] = begun.host_said
                     return 0
                 key = begun.key
                 if recipe is not None:

@@ -304,6 +304,7 @@ class Started:
         self.cache = cache
         self.key = key
         self.hit = hit
+        self.host_said = ""  # on a hit: what the host compile said
         self.from_recipe = False
 
 
@@ -353,6 +354,7 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
 
         show_target_warnings(said, host_said)
     started.hit = True
+    started.host_said = host_said
 
 
 # -- the warm path: a recipe instead of the plan ---------------------------------------------

@@ -225,3 +225,18 @@ def test_static_and_shared_objects_of_a_source_share_a_target_compile(offlink, p
     targets = [p for p in (project.parent / "cache" / "objects").rglob("*")
                if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") is None]
     assert len(targets) == 1
+
+
+def test_compile_and_link_in_one_step_says_each_warning_once_on_a_hit(offlink, project):
+    (project / "unit.c").write_text(SOURCE + "int unused(void) { int x; return 0; }\n"
+                                    "int main(void) { return unit_value() != 42; }\n")
+    env = env_for(project, OFFLINK_CC_TARGET_COMPILE="1")
+    argv = [offlink, "cc", "gcc", "-Wall", "unit.c", "-o", "app"]
+    first = run(argv, cwd=project, env=env)
+    for path in (project.parent / "cache" / "objects").rglob("*"):  # the link compiles again
+        if path.is_file() and path not in cc_entries(project):
+            path.unlink()
+    again = run(argv, cwd=project, env=env)
+    assert first.stderr.count("unused variable") == 1
+    assert again.stderr == first.stderr
+    assert len(cc_entries(project)) == 1
