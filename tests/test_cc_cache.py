@@ -240,3 +240,24 @@ def test_compile_and_link_in_one_step_says_each_warning_once_on_a_hit(offlink, p
     assert first.stderr.count("unused variable") == 1
     assert again.stderr == first.stderr
     assert len(cc_entries(project)) == 1
+
+
+def test_a_response_file_compile_is_served_without_a_recipe(offlink, project):
+    """The plan reads a response file, so no recipe stands for it; the object is cached all
+    the same (found after planning), and an edited response file is seen."""
+    (project / "args").write_text("-O2 -DUNIT_VALUE=5\n")
+    (project / "unit.h").write_text("#ifndef UNIT_VALUE\n#define UNIT_VALUE 42\n#endif\n")
+    env = env_for(project)
+    log = project.parent / "log"
+    argv = [offlink, "cc", project.parent / "cc-log", "@args", "-c", "unit.c", "-o", "unit.o"]
+    run(argv, cwd=project, env=env)
+    log.unlink()
+    run(argv, cwd=project, env=env)
+    assert [line for line in log.read_text().splitlines()
+            if " -E " not in line and line != "--version"] == []
+    (project / "args").write_text("-O2 -DUNIT_VALUE=6\n")
+    run(argv, cwd=project, env=env)
+    assert "$0x6," in run(["objdump", "-d", project / "unit.o"]).stdout
+    recipes = [p for p in (project.parent / "cache" / "objects").rglob("*")
+               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
+    assert recipes == []
