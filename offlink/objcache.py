@@ -53,8 +53,9 @@ _REFUSED_PREFIXES = ("-fprofile-", "-fauto-profile", "-fdump-", "-fcallgraph-inf
                      "-ftime-report", "-fmem-report", "-ftime-trace", "-time", "-fplugin",
                      "-fcompare-debug", "-fsave-optimization-record", "-foptimization-record",
                      "-fcoverage", "-fsanitize-blacklist", "-fsanitize-ignorelist",
-                     "-fmodules", "-fcrash-diagnostics", "-specs=", "--specs", "-save-temps=",
-                     "-d", "-fembed-bitcode")
+                     "-fmodule", "-fcrash-diagnostics", "-specs=", "--specs", "-save-temps=",
+                     "-d", "-fembed-bitcode", "-fdiagnostics-format=", "-fdiagnostics-add-output",
+                     "-fdiagnostics-set-output")
 # Environment variables that make gcc write a depfile of its own, or compare debug info.
 _REFUSED_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", "GCC_COMPARE_DEBUG")
 # Environment variables in the key: the language of what the compiler says, and which

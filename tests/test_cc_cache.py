@@ -197,6 +197,8 @@ def test_cache_off_and_no_litter(offlink, project):
     ("-Wa,-adhln=a.lst -c a.c -o a.o", False),
     ("-Wp,-MD,a.d -c a.c -o a.o", False),
     ("-march=native -c a.c -o a.o", False),
+    ("-fdiagnostics-format=sarif-file -c a.c -o a.o", False),
+    ("-fmodules-ts -c a.c -o a.o", False),
 ])
 def test_which_compiles_are_cached(args, cached):
     from offlink.compile import plan_compile
