@@ -141,13 +141,30 @@ def cmd_cc(argv: list[str]) -> int:
     opts, rest = _own_options(argv, flags, valued, CC_HELP)
     _warn_misplaced(rest, flags | LINK_FLAGS, valued | LINK_VALUED)
     _set_common(opts)
+    given = list(opts.get("--offload-target") or [])  # type: ignore[arg-type]
+    offered = tuple(opts.get("--offload-symbol") or ())  # type: ignore[arg-type]
+    if "-c" in rest:  # (a response file's -c: no recipe)
+        from .objcache import close, warm
+
+        started = warm(rest, given, offered)  # served from the object cache, unplanned
+        if started is not None and started.hit:
+            return 0
+    else:
+        started = None
     from .compile import plan_compile, run_compile
     from .targets import default_targets
 
-    targets = opts.get("--offload-target") or default_targets()
-    plan = plan_compile(rest, targets, tuple(opts.get("--offload-symbol") or ()))
+    targets = given or default_targets()
+    try:
+        plan = plan_compile(rest, targets, offered)
+    except BaseException:
+        if started is not None:
+            close(started)
+        raise
     if plan is not None:
-        return run_compile(plan)
+        return run_compile(plan, started=started, recipe=(rest, given, offered))
+    if started is not None:
+        close(started)
     from .gccargs import expand_response_files, words
 
     ws = words(expand_response_files(rest[1:]))

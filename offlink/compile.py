@@ -9,19 +9,20 @@ place, so the output is either the complete fat object or untouched.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import run as runner
 from .errors import ToolError, UsageError
-from .formats.payload import Payload, build_record, parse_records
 from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver
+from .objcache import Job
 
 if TYPE_CHECKING:
+    from .formats.payload import Payload
     from .link.staging import OutputSlot
+    from .objcache import Started
 from .targets import Target, resolve
 
 # Preprocessing-only options: used when preprocessing, dropped from the target compile.
@@ -29,10 +30,12 @@ PREPROCESS_ONLY = {"-D", "-U", "-I", "-include", "-imacros", "-isystem", "-iquot
                    "-iprefix", "-iwithprefix", "-iwithprefixbefore", "-nostdinc", "-nostdinc++",
                    "-Xpreprocessor", "-undef", "-H", "-C", "-CC", "-P", "-trigraphs"}
 DEPENDENCY = {"-M", "-MM", "-MD", "-MMD", "-MF", "-MT", "-MQ", "-MP", "-MG"}
-# Options of the host compile that a target compile must not get.
+# Options of the host compile that a target compile must not get. The code model is the
+# target's to choose (the host target compiles -fPIC), so a library's static and shared
+# objects of one source (CMake: -fPIC for the shared one only) share one target compile.
 NOT_FOR_TARGET = {"-c", "-o", "-x", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE",
-                  "-fno-pie", "-ffat-lto-objects", "-save-temps", "-static", "-pie",
-                  "-shared", "-fsyntax-only"}
+                  "-fno-pie", "-fPIC", "-fpic", "-ffat-lto-objects", "-save-temps", "-static",
+                  "-pie", "-shared", "-fsyntax-only"}
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,9 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
 
 
 def run_compile(plan: CompilePlan, target_compile: bool = True,
-                host_said_by_source: dict[str, str] | None = None) -> int:
+                host_said_by_source: dict[str, str] | None = None,
+                started: Started | None = None,
+                recipe: tuple[list[str], list[str], tuple[str, ...]] | None = None) -> int:
     """Preprocess for every target beside the host compile, write each fat object, then
     compile its target code into the link cache (`_target_compile`) unless told not to.
 
@@ -205,18 +210,50 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     process to leave out of its target warnings. With one -o output the host compile writes
     into the work folder, and the fat object replaces the output whole, so a failure leaves
     the previous output as it was and a killed compile nothing beside it (link/staging.py).
+    With the object cache on (objcache.py), the preprocessing is waited for first: its code
+    is the key, and a hit installs the cached fat object without a host compile. `started`:
+    what objcache.warm began from a recipe and did not finish (a miss); `recipe`: the
+    arguments of objcache.recipe_key, for the first compile of a command line to write one.
     """
+    from . import objcache
     from .link.staging import OutputSlot, WorkFolder
 
-    _check_outputs(plan)
     single = plan.output_given
-    slot = OutputSlot(plan.sources[0].output) if single else None
-    work = WorkFolder(keep=False, kind="cc")
+    if started is not None and [j.target for j in started.jobs] != [t.name for t in plan.targets]:
+        objcache.close(started)  # a recipe that is not this plan's: begin again
+        started = None
+    if started is None:
+        _check_outputs(plan)
+        slot = OutputSlot(plan.sources[0].output) if single else None
+        work = WorkFolder(keep=False, kind="cc")
+        jobs: list[objcache.Job] = []
+    else:
+        slot, work, jobs = started.slot, started.work, started.jobs
     tmp = work.path
     staged = os.path.join(tmp, "host.o") if single else ""
-    jobs: list = []
     try:
-        _start_preprocessing(plan, tmp, jobs)
+        cache, key = (started.cache, started.key) if started is not None else (None, None)
+        if started is None and single:
+            cache = objcache.open_cache(plan)
+        if started is None and cache is not None:
+            src = plan.sources[0]
+            depfile = os.path.join(tmp, "deps.d")
+            deps, host_depfile = objcache.dependency_options(plan, depfile)
+            _start_preprocessing(plan, tmp, jobs, deps)
+            if any(job.deps for job in jobs):
+                assert slot is not None
+                parts = objcache.static_parts(plan)
+                begun = objcache.Started(work, slot, jobs, cache)
+                objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile)
+                if begun.hit:
+                    if host_said_by_source is not None:
+                        host_said_by_source[src.path] = begun.host_said
+                    return 0
+                key = begun.key
+                if recipe is not None:
+                    objcache.write_recipe(cache, *recipe, plan, parts, jobs, tmp, host_depfile)
+        if not jobs:
+            _start_preprocessing(plan, tmp, jobs)
         host_said = ""
         if single:
             try:
@@ -227,19 +264,20 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
         said = _wait(jobs)
         if not single:
             host_said = _host_compile(plan.argv)
-        _show_target_warnings(said, host_said)
+        show_target_warnings(said, host_said)
         if host_said_by_source is not None:
             for src in plan.sources:
                 host_said_by_source[src.path] = host_said
         for si, src in enumerate(plan.sources):
-            _add_payloads(plan, si, src, tmp, staged, slot)
+            fat = _fat_object(plan, si, src, tmp, staged)
+            if cache is not None and key is not None:
+                objcache.store(cache, key, fat, host_said)
+            _install(fat, slot, src.output)
         if target_compile:
             _target_compile(plan, tmp, host_said)
     finally:
-        for *_, proc in jobs:  # after a failure: no preprocessor outlives its folder
-            if proc.returncode is None:
-                proc.kill()
-                proc.wait()
+        for job in jobs:  # after a failure: no preprocessor outlives its folder
+            job.kill()
         if slot is not None:
             slot.close()
         work.close()
@@ -267,19 +305,29 @@ def _check_outputs(plan: CompilePlan) -> None:
             raise UsageError(f"input file '{src.path}' is the same as output file")
 
 
-def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list) -> None:
+def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[Job],
+                         deps: list[str] | None = None) -> None:
+    """Start each source's preprocessing for each target. `deps` (dependency options) go to
+    the first one the host compiler runs with the host's preprocessing options, whose code is
+    then the host's but for the target macros (objcache.py)."""
     for si, src in enumerate(plan.sources):
         for target in plan.targets:
             out = os.path.join(tmp, f"{si}-{target.name}.i")
             argv = target.capture_argv(plan.compiler, plan.preprocess_args, src.language,
                                        src.path, out)
+            given = bool(deps) and not any(j.deps for j in jobs) and "-E" in argv and \
+                argv[: 1 + len(plan.preprocess_args)] == [plan.compiler, *plan.preprocess_args]
+            if given:
+                argv = [*argv, *(deps or ())]
             if runner.VERBOSE:
                 print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
+            job = Job(argv, os.path.join(tmp, f"{si}-{target.name}.err"), given, src.path,
+                      target.name)
             try:
-                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                job.start()
             except (FileNotFoundError, PermissionError):
-                raise ToolError(f"compiler '{plan.compiler}' not found") from None
-            jobs.append((src, target, argv, proc))
+                raise ToolError(f"compiler '{argv[0]}' not found") from None
+            jobs.append(job)
 
 
 def _host_compile(argv: list[str]) -> str:
@@ -293,25 +341,27 @@ def _host_compile(argv: list[str]) -> str:
     return said
 
 
-def _wait(jobs: list) -> list[str]:
+def _wait(jobs: list[Job]) -> list[str]:
     """Wait for the target preprocessing; what each said (its warnings)."""
     failed = None
     said = []
-    for src, target, argv, proc in jobs:
-        _, err = proc.communicate()
-        if proc.returncode != 0 and failed is None:
-            failed = ToolError(f"preprocessing {src.path} for target {target.name} failed: "
-                               f"{runner.show(argv)}", proc.returncode,
-                               err.decode(errors="replace"))
-        said.append(err.decode(errors="replace"))
+    for job in jobs:
+        code = job.wait()
+        text = job.said()
+        if code != 0 and failed is None:
+            failed = ToolError(f"preprocessing {job.source} for target {job.target} failed: "
+                               f"{runner.show(job.argv)}", code, text)
+        said.append(text)
     if failed:
         raise failed
     return said
 
 
-def _show_target_warnings(said: list[str], host_said: str) -> None:
+def show_target_warnings(said: list[str], host_said: str) -> None:
     """Warnings of the target side (e.g. a #warning under #ifdef __OFFLINK_TARGET__), once:
     lines the host compile said already, or another target said, are left out."""
+    if not any(said):
+        return
     from .link.compile import unsaid
 
     seen = set(host_said.splitlines())
@@ -320,9 +370,10 @@ def _show_target_warnings(said: list[str], host_said: str) -> None:
     sys.stderr.flush()
 
 
-def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str,
-                  slot: OutputSlot | None) -> None:
-    """Add the payload sections to the host object and move the result to the output."""
+def _fat_object(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str) -> str:
+    """The host object with the payload sections added, in the work folder: its path."""
+    from .formats.payload import build_record
+
     args = []
     for target in plan.targets:
         payload = _payload(plan, si, src, target, tmp)
@@ -336,10 +387,15 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
     fat = os.path.join(tmp, f"{si}-fat.o")
     runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
     os.chmod(fat, 0o666 & ~_umask())
+    return fat
+
+
+def _install(fat: str, slot: OutputSlot | None, output: str) -> None:
+    """Move the fat object to the output, replacing it whole."""
     if slot is None:  # several sources: each object compiled in place, replaced whole
         from .link.staging import OutputSlot
 
-        slot = OutputSlot(src.output)
+        slot = OutputSlot(output)
     try:
         slot.install(fat)
     finally:
@@ -348,6 +404,8 @@ def _add_payloads(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: s
 
 def _payload(plan: CompilePlan, si: int, src: Source, target: Target, tmp: str) -> Payload:
     """The payload of source `si` for `target`, from its preprocessed code in `tmp`."""
+    from .formats.payload import Payload
+
     with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
         code = f.read()
     return Payload(target.name, target.code_kind(src.language), src.path, plan.compiler,
@@ -372,6 +430,7 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
         return
     import shlex
 
+    from .formats.payload import parse_records
     from .link.cache import Cache
     from .link.compile import fill_cache
     from .model import CU
@@ -395,7 +454,7 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
             os.mkdir(folder)
             compiled = fill_cache([cu], target.for_inputs([cu]), folder, cache, launcher)
             said.extend(c.warnings for c in compiled)
-    _show_target_warnings(said, host_said)
+    show_target_warnings(said, host_said)
     cache.trim()
 
 

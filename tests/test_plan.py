@@ -105,7 +105,7 @@ def test_attached_forms_do_not_swallow_longer_options():
 
 def test_plan_compile_splits_options():
     p = plan_compile(["gcc", "-O2", "-g", "-DX=1", "-Iinc", "-MD", "-MF", "a.d", "-fPIE",
-                      "-flto", "-std=c11", "-c", "a.c", "-o", "a.o"], ["host"])
+                      "-flto", "-std=c11", "-fPIC", "-fpic", "-c", "a.c", "-o", "a.o"], ["host"])
     assert p is not None
     assert [s.path for s in p.sources] == ["a.c"] and p.sources[0].output == "a.o"
     assert p.sources[0].language == "c"

@@ -2,7 +2,7 @@
 (`offlink cc` as the compiler launcher, `offlink link` as the linker launcher).
 
     python benchmarks/cc_build/bench.py [--runs 3] [--zlib tests/real_projects/zlib]
-                                        [--offlink PATH] [--before-src DIR]
+                                        [--offlink PATH | --src DIR] [--before-src DIR]
                                         [--out benchmarks/cc_build/RESULTS.md]
 
 Each build folder is configured once (not timed); each run then cleans it (`ninja clean`) and
@@ -17,7 +17,8 @@ every process under it. The variants run interleaved, one of each per run:
   rebuild after `ninja clean`);
 - with --before-src DIR, "cold (before)" and "warm (before)": the same two with an older
   offlink's source tree (`python -m offlink` with DIR first on PYTHONPATH), in a folder of
-  their own.
+  their own. --src DIR runs this side the same way (an export of this tree, as COMMON.md
+  asks, so that neither side pays the editable install's import hook alone).
 
 Both offlink source trees are byte-compiled first (python -m compileall), as an installed
 package is: with PYTHONDONTWRITEBYTECODE=1 in the environment every `offlink cc` would
@@ -55,6 +56,13 @@ def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float]:
                   + after.children_system - before.children_system)
 
 
+def wrapper(path: Path, src: str) -> Path:
+    """A script running `python -m offlink` from the source tree `src`."""
+    path.write_text(f'#!/bin/sh\nPYTHONPATH="{src}" exec "{sys.executable}" -m offlink "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -62,10 +70,12 @@ def main() -> None:
     ap.add_argument("--offlink", default=shutil.which("offlink") or
                     str(Path(sys.executable).parent / "offlink"))
     ap.add_argument("--before-src", default="")
+    ap.add_argument("--src", default="", help="run offlink from this source tree instead")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args()
     compile_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    for tree in (ROOT / "offlink", *([args.before_src] if args.before_src else [])):
+    trees = [args.src or ROOT / "offlink", *([args.before_src] if args.before_src else [])]
+    for tree in trees:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], env=compile_env,
                        check=True, stdout=subprocess.DEVNULL)
     work = Path(tempfile.mkdtemp(prefix="cc-build-"))
@@ -74,8 +84,9 @@ def main() -> None:
         shutil.copytree(args.zlib, src)
         base = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
         base["OFFLINK_PROGRESS"] = "0"
-        launch = [f"-DCMAKE_C_COMPILER_LAUNCHER={args.offlink};cc",
-                  f"-DCMAKE_C_LINKER_LAUNCHER={args.offlink};link"]
+        offlink = wrapper(work / "offlink-src", args.src) if args.src else args.offlink
+        launch = [f"-DCMAKE_C_COMPILER_LAUNCHER={offlink};cc",
+                  f"-DCMAKE_C_LINKER_LAUNCHER={offlink};link"]
         variants = {"plain": ([], {}), "cold": (launch, {}),
                     "cold, cc target compile off": (launch, {"OFFLINK_CC_TARGET_COMPILE": "0"}),
                     "warm": (launch, {})}
@@ -84,10 +95,7 @@ def main() -> None:
         folder = {"plain": "b0", "cold": "b1", "cold, cc target compile off": "b2",
                   "warm": "b1"}
         if args.before_src:
-            before = work / "offlink-before"
-            before.write_text(f'#!/bin/sh\nPYTHONPATH="{args.before_src}" exec '
-                              f'"{sys.executable}" -m offlink "$@"\n')
-            before.chmod(0o755)
+            before = wrapper(work / "offlink-before", args.before_src)
             old = [f"-DCMAKE_C_COMPILER_LAUNCHER={before};cc",
                    f"-DCMAKE_C_LINKER_LAUNCHER={before};link"]
             variants.update({"cold (before)": (old, {}), "warm (before)": (old, {})})
@@ -116,6 +124,7 @@ def main() -> None:
             "# A real C project's build through offlink cc (zlib 1.3.1, CMake + Ninja -j2)",
             "",
             f"Command: `python benchmarks/cc_build/bench.py --runs {args.runs}"
+            + (" --src DIR" if args.src else "")
             + (" --before-src DIR" if args.before_src else "") + "`",
             "",
             f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs, "

@@ -1,0 +1,490 @@
+"""`offlink cc`'s object cache: whole fat objects, keyed as ccache's preprocessor mode keys them.
+
+A warm compile runs the target preprocessing (which `offlink cc` runs anyway), looks the fat
+object up by the key below and, on a hit, runs neither the host compile nor objcopy.
+
+The key: this cache's format and offlink's version, the host compiler's and objcopy's identity
+(link/cache.py: resolved path, content hash and `--version`, remembered by stat stamp), the
+host command with the -o and depfile names taken out, the working folder when debug info is
+asked for, the locale and the compiler's search variables, and per target its name, its
+options and a SHA-256 of its preprocessed code. The host object is what that code implies only
+when the host's preprocessed code is the same text, i.e. when nothing tests the target's
+macros: the source and every file its depfile lists are scanned for `__OFFLINK_TARGET`, and a
+CU whose files name it is compiled the usual way (so is every CU including offlink.h). What a
+scan cannot see: a macro name made by token pasting (`__OFFLINK_ ## TARGET__`) inside `#if`;
+such a CU must not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile
+that writes files beside the object or reads files the preprocessor does not (coverage,
+profiles, split DWARF, dumps, plugins, `.incbin`, -MMD...) is not cached at all (`refusal`).
+
+Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
+limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
+
+A warm compile must cost little more than its preprocessing, so `warm` serves it before
+offlink's planning is imported (compile.py, the targets, gccargs): a *recipe* entry, keyed by
+everything the plan is a function of (the command line, the targets, the working folder,
+PATH, offlink's version), holds what the plan gave: the preprocessing commands and the key's
+parts but the code. It is written by the first compile of that command line; a command with
+a response file (whose content the plan reads) has none.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compile import CompilePlan
+    from .link.cache import Cache
+    from .link.staging import OutputSlot, WorkFolder
+
+FORMAT = 1
+MARK = b"__OFFLINK_TARGET"  # every target's macros start so (__OFFLINK_TARGET__, ..._HOST__)
+
+# Options after which a compile writes files beside the object (or names them after -o), reads
+# files the preprocessor does not list, or says something that differs from run to run.
+_REFUSED = {"-fprofile-arcs", "--coverage", "-ftest-coverage", "-gsplit-dwarf", "-save-temps",
+            "--save-temps", "-fstack-usage", "-aux-info", "-frecord-gcc-switches", "-MMD",
+            "-MG", "-M", "-MM", "-P", "-Q", "-v", "-###", "-dumpbase", "-dumpdir",
+            "-dumpbase-ext", "-specs", "-wrapper", "-plugin", "-Xclang", "-mllvm",
+            "-Xassembler", "-Xpreprocessor", "-MJ", "-serialize-diagnostics",
+            "-march=native", "-mtune=native", "-mcpu=native", "-gmodules", "-", "-B"}
+_REFUSED_PREFIXES = ("-fprofile-", "-fauto-profile", "-fdump-", "-fcallgraph-info", "-fopt-info",
+                     "-ftime-report", "-fmem-report", "-ftime-trace", "-time", "-fplugin",
+                     "-fcompare-debug", "-fsave-optimization-record", "-foptimization-record",
+                     "-fcoverage", "-fsanitize-blacklist", "-fsanitize-ignorelist",
+                     "-fmodule", "-fcrash-diagnostics", "-specs=", "--specs", "-save-temps=",
+                     "-d", "-fembed-bitcode", "-fdiagnostics-format=", "-fdiagnostics-add-output",
+                     "-fdiagnostics-set-output")
+# Environment variables that make gcc write a depfile of its own, or compare debug info.
+_REFUSED_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", "GCC_COMPARE_DEBUG")
+# Environment variables in the key: the language of what the compiler says, and which
+# compiler pieces it runs (the preprocessed code covers the include paths).
+_KEYED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "GCC_EXEC_PREFIX", "COMPILER_PATH")
+_NAMES = {"-o", "-MF", "-MT", "-MQ"}  # options whose value is a name the object does not hold
+
+
+def refusal(plan: CompilePlan) -> str | None:
+    """Why this compile is not served from the object cache; None when it may be."""
+    from .gccargs import words
+
+    if not plan.output_given or len(plan.sources) != 1:
+        return "not one source with -o"
+    for name in _REFUSED_ENV:
+        if os.environ.get(name):
+            return f"{name} is set"
+    for w in words(plan.expanded):
+        opt = w.option
+        if opt in ("", "--"):
+            if opt == "--" or w.value == "-":
+                return "a source read from stdin"
+            continue
+        if opt in _REFUSED or opt.startswith(_REFUSED_PREFIXES):
+            return f"{opt} is given"
+        if opt.startswith(("-Wa,", "-Wp,")):  # listings (-Wa,-adhln=F), depfiles (-Wp,-MD,F)
+            subs = opt.split(",")[1:]
+            if any(s.startswith(("-a", "--MD", "-M", "--listing", "-o")) for s in subs):
+                return f"{opt} is given"
+    return None
+
+
+def open_cache(plan: CompilePlan) -> Cache | None:
+    """The cache for this compile, or None when it is off or the compile is not cacheable."""
+    if refusal(plan) is not None:
+        return None
+    from .errors import UsageError
+    from .link.cache import Cache
+
+    try:
+        return Cache.open()
+    except UsageError:  # a cache folder the link refuses: it says so there
+        return None
+
+
+def dependency_options(plan: CompilePlan, depfile: str) -> tuple[list[str], str | None]:
+    """The dependency options for the target preprocessing, writing `depfile`, and the depfile
+    the host compile writes (None: none).
+
+    The host compile's own -MD, -MT, -MQ and -MP (host_argv spells out the -MF and -MT gcc
+    would derive from -o), so `depfile` is byte for byte the host compile's: on a hit it is
+    copied to the host's -MF. Without -MD, `-MD -MF depfile` for the list of files to scan.
+    """
+    from .compile import host_argv
+    from .gccargs import words
+
+    argv = host_argv(plan, "<object>")[1:]
+    ws = words(argv)
+    if "-MD" not in {w.option for w in ws}:
+        return ["-MD", "-MF", depfile], None
+    out: list[str] = []
+    target = None
+    for w in ws:
+        if w.option == "-MF":
+            target = w.value
+            out += ["-MF", depfile]
+        elif w.option in ("-MD", "-MT", "-MQ", "-MP"):
+            out += argv[w.index : w.index + w.count]
+    return out, target
+
+
+def prerequisites(text: bytes) -> list[bytes] | None:
+    """The files a depfile's first rule lists (gcc's quoting: `\\ `, `\\#`, `$$`); None when it
+    cannot be read."""
+    text = text.replace(b"\\\n", b" ")
+    first = text.split(b"\n", 1)[0]
+    if b"\\" in first or b"$" in first:
+        tokens = _tokens(first)
+    else:
+        tokens = first.split()
+    for i, tok in enumerate(tokens):
+        if tok.endswith(b":"):
+            return tokens[i + 1 :]
+    return None
+
+
+def _tokens(line: bytes) -> list[bytes]:
+    tokens: list[bytes] = []
+    cur = bytearray()
+    i = 0
+    while i < len(line):
+        c = line[i : i + 1]
+        nxt = line[i + 1 : i + 2]
+        if c == b"\\" and nxt in (b" ", b"#", b"\\"):
+            cur += nxt
+            i += 2
+            continue
+        if c == b"$" and nxt == b"$":
+            cur += b"$"
+            i += 2
+            continue
+        if c in (b" ", b"\t"):
+            if cur:
+                tokens.append(bytes(cur))
+                cur.clear()
+        else:
+            cur += c
+        i += 1
+    if cur:
+        tokens.append(bytes(cur))
+    return tokens
+
+
+def names_target(paths: list[bytes]) -> bool:
+    """Whether any of these files names a target macro (or cannot be read: then as if so)."""
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                if MARK in f.read():
+                    return True
+        except OSError:
+            return True
+    return False
+
+
+def static_parts(plan: CompilePlan) -> list[str]:
+    """The parts of the key that the command line alone decides (a recipe keeps them)."""
+    from . import __version__
+    from .gccargs import words
+    from .link.cache import _uses_debug_info
+
+    host = []
+    for w in words(plan.expanded):
+        host += [w.option, "<name>"] if w.option in _NAMES else \
+            plan.expanded[w.index : w.index + w.count]
+    parts = ["offlink cc object", str(FORMAT), __version__, "\0".join(host),
+             plan.sources[0].language, "\0".join(plan.offered),
+             os.getcwd() if _uses_debug_info(plan.expanded) else ""]
+    for target in plan.targets:
+        parts += [type(target).__qualname__, target.name,
+                  "\0".join(target.payload_options(plan.target_options))]
+    return parts
+
+
+def key(cache: Cache, parts: list[str], compiler: str, source: str, codes: list[bytes],
+        depfile: str) -> str | None:
+    """The fat object's key from `static_parts` and each target's preprocessed code (in
+    plan.targets' order); None when the host object may differ from what that code implies."""
+    import hashlib
+
+    from .link.cache import _hash
+
+    try:
+        with open(depfile, "rb") as f:
+            files = prerequisites(f.read())
+    except OSError:
+        return None
+    if files is None or names_target([os.fsencode(source), *files]):
+        return None
+    if any(b".incbin" in code for code in codes):  # the assembler reads a file (ccache too)
+        return None
+    compiler_id = cache.tool_identity(compiler)
+    objcopy_id = cache.tool_identity("objcopy")
+    if compiler_id is None or objcopy_id is None:
+        return None
+    return _hash(*parts, compiler_id, objcopy_id,
+                 *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV),
+                 *(hashlib.sha256(code).hexdigest() for code in codes))
+
+
+def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
+    """(the fat object, what its host compile said), or None."""
+    entry = cache.get(key)
+    if entry is None:
+        return None
+    said = entry.meta.get("said") if isinstance(entry.meta, dict) else None
+    if not isinstance(said, str) or entry.meta.get("kind") != "cc-object":
+        return None
+    return entry.data, said
+
+
+def store(cache: Cache, key: str, fat: str, said: str) -> None:
+    """Keep the fat object at `fat` and what the host compile said; never an error."""
+    try:
+        with open(fat, "rb") as f:
+            data = f.read()
+    except OSError:
+        return
+    cache.put(key, {"kind": "cc-object", "said": said}, data)
+    cache.trim()
+
+
+class Job:
+    """One target preprocessing, run with os.posix_spawnp (no subprocess import on the warm
+    path); what it says goes to a file beside its output. `source` and `target` name it in
+    an error."""
+
+    def __init__(self, argv: list[str], err: str, deps: bool, source: str, target: str):
+        self.argv = argv
+        self.err = err
+        self.deps = deps  # it writes the depfile the object cache reads
+        self.source = source
+        self.target = target
+        self.pid = 0
+        self.returncode: int | None = None
+
+    def start(self) -> None:
+        actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, self.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                    0o600)]
+        self.pid = os.posix_spawnp(self.argv[0], self.argv, os.environ, file_actions=actions)
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def said(self) -> str:
+        try:
+            with open(self.err, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.pid and self.returncode is None:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.wait()
+
+
+class Started:
+    """A compile the object cache has begun: its work folder, output slot and preprocessing
+    jobs, the cache and the key (None: not to be stored), and whether it was a hit (then
+    the output is in place and said, and nothing is left to do)."""
+
+    def __init__(self, work: WorkFolder, slot: OutputSlot, jobs: list[Job],
+                 cache: Cache | None = None, key: str | None = None, hit: bool = False):
+        self.work = work
+        self.slot = slot
+        self.jobs = jobs
+        self.cache = cache
+        self.key = key
+        self.hit = hit
+        self.host_said = ""  # on a hit: what the host compile said
+        self.from_recipe = False
+
+
+def serve(started: Started, command: list[str], source: str, parts: list[str], depfile: str,
+          host_depfile: str | None) -> None:
+    """Wait for the preprocessing, then install the cached fat object if there is one
+    (`started.hit`); else leave `started.key` for the compile to store under."""
+    cache = started.cache
+    assert cache is not None
+    jobs = started.jobs
+    tmp = started.work.path
+    for job in jobs:
+        job.wait()
+    if any(job.returncode for job in jobs):  # the host compile says why, then the failure
+        return
+    codes = []
+    for job in jobs:  # one source: compile.py's `{si}-{target}.i`
+        with open(os.path.join(tmp, f"0-{job.target}.i"), "rb") as f:
+            codes.append(f.read())
+    started.key = key(cache, parts, command[0], source, codes, depfile)
+    found = lookup(cache, started.key) if started.key is not None else None
+    if found is None:
+        return
+    from . import run as runner
+
+    data, host_said = found
+    fat = os.path.join(tmp, "0-fat.o")
+    mask = os.umask(0)
+    os.umask(mask)
+    fd = os.open(fat, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~mask)
+    with open(fd, "wb") as f:
+        f.write(data)
+    if runner.VERBOSE:
+        print(f"offlink: from cache: {runner.show(command)}", file=sys.stderr, flush=True)
+    if host_depfile is not None:
+        with open(depfile, "rb") as f:
+            text = f.read()
+        with open(host_depfile, "wb") as f:
+            f.write(text)
+    started.slot.install(fat)
+    if host_said:
+        sys.stderr.write(host_said)
+        sys.stderr.flush()
+    said = [job.said() for job in jobs]
+    if any(said):
+        from .compile import show_target_warnings
+
+        show_target_warnings(said, host_said)
+    started.hit = True
+    started.host_said = host_said
+
+
+# -- the warm path: a recipe instead of the plan ---------------------------------------------
+def recipe_key(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> str:
+    """What the plan of `offlink cc ARGV` is a function of (no response file among ARGV):
+    `targets` as given (--offload-target), else $OFFLINK_TARGETS decides."""
+    from . import __version__
+    from .link.cache import _hash
+
+    return _hash("offlink cc recipe", str(FORMAT), __version__, os.getcwd(), os.uname().machine,
+                 os.environ.get("PATH", ""), "\0".join(argv), "\0".join(targets),
+                 "" if targets else os.environ.get("OFFLINK_TARGETS", ""),
+                 "\0".join(offered))
+
+
+def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: str,
+           deps_job: int, host_depfile: str | None) -> dict:
+    """What `warm` needs of the plan: the preprocessing commands (the work folder's path
+    taken out), which of them writes the depfile, and the key's parts but the code."""
+    def out(word: str) -> str:
+        return word.replace(tmp, "\0")  # no word of a command line holds a NUL
+
+    return {"kind": "cc-recipe", "compiler": plan.compiler, "source": plan.sources[0].path,
+            "output": plan.sources[0].output, "deps_job": deps_job,
+            "host_depfile": host_depfile, "parts": parts,
+            "captures": [[out(w) for w in argv] for argv in captures],
+            "labels": [t.name for t in plan.targets]}
+
+
+def write_recipe(cache: Cache, argv: list[str], targets: list[str], offered: tuple[str, ...],
+                 plan: CompilePlan, parts: list[str], jobs: list[Job], tmp: str,
+                 host_depfile: str | None) -> None:
+    """Keep the recipe of `offlink cc ARGV` (`recipe_key`'s arguments) for `warm`."""
+    if any(w.startswith("@") for w in argv) or not jobs or len(jobs) != len(plan.targets):
+        return
+    if any(job.argv[0] != plan.compiler for job in jobs):  # another tool (nvcc): its lookup
+        return
+    deps_job = next(i for i, job in enumerate(jobs) if job.deps)
+    cache.put(recipe_key(argv, targets, offered),
+              recipe(plan, parts, [job.argv for job in jobs], tmp, deps_job, host_depfile),
+              b"")
+
+
+def _read_recipe(cache: Cache, rkey: str) -> dict | None:
+    entry = cache.get(rkey)
+    meta = entry.meta if entry is not None else None
+    if not isinstance(meta, dict) or meta.get("kind") != "cc-recipe":
+        return None
+    try:
+        ok = (all(isinstance(meta[k], str) for k in ("compiler", "source", "output"))
+              and isinstance(meta["deps_job"], int)
+              and isinstance(meta["host_depfile"], (str, type(None)))
+              and all(isinstance(p, str) for p in meta["parts"])
+              and all(isinstance(w, str) for argv in meta["captures"] for w in argv)
+              and all(isinstance(t, str) for t in meta["labels"])
+              and len(meta["labels"]) == len(meta["captures"]) > meta["deps_job"] >= 0)
+    except (KeyError, TypeError):
+        return None
+    return meta if ok else None
+
+
+def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Started | None:
+    """`offlink cc ARGV` from its recipe, before (and usually instead of) planning it: None
+    when there is no recipe (or the cache is off); else what `serve` made of it."""
+    if any(w.startswith("@") for w in argv):
+        return None
+    from .errors import UsageError
+    from .link.cache import Cache
+
+    try:
+        cache = Cache.open()
+    except UsageError:
+        return None
+    if cache is None:
+        return None
+    r = _read_recipe(cache, recipe_key(argv, targets, offered))
+    if r is None or not _plain_output(r["source"], r["output"]):
+        return None
+    from . import run as runner
+    from .link.staging import OutputSlot, WorkFolder
+
+    slot = OutputSlot(r["output"])
+    work = WorkFolder(keep=False, kind="cc")
+    jobs: list[Job] = []
+    started = Started(work, slot, jobs, cache)
+    started.from_recipe = True
+    try:
+        for i, capture in enumerate(r["captures"]):
+            job = Job([w.replace("\0", work.path) for w in capture],
+                      os.path.join(work.path, f"0-{r['labels'][i]}.err"), i == r["deps_job"],
+                      r["source"], r["labels"][i])
+            if runner.VERBOSE:
+                print(f"offlink: {runner.show(job.argv)}", file=sys.stderr, flush=True)
+            try:
+                job.start()
+            except OSError:
+                close(started)  # the compile path says why
+                return None
+            jobs.append(job)
+        serve(started, argv, r["source"], r["parts"], os.path.join(work.path, "deps.d"),
+              r["host_depfile"])
+    except BaseException:
+        close(started)
+        raise
+    if started.hit:
+        close(started)
+    return started
+
+
+def close(started: Started) -> None:
+    """Stop what is left of a started compile and remove its work folder."""
+    for job in started.jobs:  # after a failure: no preprocessor outlives its folder
+        job.kill()
+    started.slot.close()
+    started.work.close()
+
+
+def _plain_output(source: str, output: str) -> bool:
+    """The output is no folder and not the source (else the compile path says so)."""
+    import stat
+
+    try:
+        out = os.stat(output)
+    except OSError:
+        return True
+    if stat.S_ISDIR(out.st_mode):
+        return False
+    try:
+        src = os.stat(source)
+    except OSError:
+        return True
+    return (src.st_dev, src.st_ino) != (out.st_dev, out.st_ino)

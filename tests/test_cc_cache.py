@@ -1,0 +1,265 @@
+"""`offlink cc`'s object cache (offlink/objcache.py): a warm compile installs the cached fat
+object, byte for byte what a compile would write, without a host compile."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import run
+
+from offlink.link.cache import Cache
+
+# A compiler that logs each command line, so a test sees whether the host compile ran.
+LOGGING_CC = """#!/bin/sh
+printf '%s\\n' "$*" >> {log}
+exec gcc "$@"
+"""
+
+SOURCE = """#include "unit.h"
+int unit_value(void) { return UNIT_VALUE; }
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path):
+    """A folder with a source, its header and a logging compiler; the cache beside it."""
+    src = tmp_path / "p"
+    src.mkdir()
+    (src / "unit.c").write_text(SOURCE)
+    (src / "unit.h").write_text("#define UNIT_VALUE 42\n")
+    cc = tmp_path / "cc-log"
+    cc.write_text(LOGGING_CC.format(log=tmp_path / "log"))
+    cc.chmod(0o755)
+    return src
+
+
+def env_for(src: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
+    env.update({"OFFLINK_CACHE_DIR": str(src.parent / "cache"), "OFFLINK_PROGRESS": "0",
+                "OFFLINK_CC_TARGET_COMPILE": "0", "TMPDIR": str(src.parent / "tmp"), **extra})
+    (src.parent / "tmp").mkdir(exist_ok=True)
+    return env
+
+
+def compile_(offlink: str, src: Path, *args: str, cwd: Path | None = None, **extra: str):
+    """`offlink cc cc-log ARGS -c unit.c -o unit.o` (CMake's way: -MD -MT -MF); returns the
+    result and the host compiles it ran (the logged commands without -E)."""
+    log = src.parent / "log"
+    log.unlink(missing_ok=True)
+    argv = [offlink, "cc", src.parent / "cc-log", "-O2", *args, "-MD", "-MT", "unit.o",
+            "-MF", "unit.o.d", "-c", "unit.c", "-o", "unit.o"]
+    proc = run(argv, cwd=cwd or src, env=env_for(src, **extra))
+    # (`--version`: the compiler's identity, probed until its file has settled)
+    host = [line for line in log.read_text().splitlines()
+            if " -E " not in f" {line} " and line != "--version"]
+    return proc, host
+
+
+def outputs(folder: Path) -> tuple[bytes, bytes]:
+    return (folder / "unit.o").read_bytes(), (folder / "unit.o.d").read_bytes()
+
+
+def cc_entries(src: Path) -> list[Path]:
+    found = []
+    for path in (src.parent / "cache" / "objects").rglob("*"):
+        entry = Cache._decode(path.read_bytes()) if path.is_file() else None
+        if entry is not None and entry.meta.get("kind") == "cc-object":
+            found.append(path)
+    return found
+
+
+def test_a_hit_writes_the_object_and_depfile_a_compile_writes(offlink, project):
+    _, host = compile_(offlink, project, OFFLINK_NO_CACHE="1")
+    uncached = outputs(project)
+    _, host = compile_(offlink, project, OFFLINK_CC_TARGET_COMPILE="1")
+    assert len(host) == 2  # the host compile and the target compile
+    miss = outputs(project)
+    for name in ("unit.o", "unit.o.d"):
+        (project / name).unlink()
+    _, host = compile_(offlink, project, OFFLINK_CC_TARGET_COMPILE="1")
+    assert host == []  # neither compile ran
+    assert outputs(project) == miss == uncached
+    # the depfile is the compiler's own, byte for byte
+    run([project.parent / "cc-log", "-O2", "-MD", "-MT", "unit.o", "-MF", "plain.d", "-c",
+         "unit.c", "-o", "plain.o"], cwd=project)
+    assert (project / "plain.d").read_bytes() == miss[1]
+    assert oct((project / "unit.o").stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_changed_header_misses(offlink, project):
+    compile_(offlink, project)
+    assert compile_(offlink, project)[1] == []
+    before = outputs(project)[0]
+    (project / "unit.h").write_text("#define UNIT_VALUE 43\n")
+    _, host = compile_(offlink, project)
+    assert len(host) == 1
+    # the warm path's preprocessing (from the recipe) served the compile: it ran once
+    assert sum(" -E " in line for line in (project.parent / "log").read_text().splitlines()) == 1
+    assert outputs(project)[0] != before
+    assert compile_(offlink, project)[1] == []
+
+
+def test_a_header_testing_the_target_macro_is_never_served(offlink, project):
+    compile_(offlink, project)
+    assert compile_(offlink, project)[1] == []  # served, until the header tests the macro
+    (project / "unit.h").write_text("#ifdef __OFFLINK_TARGET__\n#define UNIT_VALUE 1\n"
+                                    "#else\n#define UNIT_VALUE HOST_VALUE\n#endif\n"
+                                    '#include "host.h"\n')
+    (project / "host.h").write_text("#define HOST_VALUE 7\n")
+    compile_(offlink, project)
+    assert len(compile_(offlink, project)[1]) == 1
+    # what only the host side sees changes: the object must follow
+    (project / "host.h").write_text("#define HOST_VALUE 8\n")
+    compile_(offlink, project)
+    assert "$0x8," in run(["objdump", "-d", project / "unit.o"]).stdout
+
+
+def test_debug_info_in_another_folder_misses(offlink, project, tmp_path):
+    other = tmp_path / "q"
+    shutil.copytree(project, other)
+    compile_(offlink, project, "-g")
+    assert compile_(offlink, project, "-g")[1] == []
+    (other / "unit.h").write_text((project / "unit.h").read_text())
+    _, host = compile_(offlink, project, "-g", cwd=other)
+    assert len(host) == 1
+    # without debug info the folder is not in the object: the other folder's compile hits
+    compile_(offlink, project)
+    assert compile_(offlink, project, cwd=other)[1] == []
+
+
+def test_warnings_are_said_again_on_a_hit(offlink, project):
+    (project / "unit.c").write_text(SOURCE + "int unused(void) { int x; return 0; }\n"
+                                    "#warning from the source\n")
+    miss, _ = compile_(offlink, project, "-Wall")
+    hit, host = compile_(offlink, project, "-Wall")
+    assert host == []
+    assert "unused variable" in miss.stderr and "from the source" in miss.stderr
+    assert hit.stderr == miss.stderr
+
+
+def test_coverage_is_not_cached(offlink, project):
+    compile_(offlink, project)
+    assert compile_(offlink, project)[1] == []
+    for _ in range(2):
+        _, host = compile_(offlink, project, "--coverage")
+        assert len(host) == 1
+
+
+def test_a_corrupt_entry_is_ignored(offlink, project):
+    compile_(offlink, project)
+    good = outputs(project)
+    [entry] = cc_entries(project)
+    data = bytearray(entry.read_bytes())
+    data[-100] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    (project / "unit.o").unlink()
+    proc, host = compile_(offlink, project)
+    assert len(host) == 1 and proc.stderr == ""
+    assert outputs(project) == good
+    assert compile_(offlink, project)[1] == []
+
+
+def test_cache_off_and_no_litter(offlink, project):
+    compile_(offlink, project, OFFLINK_NO_CACHE="1")
+    compile_(offlink, project, OFFLINK_CACHE_SIZE="0")
+    assert cc_entries(project) == [] if (project.parent / "cache").exists() else True
+    compile_(offlink, project)
+    compile_(offlink, project)
+    assert sorted(p.name for p in project.iterdir()) == ["unit.c", "unit.h", "unit.o",
+                                                         "unit.o.d"]
+    assert list((project.parent / "tmp").iterdir()) == []
+    assert len(cc_entries(project)) == 1
+    assert not [p for p in (project.parent / "cache").rglob("*") if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize("args, cached", [
+    ("-O2 -c a.c -o a.o", True),
+    ("-O2 -MD -MF a.d -c a.c -o a.o", True),
+    ("-g -Wa,--noexecstack -c a.c -o a.o", True),
+    ("-c a.c", False),  # no -o
+    ("-MMD -c a.c -o a.o", False),
+    ("--coverage -c a.c -o a.o", False),
+    ("-fprofile-generate=dir -c a.c -o a.o", False),
+    ("-gsplit-dwarf -c a.c -o a.o", False),
+    ("-save-temps=obj -c a.c -o a.o", False),
+    ("-fdump-tree-all -c a.c -o a.o", False),
+    ("-fstack-usage -c a.c -o a.o", False),
+    ("-frecord-gcc-switches -c a.c -o a.o", False),
+    ("-Wa,-adhln=a.lst -c a.c -o a.o", False),
+    ("-Wp,-MD,a.d -c a.c -o a.o", False),
+    ("-march=native -c a.c -o a.o", False),
+    ("-fdiagnostics-format=sarif-file -c a.c -o a.o", False),
+    ("-fmodules-ts -c a.c -o a.o", False),
+])
+def test_which_compiles_are_cached(args, cached):
+    from offlink.compile import plan_compile
+    from offlink.objcache import refusal
+
+    plan = plan_compile(["gcc", *args.split()], ["host"])
+    assert plan is not None
+    assert (refusal(plan) is None) == cached
+
+
+def test_prerequisites_of_a_depfile():
+    from offlink.objcache import prerequisites
+
+    text = b"a.o: a.c /usr/include/stdio.h \\\n my\\ dir/b.h c$$.h\nb.h:\n"
+    assert prerequisites(text) == [b"a.c", b"/usr/include/stdio.h", b"my dir/b.h", b"c$.h"]
+    assert prerequisites(b"a.o: a.c b.h\n") == [b"a.c", b"b.h"]
+
+
+def test_static_and_shared_objects_of_a_source_share_a_target_compile(offlink, project):
+    """CMake compiles a library's shared objects with -fPIC, its static ones without; the
+    host target compiles -fPIC either way, so one target compile serves both."""
+    env = env_for(project, OFFLINK_CC_TARGET_COMPILE="1")
+    for pic, out in ((["-fPIC"], "shared.o"), ([], "static.o")):
+        run([offlink, "cc", "gcc", "-O2", *pic, "-c", "unit.c", "-o", out], cwd=project,
+            env=env)
+    targets = [p for p in (project.parent / "cache" / "objects").rglob("*")
+               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") is None]
+    assert len(targets) == 1
+
+
+def test_compile_and_link_in_one_step_says_each_warning_once_on_a_hit(offlink, project):
+    (project / "unit.c").write_text(SOURCE + "int unused(void) { int x; return 0; }\n"
+                                    "int main(void) { return unit_value() != 42; }\n")
+    env = env_for(project, OFFLINK_CC_TARGET_COMPILE="1")
+    argv = [offlink, "cc", "gcc", "-Wall", "unit.c", "-o", "app"]
+    first = run(argv, cwd=project, env=env)
+    for path in (project.parent / "cache" / "objects").rglob("*"):  # the link compiles again
+        if path.is_file() and path not in cc_entries(project):
+            path.unlink()
+    again = run(argv, cwd=project, env=env)
+    assert first.stderr.count("unused variable") == 1
+    assert again.stderr == first.stderr
+    assert len(cc_entries(project)) == 1
+
+
+def test_a_response_file_compile_is_served_without_a_recipe(offlink, project):
+    """The plan reads a response file, so no recipe stands for it; the object is cached all
+    the same (found after planning), and an edited response file is seen."""
+    (project / "args").write_text("-O2 -DUNIT_VALUE=5\n")
+    (project / "unit.h").write_text("#ifndef UNIT_VALUE\n#define UNIT_VALUE 42\n#endif\n")
+    env = env_for(project)
+    log = project.parent / "log"
+    argv = [offlink, "cc", project.parent / "cc-log", "@args", "-c", "unit.c", "-o", "unit.o"]
+    run(argv, cwd=project, env=env)
+    log.unlink()
+    run(argv, cwd=project, env=env)
+    assert [line for line in log.read_text().splitlines()
+            if " -E " not in line and line != "--version"] == []
+    (project / "args").write_text("-O2 -DUNIT_VALUE=6\n")
+    run(argv, cwd=project, env=env)
+    assert "$0x6," in run(["objdump", "-d", project / "unit.o"]).stdout
+    recipes = [p for p in (project.parent / "cache" / "objects").rglob("*")
+               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
+    assert recipes == []
