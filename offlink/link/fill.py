@@ -6,10 +6,11 @@ Only the section's bytes are written (at its file offset); no other byte of the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..elf import (
     SHN_UNDEF,
+    SHT_SYMTAB,
     STB_GLOBAL,
     STB_GNU_UNIQUE,
     STB_WEAK,
@@ -34,6 +35,24 @@ class Filled:
     section_addr: int
     section_offset: int
     placed: frozenset[str] = frozenset()  # rows whose target found the host side itself
+    # host_symbols of the binary, and the symbol and string tables read for it (verify uses
+    # them where the file still holds those bytes instead of parsing them again)
+    host: HostSymbols | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class HostSymbols:
+    tables: tuple[bytes, bytes]  # symbol_tables(): .symtab's bytes and its string table's
+    by_name: dict[str, Symbol]  # host_symbols()
+
+
+def symbol_tables(elf: ElfFile) -> tuple[bytes, bytes]:
+    """The bytes of the symbol table and of its string table: all `host_symbols` depends on
+    (b"" for a binary without symbols)."""
+    table = next((s for s in elf.sections if s.sh_type == SHT_SYMTAB), None)
+    if table is None or not 0 < table.sh_link < len(elf.sections):
+        return b"", b""
+    return bytes(elf.content(table)), bytes(elf.content(elf.sections[table.sh_link]))
 
 
 def host_symbols(elf: ElfFile) -> dict[str, Symbol]:
@@ -68,6 +87,7 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
         raise LinkError(f"{path}: {SECTION} is {section.sh_size} bytes, {layout.total_size} were "
                         f"reserved")
     syms = host_symbols(elf)
+    kept = HostSymbols(symbol_tables(elf), syms)
     anchor = next((s for s in elf.symbols() if s.name == SYMBOL and s.defined), None)
     if anchor is None or anchor.st_value != section.sh_addr:
         raise LinkError(f"{path}: {SYMBOL} does not point at {SECTION}")
@@ -109,4 +129,4 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
     finally:
         os.close(fd)
     return Filled(table, rows, dropped, section.sh_addr, section.sh_offset,
-                  frozenset(placed))
+                  frozenset(placed), kept)

@@ -6,7 +6,7 @@ from ..elf import ElfFile
 from ..errors import LinkError, OfflinkError
 from ..formats.table import SECTION
 from ..model import Image
-from .fill import Filled, host_symbols
+from .fill import Filled, host_symbols, symbol_tables
 
 
 def verify(path: str, filled: Filled, images: list[Image], check_symbols: bool = True) -> None:
@@ -27,7 +27,7 @@ def verify(path: str, filled: Filled, images: list[Image], check_symbols: bool =
                         f"{len(filled.rows)} written")
     if not check_symbols:
         return
-    syms = host_symbols(elf)
+    syms = _host_symbols(elf, filled)
     for sym in table.symbols:
         host = syms.get(sym.name)
         if sym.name in filled.placed:  # its target read the host side (and checked its name)
@@ -38,3 +38,13 @@ def verify(path: str, filled: Filled, images: list[Image], check_symbols: bool =
         found = table.find(sym.address)
         if found is None or found.address != sym.address:
             raise LinkError(f"verification of {path}: address lookup of '{sym.name}' fails")
+
+
+def _host_symbols(elf: ElfFile, filled: Filled) -> dict:
+    """`host_symbols` of the file as it is now: fill's, when the file holds the very symbol
+    and string tables fill read them from (compared byte for byte, which costs far less than
+    parsing thousands of symbols again), else read anew."""
+    kept = filled.host
+    if kept is not None and symbol_tables(elf) == kept.tables:
+        return kept.by_name
+    return host_symbols(elf)
