@@ -93,21 +93,25 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
         raise LinkError(f"{path}: {SYMBOL} does not point at {SECTION}")
     rows: list[RowSpec] = []
     dropped: list[str] = []
-    names = sorted({n for img in images for n in img.offers})
+    first: dict[str, tuple] = {}  # name -> the first image's offer and the CU offering it
+    for img in images:
+        for name, offer in img.offers.items():
+            if name not in first:
+                first[name] = (offer, img.owners[name])
     placed: dict[str, tuple[int, int, str]] = {}  # e.g. GCC's host tables (gcc_nvptx)
     for img in images:
         placed.update(img.target.host_addresses(elf, img))
-    for name in names:
+    base = section.sh_addr
+    for name in sorted(first):
         if name in placed:
             address, size, kind = placed[name]
-            rows.append(RowSpec(name, address - section.sh_addr, size, kind))
+            rows.append(RowSpec(name, address - base, size, kind))
             continue
         host = syms.get(name)
         if host is None:
             dropped.append(name)
             continue
-        offer = next(img.offers[name] for img in images if name in img.offers)
-        owner = next(img.owners[name] for img in images if name in img.offers)
+        offer, owner = first[name]
         host_kind = "variable" if host.st_type == STT_OBJECT else "function"
         if host_kind != offer.kind:
             raise LinkError(f"'{name}' is a {host_kind} on the host and a {offer.kind} in the "
@@ -120,7 +124,7 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
                     raise LinkError(f"variable '{name}' is {host.st_size} bytes on the host and "
                                     f"{o.size} bytes for target {img.target.name} ({owner})")
             size = host.st_size
-        rows.append(RowSpec(name, host.st_value - section.sh_addr, size, host_kind))
+        rows.append(RowSpec(name, host.st_value - base, size, host_kind))
     specs = [ImageSpec(img.target.name, img.target.image_kind, img.data) for img in images]
     table = build_table(specs, rows, layout)
     fd = os.open(path, os.O_WRONLY)
