@@ -71,3 +71,22 @@ def test_verify_takes_fills_symbols_while_the_file_holds_them(offlink, tmp_path,
     with pytest.raises(LinkError, match="'lib_twice' is at .* in the table but not in the binary"):
         verify.verify(str(moved), filled, images)
     assert parsed == [False]
+
+
+def test_table_rows_are_its_symbols_in_both_cores(offlink, tmp_path, monkeypatch):
+    """Table.rows() (verify's way through thousands of rows) holds what Table.symbols does,
+    with the C core and the pure-Python one; find_rows finds each row's address."""
+    from array import array
+
+    from offlink import table as table_module
+    from offlink._pytable import Core as PyCore
+
+    prog, _filled, _images = linked(offlink, tmp_path, monkeypatch)
+    for core in (table_module._core(), PyCore):
+        monkeypatch.setattr(table_module, "_Core", core)
+        table = table_module.Table.open(prog)
+        rows = table.rows()
+        assert rows == [(s.name, s.address, s.size, s.kind) for s in table.symbols]
+        assert len(rows) >= 2 and {"lib_twice", "lib_value"} <= {r[0] for r in rows}
+        found = table.find_rows(array("Q", [r[1] for r in rows]))
+        assert [rows[i][1] for i in found] == [r[1] for r in rows]

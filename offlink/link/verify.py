@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 from ..elf import ElfFile
 from ..errors import LinkError, OfflinkError
 from ..formats.table import SECTION
@@ -28,16 +30,18 @@ def verify(path: str, filled: Filled, images: list[Image], check_symbols: bool =
     if not check_symbols:
         return
     syms = _host_symbols(elf, filled)
-    for sym in table.symbols:
-        host = syms.get(sym.name)
-        if sym.name in filled.placed:  # its target read the host side (and checked its name)
+    rows = table.rows()
+    # Every row's address looked up at once (the core's batch search), as find() would.
+    found = table.find_rows(array("Q", [address % 2**64 for _, address, _, _ in rows]))
+    for (name, address, _size, _kind), row in zip(rows, found):
+        host = syms.get(name)
+        if name in filled.placed:  # its target read the host side (and checked its name)
             pass
-        elif host is None or host.st_value != sym.address:
-            raise LinkError(f"verification of {path}: '{sym.name}' is at "
-                            f"{sym.address:#x} in the table but not in the binary")
-        found = table.find(sym.address)
-        if found is None or found.address != sym.address:
-            raise LinkError(f"verification of {path}: address lookup of '{sym.name}' fails")
+        elif host is None or host.st_value != address:
+            raise LinkError(f"verification of {path}: '{name}' is at "
+                            f"{address:#x} in the table but not in the binary")
+        if row < 0 or rows[row][1] != address:
+            raise LinkError(f"verification of {path}: address lookup of '{name}' fails")
 
 
 def _host_symbols(elf: ElfFile, filled: Filled) -> dict:
