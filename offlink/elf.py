@@ -10,7 +10,6 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from .errors import FormatError
@@ -36,9 +35,11 @@ _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
 
 
-@dataclass(frozen=True)
-class Section:
-    index: int
+class Section(NamedTuple):
+    """One section header (a named tuple: cheaper to make than a frozen dataclass, and a link
+    reads every section header of every object it extracts from)."""
+
+    index: int  # type: ignore[assignment]  # the field, in place of tuple.index
     name: str
     sh_type: int
     sh_flags: int
@@ -127,11 +128,13 @@ class ElfFile:
                                   f"not a string table)")
             names = self._bytes(s[4], s[5], "section names")
         out = []
+        make = tuple.__new__  # Section's fields in order, without its Python-level __new__
+        end = len(self.data)
         for i, (name, sh_type, flags, addr, off, size, link, _info, align, _ent) in enumerate(raw):
-            if sh_type != SHT_NOBITS and size and off + size > len(self.data):
+            if sh_type != SHT_NOBITS and size and off + size > end:
                 raise FormatError(f"{self.name}: truncated (section {i} past the end of file)")
-            out.append(Section(i, _cstr(names, name), sh_type, flags, addr, off, size, link,
-                               align))
+            out.append(make(Section, (i, _cstr(names, name), sh_type, flags, addr, off, size,
+                                      link, align)))
         return out
 
     def _bytes(self, off: int, size: int, what: str) -> bytes:
@@ -222,8 +225,7 @@ def _cstr(table: bytes, off: int) -> str:
     return table[off : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     """One member of an `ar` archive."""
 
     name: str
