@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..elf import (
     SHN_UNDEF,
@@ -40,8 +41,7 @@ class Filled:
     host: HostSymbols | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass(frozen=True)
-class HostSymbols:
+class HostSymbols(NamedTuple):
     tables: tuple[bytes, bytes]  # symbol_tables(): .symtab's bytes and its string table's
     by_name: dict[str, Symbol]  # host_symbols()
 
