@@ -94,17 +94,19 @@ def main() -> None:
         libs = subprocess.run([args.offlink, "config", "--libs"], env=env, check=True,
                               capture_output=True, text=True).stdout.split()
         objs = [*(f"cu{i:04d}.o" for i in range(args.cus)), "main.o", *libs, "-lm"]
-        link = [args.offlink, "link", "--timings", "gcc", *objs, "-o", "app"]
+        words = ["link", "--timings", "gcc", *objs, "-o"]  # and the output
+        link = [args.offlink, *words, "app"]
+        lenv = env
         if args.offlink_src:
-            env = {**env, "PYTHONPATH": args.offlink_src}
-            link = [sys.executable, "-m", "offlink", *link[1:]]
-        first = timed(link, root, env)
+            lenv = {**env, "PYTHONPATH": args.offlink_src}
+            link = [sys.executable, "-m", "offlink", *words, "app"]
+        first = timed(link, root, lenv)
         stats = next((ln for ln in first[2].splitlines() if " CUs, " in ln), "")
         variants = {"plain host link (gcc)": (["gcc", *objs, "-o", "plain"], env),
-                    "offlink relink, nothing changed": (link, env)}
+                    "offlink relink, nothing changed": (link, lenv)}
         if args.before_src:
             benv = {**env, "PYTHONPATH": args.before_src}
-            blink = [sys.executable, "-m", "offlink", *link[1:-1], "app-before"]
+            blink = [sys.executable, "-m", "offlink", *words, "app-before"]
             timed(blink, root, benv)  # warm its cache
             variants["before (--before-src), nothing changed"] = (blink, benv)
         res: dict[str, list[tuple[float, float]]] = {n: [] for n in variants}
