@@ -420,9 +420,8 @@ def _version(tool: str) -> bytes:
 
 
 def _temp_path(path: str) -> str:
-    import secrets
-
-    return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
+    # secrets.token_hex(8) is os.urandom(8).hex(); importing secrets (base64, hmac) is not free
+    return f"{path}.tmp-{os.getpid()}-{os.urandom(8).hex()}"
 
 
 def write_atomic(path: str, data: bytes) -> None:
