@@ -11,10 +11,16 @@ PYTEST_ARGS ?=
 
 all: test
 
-$(STAMP): pyproject.toml setup.py $(wildcard offlink/runtime/*.c offlink/runtime/*.h)
+# The editable install in compat mode puts the checkout's folder on sys.path (a .pth line),
+# as PYTHONPATH would. The default mode installs an import hook that every offlink process
+# loads (with pathlib and importlib.util): 5-15 ms of start-up that an installed offlink does
+# not pay, in every link a test or benchmark runs. setuptools calls compat "transitional" and
+# says so on each install. The Makefile is a prerequisite: a venv made with another recipe
+# is installed again.
+$(STAMP): Makefile pyproject.toml setup.py $(wildcard offlink/runtime/*.c offlink/runtime/*.h)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
 	touch $@
 
 venv: $(STAMP)

@@ -10,7 +10,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import FormatError
 
@@ -35,9 +35,11 @@ _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
 
 
-@dataclass(frozen=True)
-class Section:
-    index: int
+class Section(NamedTuple):
+    """One section header (a named tuple: cheaper to make than a frozen dataclass, and a link
+    reads every section header of every object it extracts from)."""
+
+    index: int  # type: ignore[assignment]  # the field, in place of tuple.index
     name: str
     sh_type: int
     sh_flags: int
@@ -48,8 +50,10 @@ class Section:
     sh_addralign: int
 
 
-@dataclass(frozen=True)
-class Symbol:
+class Symbol(NamedTuple):
+    """One symbol table entry (a named tuple: a linked binary has thousands, read on every
+    relink by fill and verify, twice as fast to make as a frozen dataclass)."""
+
     name: str
     st_value: int
     st_size: int
@@ -124,11 +128,13 @@ class ElfFile:
                                   f"not a string table)")
             names = self._bytes(s[4], s[5], "section names")
         out = []
+        make = tuple.__new__  # Section's fields in order, without its Python-level __new__
+        end = len(self.data)
         for i, (name, sh_type, flags, addr, off, size, link, _info, align, _ent) in enumerate(raw):
-            if sh_type != SHT_NOBITS and size and off + size > len(self.data):
+            if sh_type != SHT_NOBITS and size and off + size > end:
                 raise FormatError(f"{self.name}: truncated (section {i} past the end of file)")
-            out.append(Section(i, _cstr(names, name), sh_type, flags, addr, off, size, link,
-                               align))
+            out.append(make(Section, (i, _cstr(names, name), sh_type, flags, addr, off, size,
+                                      link, align)))
         return out
 
     def _bytes(self, off: int, size: int, what: str) -> bytes:
@@ -164,12 +170,11 @@ class ElfFile:
             raise FormatError(f"{self.name}: corrupt symbol table (bad string table link)")
         strtab = bytes(self.content(self.sections[table.sh_link]))
         raw = self.content(table)
-        out = []
-        for off in range(0, len(raw) - len(raw) % _SYM.size, _SYM.size):
-            name, info, other, shndx, value, size = _SYM.unpack_from(raw, off)
-            out.append(Symbol(_cstr(strtab, name), value, size, info >> 4, info & 0xF,
+        raw = raw[: len(raw) - len(raw) % _SYM.size]
+        make = tuple.__new__  # Symbol's fields in order, without its Python-level __new__
+        return [make(Symbol, (_cstr(strtab, name), value, size, info >> 4, info & 0xF,
                               other & 3, shndx))
-        return out
+                for name, info, other, shndx, value, size in _SYM.iter_unpack(raw)]
 
     @property
     def is_lto_slim(self) -> bool:
@@ -220,8 +225,7 @@ def _cstr(table: bytes, off: int) -> str:
     return table[off : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     """One member of an `ar` archive."""
 
     name: str

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING
 
 from .errors import ToolError
 
-if TYPE_CHECKING:  # typing and concurrent.futures cost start-up time a cached relink skips
+if TYPE_CHECKING:  # typing costs start-up time a cached relink skips
     from collections.abc import Sequence
-    from concurrent.futures import Future
     from typing import Callable, Protocol, TypeVar
 
     T = TypeVar("T")
@@ -324,6 +323,63 @@ class Children:
                     pass
 
 
+class _Pool:
+    """Up to `workers` threads running submitted jobs in order; each job's result or exception
+    is kept, and `wake` is called when one ends. (concurrent.futures' ThreadPoolExecutor does
+    this too, but importing it brings logging and queue: ~6 ms of every link that compiles
+    anything, such as a relink after one CU changed.)"""
+
+    def __init__(self, workers: int, job: Callable[[int], T], wake: Callable[[], None]):
+        self.workers, self.job, self.wake = workers, job, wake
+        self.threads: list[threading.Thread] = []
+        self.todo: list[int] = []
+        self.done: dict[int, tuple[object, BaseException | None]] = {}
+        self.closed = False
+        self.cond = threading.Condition()
+
+    def submit(self, index: int) -> None:
+        with self.cond:
+            self.todo.append(index)
+            self.cond.notify()
+        if len(self.threads) < self.workers:
+            thread = threading.Thread(target=self._work, name=f"offlink-job_{len(self.threads)}")
+            self.threads.append(thread)
+            thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self.cond:
+                while not self.todo and not self.closed:
+                    self.cond.wait()
+                if not self.todo:
+                    return
+                index = self.todo.pop(0)
+            result: object = None
+            error: BaseException | None = None
+            try:
+                result = self.job(index)
+            except BaseException as e:  # handed to the main thread, as a Future would
+                error = e
+            with self.cond:
+                self.done[index] = (result, error)
+            self.wake()
+
+    def finished(self) -> list[tuple[int, object, BaseException | None]]:
+        """The jobs that ended since the last call: (index, result, exception)."""
+        with self.cond:
+            out = [(i, r, e) for i, (r, e) in self.done.items()]
+            self.done.clear()
+        return out
+
+    def shutdown(self) -> None:
+        """Wait for the jobs submitted (as ThreadPoolExecutor.shutdown(wait=True))."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        for thread in self.threads:
+            thread.join()
+
+
 def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
              children: Children | None = None, progress: Progress | None = None) -> list[T]:
     """job(0) ... job(count-1) on threads, as many at once as `slots` allows; results in order.
@@ -333,8 +389,6 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
     way out, Ctrl-C and SIGTERM included, the tools still running are stopped and every
     jobserver token is given back.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from . import run as runner
 
     if slots.note and count > 1:  # only when jobs would wait; once per link
@@ -343,17 +397,16 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
         slots.note = ""
     results: list = [None] * count
     errors: dict[int, BaseException] = {}
-    running: dict[Future, int] = {}
+    running = 0
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
-    def wake(_fut: Future) -> None:
+    def wake() -> None:
         try:
             os.write(wake_w, b".")
         except OSError:  # full (wake-ups pending anyway) or closed
             pass
 
-    pool = ThreadPoolExecutor(max_workers=max(1, min(slots.limit, count)),
-                              thread_name_prefix="offlink-job")
+    pool = _Pool(max(1, min(slots.limit, count)), job, wake)
     nxt = 0
     try:
         poller = select.poll()
@@ -361,12 +414,11 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
         polled_token = False
         while True:
             while nxt < count and not errors and slots.take():
-                fut = pool.submit(job, nxt)
-                running[fut] = nxt
+                pool.submit(nxt)
+                running += 1
                 nxt += 1
                 if progress:
                     progress.started()
-                fut.add_done_callback(wake)
             if not running:
                 break
             want_token = nxt < count and not errors and slots.waits_for_token()
@@ -383,14 +435,13 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
                     pass
             except BlockingIOError:
                 pass
-            for fut in [f for f in running if f.done()]:
-                i = running.pop(fut)
+            for i, result, exc in pool.finished():
+                running -= 1
                 slots.give()
-                exc = fut.exception()
                 if exc is not None:
                     errors[i] = exc
                 else:
-                    results[i] = fut.result()
+                    results[i] = result
                 if progress:
                     progress.finished(exc is None)
     except BaseException:
@@ -399,7 +450,7 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
         raise
     finally:
         try:
-            pool.shutdown(wait=True)
+            pool.shutdown()
         finally:
             slots.release_all()
             os.close(wake_r)

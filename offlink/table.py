@@ -129,6 +129,16 @@ class Table:
     def symbols(self) -> list[Symbol]:
         return [self._symbol(i) for i in range(self._core.n_symbols)]
 
+    def rows(self) -> list[tuple[str, int, int, str]]:
+        """Every row as (name, address, size, kind), in row order: what `symbols` holds,
+        without an object per row (a link's verify reads thousands)."""
+        base, kinds, symbol = self.address, SYMBOL_KIND_NAMES, self._core.symbol
+        out = []
+        for i in range(self._core.n_symbols):
+            name, host_offset, size, kind = symbol(i)
+            out.append((name.decode(), base + host_offset, size, kinds[kind]))
+        return out
+
     @property
     def targets(self) -> list[Target]:
         out = []

@@ -336,3 +336,38 @@ def test_timings_verbose_and_env(offlink, project, tmp_path):
     timing = next(ln for ln in err.splitlines() if ln.startswith("offlink: timing (ms):"))
     for stage in ("extract", "compile[x86_64-pc-linux-gnu]", "device[", "host", "fill", "total"):
         assert stage in timing
+
+
+def test_run_jobs_in_order_first_failure_and_no_concurrent_futures():
+    """run_jobs gives results in job order, at most `limit` at once, raises the failure of the
+    lowest-numbered job, and imports no concurrent.futures (with logging and queue it cost
+    every compiling link ~6 ms of start-up)."""
+    import sys
+
+    code = """
+import sys, threading, time
+from offlink.jobserver import Slots, run_jobs
+at_once, most, lock = [0], [0], threading.Lock()
+def job(i):
+    with lock:
+        at_once[0] += 1
+        most[0] = max(most[0], at_once[0])
+    time.sleep(0.01 * (5 - i % 5))
+    with lock:
+        at_once[0] -= 1
+    if i in (7, 4):
+        raise ValueError(i)
+    return i * i
+assert run_jobs(6, lambda i: job(i) if i < 4 else i * i, Slots(3)) == [0, 1, 4, 9, 16, 25]
+assert most[0] <= 3, most
+try:
+    run_jobs(10, job, Slots(2))
+except ValueError as e:
+    assert e.args == (4,), e.args
+else:
+    raise AssertionError("no failure raised")
+assert "concurrent.futures" not in sys.modules
+assert threading.active_count() == 1
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

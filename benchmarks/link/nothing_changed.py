@@ -1,7 +1,8 @@
 """The relink with nothing changed at N CUs (issue 11: goal <= plain + 150 ms), wall and CPU.
 
     python benchmarks/link/nothing_changed.py [--cus 1000] [--runs 5] [--offlink PATH]
-                                              [--before-src DIR] [--project DIR] [--out FILE]
+                                              [--offlink-src DIR] [--before-src DIR]
+                                              [--project DIR] [--out FILE]
 
 The project comes from gen.py (N CUs with system headers, 2 offered functions each), its fat
 objects built by `make -j<CPUs> objects` through `offlink cc` with the link's cache, as a build
@@ -10,8 +11,10 @@ after the build"; with OFFLINK_CC_TARGET_COMPILE=0 it would compile them all). T
 host link and the relink with nothing changed run interleaved, --runs times each; wall and CPU
 (user+sys of the process and its children) are medians. --before-src DIR also relinks with
 an older offlink's source tree (run as `python -m offlink` with DIR first on PYTHONPATH),
-interleaved with the others; it shares the cache (entries are keyed by content: a format
-it does not share is compiled anew by its warm-up link). --project DIR keeps the generated
+interleaved with the others; --offlink-src DIR runs the measured offlink the same way (an
+export of a revision: both sides then pay the same start-up, with no editable install's
+import hook on either). The trees share the cache (entries are keyed by content: a format
+one tree does not share is compiled anew by its warm-up link). --project DIR keeps the generated
 project and its cache in DIR and reuses them when DIR holds a built one of the same size
 (the objects' build takes minutes at 1000 CUs); the build time is then not reported.
 
@@ -61,12 +64,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--offlink", default=shutil.which("offlink") or
                     str(Path(sys.executable).parent / "offlink"))
+    ap.add_argument("--offlink-src", default="",
+                    help="run offlink from this source tree (python -m offlink, DIR first on "
+                         "PYTHONPATH), as --before-src does, instead of --offlink")
     ap.add_argument("--before-src", default="")
     ap.add_argument("--project", default="")
     ap.add_argument("--out", default=str(HERE / "RESULTS-nothing-changed.md"))
     args = ap.parse_args()
     compile_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    for tree in (HERE.parent.parent / "offlink", *([args.before_src] if args.before_src else [])):
+    trees = [HERE.parent.parent / "offlink", *([args.offlink_src] if args.offlink_src else []),
+             *([args.before_src] if args.before_src else [])]
+    for tree in trees:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], env=compile_env,
                        check=True, stdout=subprocess.DEVNULL)
     load = os.getloadavg()[0]
@@ -86,14 +94,19 @@ def main() -> None:
         libs = subprocess.run([args.offlink, "config", "--libs"], env=env, check=True,
                               capture_output=True, text=True).stdout.split()
         objs = [*(f"cu{i:04d}.o" for i in range(args.cus)), "main.o", *libs, "-lm"]
-        link = [args.offlink, "link", "--timings", "gcc", *objs, "-o", "app"]
-        first = timed(link, root, env)
+        words = ["link", "--timings", "gcc", *objs, "-o"]  # and the output
+        link = [args.offlink, *words, "app"]
+        lenv = env
+        if args.offlink_src:
+            lenv = {**env, "PYTHONPATH": args.offlink_src}
+            link = [sys.executable, "-m", "offlink", *words, "app"]
+        first = timed(link, root, lenv)
         stats = next((ln for ln in first[2].splitlines() if " CUs, " in ln), "")
         variants = {"plain host link (gcc)": (["gcc", *objs, "-o", "plain"], env),
-                    "offlink relink, nothing changed": (link, env)}
+                    "offlink relink, nothing changed": (link, lenv)}
         if args.before_src:
             benv = {**env, "PYTHONPATH": args.before_src}
-            blink = [sys.executable, "-m", "offlink", *link[1:-1], "app-before"]
+            blink = [sys.executable, "-m", "offlink", *words, "app-before"]
             timed(blink, root, benv)  # warm its cache
             variants["before (--before-src), nothing changed"] = (blink, benv)
         res: dict[str, list[tuple[float, float]]] = {n: [] for n in variants}
@@ -106,7 +119,8 @@ def main() -> None:
     lines = [
         f"# Relink with nothing changed, {args.cus + 1} CUs", "",
         f"Command: `python benchmarks/link/nothing_changed.py --cus {args.cus} --runs "
-        f"{args.runs}" + (" --before-src DIR" if args.before_src else "") +
+        f"{args.runs}" + (" --offlink-src DIR" if args.offlink_src else "") +
+        (" --before-src DIR" if args.before_src else "") +
         (" --project DIR" if args.project else "") + "`", "",
         f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {cpus()} CPUs, Python "
         f"{platform.python_version()}, load average {load:.2f} at the start. Medians of "

@@ -421,9 +421,8 @@ def _version(tool: str) -> bytes:
 
 
 def _temp_path(path: str) -> str:
-    import secrets
-
-    return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
+    # secrets.token_hex(8) is os.urandom(8).hex(); importing secrets (base64, hmac) is not free
+    return f"{path}.tmp-{os.getpid()}-{os.urandom(8).hex()}"
 
 
 def write_atomic(path: str, data: bytes) -> None:
@@ -592,12 +591,17 @@ def _offers_of(meta: dict, compiled):
     from .compile import Offer
 
     offers, owners = {}, {}
+    labels: dict[int, str] = {}  # a CU's label made once, not once per name it offers
     try:
         for name, kind, size, strong, owner in meta["offers"]:
-            offers[str(name)] = Offer(str(name), str(kind), int(size), bool(strong))
-            if not 0 <= int(owner) < len(compiled):
+            name, owner = str(name), int(owner)
+            if not 0 <= owner < len(compiled):
                 return None
-            owners[str(name)] = compiled[int(owner)].cu.label
+            offers[name] = Offer(name, str(kind), int(size), bool(strong))
+            label = labels.get(owner)
+            if label is None:
+                label = labels[owner] = compiled[owner].cu.label
+            owners[name] = label
     except (KeyError, TypeError, ValueError, IndexError):
         return None
     return offers, owners

@@ -47,7 +47,7 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
                 raise ToolError(f"target compile of {cu.label} for {target.name}: target "
                                 f"compiler '{argv[0]}' not found")
             key = cache.object_key(target, cu, argv, {src: "<source>", obj: "<object>",
-                                                      workdir: "<tmp>"}, compiler)
+                                                      workdir: "<tmp>"}, compiler, workdir)
         out.append((src, obj, argv, key))
     return out
 

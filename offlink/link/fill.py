@@ -6,10 +6,12 @@ Only the section's bytes are written (at its file offset); no other byte of the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..elf import (
     SHN_UNDEF,
+    SHT_SYMTAB,
     STB_GLOBAL,
     STB_GNU_UNIQUE,
     STB_WEAK,
@@ -34,6 +36,23 @@ class Filled:
     section_addr: int
     section_offset: int
     placed: frozenset[str] = frozenset()  # rows whose target found the host side itself
+    # host_symbols of the binary, and the symbol and string tables read for it (verify uses
+    # them where the file still holds those bytes instead of parsing them again)
+    host: HostSymbols | None = field(default=None, repr=False, compare=False)
+
+
+class HostSymbols(NamedTuple):
+    tables: tuple[bytes, bytes]  # symbol_tables(): .symtab's bytes and its string table's
+    by_name: dict[str, Symbol]  # host_symbols()
+
+
+def symbol_tables(elf: ElfFile) -> tuple[bytes, bytes]:
+    """The bytes of the symbol table and of its string table: all `host_symbols` depends on
+    (b"" for a binary without symbols)."""
+    table = next((s for s in elf.sections if s.sh_type == SHT_SYMTAB), None)
+    if table is None or not 0 < table.sh_link < len(elf.sections):
+        return b"", b""
+    return bytes(elf.content(table)), bytes(elf.content(elf.sections[table.sh_link]))
 
 
 def host_symbols(elf: ElfFile) -> dict[str, Symbol]:
@@ -68,26 +87,31 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
         raise LinkError(f"{path}: {SECTION} is {section.sh_size} bytes, {layout.total_size} were "
                         f"reserved")
     syms = host_symbols(elf)
+    kept = HostSymbols(symbol_tables(elf), syms)
     anchor = next((s for s in elf.symbols() if s.name == SYMBOL and s.defined), None)
     if anchor is None or anchor.st_value != section.sh_addr:
         raise LinkError(f"{path}: {SYMBOL} does not point at {SECTION}")
     rows: list[RowSpec] = []
     dropped: list[str] = []
-    names = sorted({n for img in images for n in img.offers})
+    first: dict[str, tuple] = {}  # name -> the first image's offer and the CU offering it
+    for img in images:
+        for name, offer in img.offers.items():
+            if name not in first:
+                first[name] = (offer, img.owners[name])
     placed: dict[str, tuple[int, int, str]] = {}  # e.g. GCC's host tables (gcc_nvptx)
     for img in images:
         placed.update(img.target.host_addresses(elf, img))
-    for name in names:
+    base = section.sh_addr
+    for name in sorted(first):
         if name in placed:
             address, size, kind = placed[name]
-            rows.append(RowSpec(name, address - section.sh_addr, size, kind))
+            rows.append(RowSpec(name, address - base, size, kind))
             continue
         host = syms.get(name)
         if host is None:
             dropped.append(name)
             continue
-        offer = next(img.offers[name] for img in images if name in img.offers)
-        owner = next(img.owners[name] for img in images if name in img.offers)
+        offer, owner = first[name]
         host_kind = "variable" if host.st_type == STT_OBJECT else "function"
         if host_kind != offer.kind:
             raise LinkError(f"'{name}' is a {host_kind} on the host and a {offer.kind} in the "
@@ -100,7 +124,7 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
                     raise LinkError(f"variable '{name}' is {host.st_size} bytes on the host and "
                                     f"{o.size} bytes for target {img.target.name} ({owner})")
             size = host.st_size
-        rows.append(RowSpec(name, host.st_value - section.sh_addr, size, host_kind))
+        rows.append(RowSpec(name, host.st_value - base, size, host_kind))
     specs = [ImageSpec(img.target.name, img.target.image_kind, img.data) for img in images]
     table = build_table(specs, rows, layout)
     fd = os.open(path, os.O_WRONLY)
@@ -109,4 +133,4 @@ def fill(path: str, images: list[Image], layout: Layout) -> Filled:
     finally:
         os.close(fd)
     return Filled(table, rows, dropped, section.sh_addr, section.sh_offset,
-                  frozenset(placed))
+                  frozenset(placed), kept)

@@ -8,7 +8,6 @@ one image. Each target is a module beside this one; `resolve` finds one by name 
 from __future__ import annotations
 
 import os
-import platform
 from typing import TYPE_CHECKING
 
 from ..elf import EM_AARCH64, EM_X86_64
@@ -25,7 +24,7 @@ HOSTS = {"x86_64": ("x86_64-pc-linux-gnu", EM_X86_64),
 
 
 def _host() -> tuple[str, int]:
-    machine = platform.machine()
+    machine = os.uname().machine  # platform.machine(), without importing platform
     if machine not in HOSTS:
         raise UsageError(f"host machine '{machine}' is not supported (x86-64 and AArch64 are)")
     return HOSTS[machine]

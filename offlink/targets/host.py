@@ -65,6 +65,7 @@ class HostTarget(Target):
         cxx = next((c for c in compiled if c.cu.payload.code_kind == "c++"), None)
         driver = (cxx or compiled[0]).cu.payload.compiler
         libs = []
+        objects = cu_files(compiled)  # relocatable objects: extract read CUs from them
         for inp in plan.inputs:
             # System and shared libraries the host program uses, for the image's own
             # references, as the host link names them (-lNAME or a path, as CMake does);
@@ -73,7 +74,7 @@ class HostTarget(Target):
                 found = find_library(inp.path, plan, inp.static)
                 if found is None or is_shared_library(found):
                     libs.append("-l" + inp.path)
-            elif is_shared_library(inp.path):
+            elif inp.path not in objects and is_shared_library(inp.path):
                 libs.append(inp.path)
         dirs = ["-L" + d for d in plan.lib_dirs]
         # Sanitized CUs call their sanitizer's runtime: gcc names the shared runtime in a
@@ -148,6 +149,20 @@ def sanitizer_options(compiled) -> list[str]:
         for o in c.cu.payload.options:
             if o.startswith(("-fsanitize=", "-fno-sanitize=")) and o not in out:
                 out.append(o)
+    return out
+
+
+def cu_files(compiled) -> set[str]:
+    """The files the CUs were read from as objects (not archive members): each a relocatable
+    ELF object (extract reads CUs from nothing else), so none is a shared library, and the
+    image link need not open them again to ask (1000 opens at 1000 CUs)."""
+    out = set()
+    for c in compiled:
+        origin = c.cu.origin
+        out.add(origin)
+        head, sep, number = origin.rpartition("#")  # "a.o#1": a file with several records
+        if sep and number.isdigit():
+            out.add(head)
     return out
 
 
