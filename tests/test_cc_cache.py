@@ -334,3 +334,15 @@ def test_a_response_file_compile_is_served_without_a_recipe(offlink, project):
     recipes = [p for p in (project.parent / "cache" / "objects").rglob("*")
                if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
     assert recipes == []
+
+
+def test_the_host_preprocessing_is_the_target_one_without_its_defines():
+    from offlink.objcache import host_capture
+
+    defines = ['-D__OFFLINK_TARGET__="x86_64-pc-linux-gnu"', "-D__OFFLINK_TARGET_HOST__=1"]
+    capture = ["gcc", "-O2", "-D__OFFLINK_TARGET_HOST__=1", "-x", "c", *defines, "-E", "a.c",
+               "-o", "w/host-code.i"]
+    # the user's own options (the prefix) are kept, whatever they define
+    assert host_capture(capture, 3, defines, ["-MD", "-MF", "w/host-code.d"]) == [
+        "gcc", "-O2", "-D__OFFLINK_TARGET_HOST__=1", "-x", "c", "-E", "a.c", "-o",
+        "w/host-code.i", "-MD", "-MF", "w/host-code.d"]
