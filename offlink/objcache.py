@@ -7,14 +7,19 @@ The key: this cache's format and offlink's version, the host compiler's and objc
 (link/cache.py: resolved path, content hash and `--version`, remembered by stat stamp), the
 host command with the -o and depfile names taken out, the working folder when debug info is
 asked for, the locale and the compiler's search variables, and per target its name, its
-options and a SHA-256 of its preprocessed code. The host object is what that code implies only
-when the host's preprocessed code is the same text, i.e. when nothing tests the target's
-macros: the source and every file its depfile lists are scanned for `__OFFLINK_TARGET`, and a
-CU whose files name it is compiled the usual way (so is every CU including offlink.h). What a
-scan cannot see: a macro name made by token pasting (`__OFFLINK_ ## TARGET__`) inside `#if`;
-such a CU must not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile
-that writes files beside the object or reads files the preprocessor does not (coverage,
-profiles, split DWARF, dumps, plugins, `.incbin`, -MMD...) is not cached at all (`refusal`).
+options and a SHA-256 of its preprocessed code. The host object is what that code implies when
+the host's preprocessed code is the same text but for the target's macros, i.e. when nothing
+tests them: the source and every file its depfile lists are scanned for `__OFFLINK_TARGET`, and
+where a file names it (every CU including offlink.h) the host's own preprocessed code is keyed
+too: the host preprocessing (the depfile-writing target preprocessing without the target's
+defines; started after the scan, or with the target preprocessing when the recipe says the
+command line needed it) and a SHA-256 of its output. It also writes the depfile a hit installs
+where the host compile writes one (the target's may list other headers). What a scan cannot
+see is then only a CU that tests a target macro by a name made by token pasting
+(`__OFFLINK_ ## TARGET__`) and names it nowhere: its host code is not keyed and such a CU must
+not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile that writes files
+beside the object or reads files the preprocessor does not (coverage, profiles, split DWARF,
+dumps, plugins, `.incbin` in any side's code, -MMD...) is not cached at all (`refusal`).
 
 Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
 limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
@@ -22,9 +27,10 @@ limit (link/cache.py): the fat object as the data, what the host compile said as
 A warm compile must cost little more than its preprocessing, so `warm` serves it before
 offlink's planning is imported (compile.py, the targets, gccargs): a *recipe* entry, keyed by
 everything the plan is a function of (the command line, the targets, the working folder,
-PATH, offlink's version), holds what the plan gave: the preprocessing commands and the key's
-parts but the code. It is written by the first compile of that command line; a command with
-a response file (whose content the plan reads) has none.
+PATH, offlink's version), holds what the plan gave: the preprocessing commands (the host's
+too, and whether it was needed) and the key's parts but the code. It is written by the first
+compile of that command line (and again by `warm` when a file begins or ceases to name a
+target macro); a command with a response file (whose content the plan reads) has none.
 """
 
 from __future__ import annotations
