@@ -231,6 +231,7 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
         slot, work, jobs = started.slot, started.work, started.jobs
     tmp = work.path
     staged = os.path.join(tmp, "host.o") if single else ""
+    begun = started
     try:
         cache, key = (started.cache, started.key) if started is not None else (None, None)
         if started is None and single:
@@ -243,7 +244,9 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
             if any(job.deps for job in jobs):
                 assert slot is not None
                 parts = objcache.static_parts(plan)
-                begun = objcache.Started(work, slot, jobs, cache)
+                begun = objcache.Started(work, slot, jobs, cache,
+                                         host_argv=_host_preprocessing(plan, jobs, deps,
+                                                                       depfile, host_depfile))
                 objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile)
                 if begun.hit:
                     if host_said_by_source is not None:
@@ -251,7 +254,7 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
                     return 0
                 key = begun.key
                 if recipe is not None:
-                    objcache.write_recipe(cache, *recipe, plan, parts, jobs, tmp, host_depfile)
+                    objcache.write_recipe(cache, *recipe, plan, parts, begun, host_depfile)
         if not jobs:
             _start_preprocessing(plan, tmp, jobs)
         host_said = ""
@@ -278,6 +281,8 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     finally:
         for job in jobs:  # after a failure: no preprocessor outlives its folder
             job.kill()
+        if begun is not None and begun.host_job is not None:
+            begun.host_job.kill()
         if slot is not None:
             slot.close()
         work.close()
@@ -328,6 +333,25 @@ def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[Job],
             except (FileNotFoundError, PermissionError):
                 raise ToolError(f"compiler '{argv[0]}' not found") from None
             jobs.append(job)
+
+
+def _host_preprocessing(plan: CompilePlan, jobs: list[Job], deps: list[str], depfile: str,
+                        host_depfile: str | None) -> list[str]:
+    """The host's own preprocessing, for the object cache where a file names a target macro:
+    the target preprocessing that writes the depfile without that target's defines, writing
+    objcache.HOST_CODE's .i (and, where the host compile writes a depfile, its .d: the host's
+    list of files, which a hit writes)."""
+    from .objcache import HOST_CODE, host_capture
+
+    job = next(j for j in jobs if j.deps)
+    target = next(t for t in plan.targets if t.name == job.target)
+    src = plan.sources[0]
+    tmp = os.path.dirname(depfile)
+    argv = target.capture_argv(plan.compiler, plan.preprocess_args, src.language, src.path,
+                               os.path.join(tmp, f"{HOST_CODE}.i"))
+    host_deps = [] if host_depfile is None else \
+        [os.path.join(tmp, f"{HOST_CODE}.d") if w == depfile else w for w in deps]
+    return host_capture(argv, 1 + len(plan.preprocess_args), target.defines(), host_deps)
 
 
 def _host_compile(argv: list[str]) -> str:

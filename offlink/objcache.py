@@ -7,14 +7,19 @@ The key: this cache's format and offlink's version, the host compiler's and objc
 (link/cache.py: resolved path, content hash and `--version`, remembered by stat stamp), the
 host command with the -o and depfile names taken out, the working folder when debug info is
 asked for, the locale and the compiler's search variables, and per target its name, its
-options and a SHA-256 of its preprocessed code. The host object is what that code implies only
-when the host's preprocessed code is the same text, i.e. when nothing tests the target's
-macros: the source and every file its depfile lists are scanned for `__OFFLINK_TARGET`, and a
-CU whose files name it is compiled the usual way (so is every CU including offlink.h). What a
-scan cannot see: a macro name made by token pasting (`__OFFLINK_ ## TARGET__`) inside `#if`;
-such a CU must not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile
-that writes files beside the object or reads files the preprocessor does not (coverage,
-profiles, split DWARF, dumps, plugins, `.incbin`, -MMD...) is not cached at all (`refusal`).
+options and a SHA-256 of its preprocessed code. The host object is what that code implies when
+the host's preprocessed code is the same text but for the target's macros, i.e. when nothing
+tests them: the source and every file its depfile lists are scanned for `__OFFLINK_TARGET`, and
+where a file names it (every CU including offlink.h) the host's own preprocessed code is keyed
+too: the host preprocessing (the depfile-writing target preprocessing without the target's
+defines; started after the scan, or with the target preprocessing when the recipe says the
+command line needed it) and a SHA-256 of its output. It also writes the depfile a hit installs
+where the host compile writes one (the target's may list other headers). What a scan cannot
+see is then only a CU that tests a target macro by a name made by token pasting
+(`__OFFLINK_ ## TARGET__`) and names it nowhere: its host code is not keyed and such a CU must
+not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile that writes files
+beside the object or reads files the preprocessor does not (coverage, profiles, split DWARF,
+dumps, plugins, `.incbin` in any side's code, -MMD...) is not cached at all (`refusal`).
 
 Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
 limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
@@ -22,9 +27,10 @@ limit (link/cache.py): the fat object as the data, what the host compile said as
 A warm compile must cost little more than its preprocessing, so `warm` serves it before
 offlink's planning is imported (compile.py, the targets, gccargs): a *recipe* entry, keyed by
 everything the plan is a function of (the command line, the targets, the working folder,
-PATH, offlink's version), holds what the plan gave: the preprocessing commands and the key's
-parts but the code. It is written by the first compile of that command line; a command with
-a response file (whose content the plan reads) has none.
+PATH, offlink's version), holds what the plan gave: the preprocessing commands (the host's
+too, and whether it was needed) and the key's parts but the code. It is written by the first
+compile of that command line (and again by `warm` when a file begins or ceases to name a
+target macro); a command with a response file (whose content the plan reads) has none.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 MARK = b"__OFFLINK_TARGET"  # every target's macros start so (__OFFLINK_TARGET__, ..._HOST__)
+HOST_CODE = "host-code"  # the host preprocessing's files in the work folder: .i, .d, .err
 
 # Options after which a compile writes files beside the object (or names them after -o), reads
 # files the preprocessor does not list, or says something that differs from run to run.
@@ -181,6 +188,28 @@ def names_target(paths: list[bytes]) -> bool:
     return False
 
 
+def marked(source: str, depfile: str) -> bool | None:
+    """Whether the source or a file its depfile lists names a target macro (then the host's
+    code may differ from the target's); None when the depfile cannot be read."""
+    try:
+        with open(depfile, "rb") as f:
+            files = prerequisites(f.read())
+    except OSError:
+        return None
+    if files is None:
+        return None
+    return names_target([os.fsencode(source), *files])
+
+
+def host_capture(capture: list[str], prefix: int, defines: list[str],
+                 deps: list[str]) -> list[str]:
+    """The host preprocessing: a target's `capture` command (a `-E` whose first `prefix` words
+    are the compiler and the host's preprocessing options) without the target's `defines`
+    (the user's own options, in the prefix, are kept whatever they say), with dependency
+    options `deps`."""
+    given = set(defines)
+    return [*capture[:prefix], *(w for w in capture[prefix:] if w not in given), *deps]
+
 def static_parts(plan: CompilePlan) -> list[str]:
     """The parts of the key that the command line alone decides (a recipe keeps them)."""
     from . import __version__
@@ -200,22 +229,17 @@ def static_parts(plan: CompilePlan) -> list[str]:
     return parts
 
 
-def key(cache: Cache, parts: list[str], compiler: str, source: str, codes: list[bytes],
-        depfile: str) -> str | None:
-    """The fat object's key from `static_parts` and each target's preprocessed code (in
-    plan.targets' order); None when the host object may differ from what that code implies."""
+def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
+        host_code: bytes | None) -> str | None:
+    """The fat object's key from `static_parts`, each target's preprocessed code (in
+    plan.targets' order) and, where a file names a target macro, the host's own (else the
+    host's code is the target's but for those macros); None when not to be cached."""
     import hashlib
 
     from .link.cache import _hash
 
-    try:
-        with open(depfile, "rb") as f:
-            files = prerequisites(f.read())
-    except OSError:
-        return None
-    if files is None or names_target([os.fsencode(source), *files]):
-        return None
-    if any(b".incbin" in code for code in codes):  # the assembler reads a file (ccache too)
+    host = [] if host_code is None else [host_code]
+    if any(b".incbin" in code for code in [*codes, *host]):  # the assembler reads a file
         return None
     compiler_id = cache.tool_identity(compiler)
     objcopy_id = cache.tool_identity("objcopy")
@@ -223,8 +247,8 @@ def key(cache: Cache, parts: list[str], compiler: str, source: str, codes: list[
         return None
     return _hash(*parts, compiler_id, objcopy_id,
                  *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV),
-                 *(hashlib.sha256(code).hexdigest() for code in codes))
-
+                 *(hashlib.sha256(code).hexdigest() for code in codes),
+                 *(f"host {hashlib.sha256(code).hexdigest()}" for code in host))
 
 def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
     """(the fat object, what its host compile said), or None."""
@@ -294,19 +318,58 @@ class Job:
 
 class Started:
     """A compile the object cache has begun: its work folder, output slot and preprocessing
-    jobs, the cache and the key (None: not to be stored), and whether it was a hit (then
-    the output is in place and said, and nothing is left to do)."""
+    jobs, the host preprocessing (`host_argv`, run when a file names a target macro:
+    `marked`, None until the files are scanned), the cache and the key (None: not to be
+    stored), and whether it was a hit (then the output is in place and said, and nothing is
+    left to do)."""
 
     def __init__(self, work: WorkFolder, slot: OutputSlot, jobs: list[Job],
-                 cache: Cache | None = None, key: str | None = None, hit: bool = False):
+                 cache: Cache | None = None, key: str | None = None, hit: bool = False,
+                 host_argv: list[str] | None = None):
         self.work = work
         self.slot = slot
         self.jobs = jobs
         self.cache = cache
         self.key = key
         self.hit = hit
+        self.host_argv = host_argv
+        self.host_job: Job | None = None
+        self.marked: bool | None = None
         self.host_said = ""  # on a hit: what the host compile said
         self.from_recipe = False
+
+    def start_host(self, source: str) -> None:
+        """Start the host preprocessing (what it says is not shown: the host compile says
+        it, or the cache repeats what that said)."""
+        from . import run as runner
+
+        assert self.host_argv is not None
+        job = Job(self.host_argv, os.path.join(self.work.path, f"{HOST_CODE}.err"), False,
+                  source, "host")
+        if runner.VERBOSE:
+            print(f"offlink: {runner.show(job.argv)}", file=sys.stderr, flush=True)
+        job.start()
+        self.host_job = job
+
+
+def _host_code(started: Started, source: str) -> bytes | None:
+    """The host's preprocessed code, started now if it is not yet; None when it failed (the
+    host compile then says why)."""
+    if started.host_argv is None:
+        return None
+    if started.host_job is None:
+        try:
+            started.start_host(source)
+        except OSError:
+            return None
+    assert started.host_job is not None
+    if started.host_job.wait():
+        return None
+    try:
+        with open(os.path.join(started.work.path, f"{HOST_CODE}.i"), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def serve(started: Started, command: list[str], source: str, parts: list[str], depfile: str,
@@ -325,7 +388,15 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
     for job in jobs:  # one source: compile.py's `{si}-{target}.i`
         with open(os.path.join(tmp, f"0-{job.target}.i"), "rb") as f:
             codes.append(f.read())
-    started.key = key(cache, parts, command[0], source, codes, depfile)
+    mark = started.marked = marked(source, depfile)
+    if mark is None:
+        return
+    host_code = None
+    if mark:  # the host's code may differ from the targets': key it too
+        host_code = _host_code(started, source)
+        if host_code is None:
+            return
+    started.key = key(cache, parts, command[0], codes, host_code)
     found = lookup(cache, started.key) if started.key is not None else None
     if found is None:
         return
@@ -340,8 +411,8 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
         f.write(data)
     if runner.VERBOSE:
         print(f"offlink: from cache: {runner.show(command)}", file=sys.stderr, flush=True)
-    if host_depfile is not None:
-        with open(depfile, "rb") as f:
+    if host_depfile is not None:  # the host's own when it was run (it may list other files)
+        with open(os.path.join(tmp, f"{HOST_CODE}.d") if mark else depfile, "rb") as f:
             text = f.read()
         with open(host_depfile, "wb") as f:
             f.write(text)
@@ -372,9 +443,11 @@ def recipe_key(argv: list[str], targets: list[str], offered: tuple[str, ...]) ->
 
 
 def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: str,
-           deps_job: int, host_depfile: str | None) -> dict:
+           deps_job: int, host_depfile: str | None, host_argv: list[str],
+           host_first: bool) -> dict:
     """What `warm` needs of the plan: the preprocessing commands (the work folder's path
-    taken out), which of them writes the depfile, and the key's parts but the code."""
+    taken out), which of them writes the depfile, the host preprocessing and whether to
+    start it with them (a file named a target macro), and the key's parts but the code."""
     def out(word: str) -> str:
         return word.replace(tmp, "\0")  # no word of a command line holds a NUL
 
@@ -382,20 +455,25 @@ def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: 
             "output": plan.sources[0].output, "deps_job": deps_job,
             "host_depfile": host_depfile, "parts": parts,
             "captures": [[out(w) for w in argv] for argv in captures],
-            "labels": [t.name for t in plan.targets]}
+            "labels": [t.name for t in plan.targets],
+            "host_capture": [out(w) for w in host_argv], "host_first": host_first}
 
 
 def write_recipe(cache: Cache, argv: list[str], targets: list[str], offered: tuple[str, ...],
-                 plan: CompilePlan, parts: list[str], jobs: list[Job], tmp: str,
+                 plan: CompilePlan, parts: list[str], started: Started,
                  host_depfile: str | None) -> None:
     """Keep the recipe of `offlink cc ARGV` (`recipe_key`'s arguments) for `warm`."""
+    jobs, tmp = started.jobs, started.work.path
     if any(w.startswith("@") for w in argv) or not jobs or len(jobs) != len(plan.targets):
+        return
+    if started.host_argv is None:
         return
     if any(job.argv[0] != plan.compiler for job in jobs):  # another tool (nvcc): its lookup
         return
     deps_job = next(i for i, job in enumerate(jobs) if job.deps)
     cache.put(recipe_key(argv, targets, offered),
-              recipe(plan, parts, [job.argv for job in jobs], tmp, deps_job, host_depfile),
+              recipe(plan, parts, [job.argv for job in jobs], tmp, deps_job, host_depfile,
+                     started.host_argv, bool(started.marked)),
               b"")
 
 
@@ -411,6 +489,8 @@ def _read_recipe(cache: Cache, rkey: str) -> dict | None:
               and all(isinstance(p, str) for p in meta["parts"])
               and all(isinstance(w, str) for argv in meta["captures"] for w in argv)
               and all(isinstance(t, str) for t in meta["labels"])
+              and all(isinstance(w, str) for w in meta["host_capture"])
+              and isinstance(meta["host_first"], bool)
               and len(meta["labels"]) == len(meta["captures"]) > meta["deps_job"] >= 0)
     except (KeyError, TypeError):
         return None
@@ -431,7 +511,8 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
         return None
     if cache is None:
         return None
-    r = _read_recipe(cache, recipe_key(argv, targets, offered))
+    rkey = recipe_key(argv, targets, offered)
+    r = _read_recipe(cache, rkey)
     if r is None or not _plain_output(r["source"], r["output"]):
         return None
     from . import run as runner
@@ -440,7 +521,8 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
     slot = OutputSlot(r["output"])
     work = WorkFolder(keep=False, kind="cc")
     jobs: list[Job] = []
-    started = Started(work, slot, jobs, cache)
+    started = Started(work, slot, jobs, cache,
+                      host_argv=[w.replace("\0", work.path) for w in r["host_capture"]])
     started.from_recipe = True
     try:
         for i, capture in enumerate(r["captures"]):
@@ -455,11 +537,20 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
                 close(started)  # the compile path says why
                 return None
             jobs.append(job)
+        if r["host_first"]:  # the source names a target macro: its host code is keyed too
+            try:
+                started.start_host(r["source"])
+            except OSError:
+                close(started)
+                return None
         serve(started, argv, r["source"], r["parts"], os.path.join(work.path, "deps.d"),
               r["host_depfile"])
     except BaseException:
         close(started)
         raise
+    if started.marked is not None and started.marked != r["host_first"]:
+        # a file began, or ceased, to name a target macro: start the host's code with the rest
+        cache.put(rkey, {**r, "host_first": started.marked}, b"")
     if started.hit:
         close(started)
     return started
@@ -469,6 +560,8 @@ def close(started: Started) -> None:
     """Stop what is left of a started compile and remove its work folder."""
     for job in started.jobs:  # after a failure: no preprocessor outlives its folder
         job.kill()
+    if started.host_job is not None:
+        started.host_job.kill()
     started.slot.close()
     started.work.close()
 

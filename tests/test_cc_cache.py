@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run
+from conftest import copy_sample, run
 
 from offlink.link.cache import Cache
 
@@ -108,19 +108,90 @@ def test_a_changed_header_misses(offlink, project):
     assert compile_(offlink, project)[1] == []
 
 
-def test_a_header_testing_the_target_macro_is_never_served(offlink, project):
-    compile_(offlink, project)
-    assert compile_(offlink, project)[1] == []  # served, until the header tests the macro
-    (project / "unit.h").write_text("#ifdef __OFFLINK_TARGET__\n#define UNIT_VALUE 1\n"
-                                    "#else\n#define UNIT_VALUE HOST_VALUE\n#endif\n"
-                                    '#include "host.h"\n')
+SPLIT_HEADER = """#ifdef __OFFLINK_TARGET__
+#include "target.h"
+#define UNIT_VALUE TARGET_VALUE
+#else
+#include "host.h"
+#define UNIT_VALUE HOST_VALUE
+#endif
+"""
+
+
+def recipes(src: Path) -> list[dict]:
+    return [meta for p in (src.parent / "cache" / "objects").rglob("*")
+            if p.is_file() and (meta := Cache._decode(p.read_bytes()).meta).get("kind")
+            == "cc-recipe"]
+
+
+def test_a_header_testing_the_target_macro_is_keyed_by_the_host_code(offlink, project):
+    """Where a header tests __OFFLINK_TARGET__ the host's code is not the target's: it is
+    preprocessed too and keyed, so the CU is served when neither changed, and a change to
+    either side's code misses and gives the object (and depfile) a compile gives."""
+    (project / "unit.h").write_text(SPLIT_HEADER)
+    (project / "target.h").write_text("#define TARGET_VALUE 1\n")
     (project / "host.h").write_text("#define HOST_VALUE 7\n")
-    compile_(offlink, project)
+
+    def uncached() -> tuple[bytes, bytes]:
+        compile_(offlink, project, OFFLINK_NO_CACHE="1")
+        found = outputs(project)
+        for name in ("unit.o", "unit.o.d"):
+            (project / name).unlink()
+        return found
+
+    plain = uncached()
     assert len(compile_(offlink, project)[1]) == 1
-    # what only the host side sees changes: the object must follow
+    assert [r["host_first"] for r in recipes(project)] == [True]
+    for name in ("unit.o", "unit.o.d"):
+        (project / name).unlink()
+    assert compile_(offlink, project)[1] == []  # served
+    assert outputs(project) == plain  # the depfile lists host.h, not target.h
+    assert b"host.h" in plain[1] and b"target.h" not in plain[1]
+    # what only the host side sees changes: a miss, and the object a compile gives
     (project / "host.h").write_text("#define HOST_VALUE 8\n")
-    compile_(offlink, project)
+    plain = uncached()
+    assert len(compile_(offlink, project)[1]) == 1
+    assert outputs(project) == plain
     assert "$0x8," in run(["objdump", "-d", project / "unit.o"]).stdout
+    assert compile_(offlink, project)[1] == []
+    # what only the target side sees changes: a miss too (the payload differs)
+    (project / "target.h").write_text("#define TARGET_VALUE 2\n")
+    plain = uncached()
+    assert len(compile_(offlink, project)[1]) == 1
+    assert outputs(project) == plain
+    assert compile_(offlink, project)[1] == []
+
+
+def test_the_recipe_follows_a_header_that_begins_to_test_the_target_macro(offlink, project):
+    compile_(offlink, project)
+    assert [r["host_first"] for r in recipes(project)] == [False]
+    assert compile_(offlink, project)[1] == []
+    log = (project.parent / "log").read_text().splitlines()
+    assert sum(" -E " in f" {line} " for line in log) == 1  # no host preprocessing
+    (project / "unit.h").write_text(SPLIT_HEADER)
+    (project / "target.h").write_text("#define TARGET_VALUE 1\n")
+    (project / "host.h").write_text("#define HOST_VALUE 7\n")
+    assert len(compile_(offlink, project)[1]) == 1
+    assert [r["host_first"] for r in recipes(project)] == [True]
+    assert compile_(offlink, project)[1] == []
+    assert "$0x7," in run(["objdump", "-d", project / "unit.o"]).stdout
+
+
+def test_a_cu_including_the_runtime_header_is_served(offlink, project, tmp_path):
+    """Samples' style: offlink.h tests the target macros, and so does the source."""
+    sample = copy_sample("multi_cu", tmp_path)
+    cflags = run([offlink, "config", "--cflags"]).stdout.split()
+    argv = [offlink, "cc", tmp_path / "cc-log", "-O2", *cflags, "-c", "ops.c", "-o", "ops.o"]
+    log = tmp_path / "log"
+    run(argv, cwd=sample, env=env_for(project, OFFLINK_NO_CACHE="1"))
+    plain = (sample / "ops.o").read_bytes()
+    for _ in range(2):
+        (sample / "ops.o").unlink()
+        log.unlink()
+        run(argv, cwd=sample, env=env_for(project))
+    assert [line for line in log.read_text().splitlines()
+            if " -E " not in f" {line} " and line != "--version"] == []
+    assert (sample / "ops.o").read_bytes() == plain
 
 
 def test_debug_info_in_another_folder_misses(offlink, project, tmp_path):
@@ -263,3 +334,15 @@ def test_a_response_file_compile_is_served_without_a_recipe(offlink, project):
     recipes = [p for p in (project.parent / "cache" / "objects").rglob("*")
                if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
     assert recipes == []
+
+
+def test_the_host_preprocessing_is_the_target_one_without_its_defines():
+    from offlink.objcache import host_capture
+
+    defines = ['-D__OFFLINK_TARGET__="x86_64-pc-linux-gnu"', "-D__OFFLINK_TARGET_HOST__=1"]
+    capture = ["gcc", "-O2", "-D__OFFLINK_TARGET_HOST__=1", "-x", "c", *defines, "-E", "a.c",
+               "-o", "w/host-code.i"]
+    # the user's own options (the prefix) are kept, whatever they define
+    assert host_capture(capture, 3, defines, ["-MD", "-MF", "w/host-code.d"]) == [
+        "gcc", "-O2", "-D__OFFLINK_TARGET_HOST__=1", "-x", "c", "-E", "a.c", "-o",
+        "w/host-code.i", "-MD", "-MF", "w/host-code.d"]

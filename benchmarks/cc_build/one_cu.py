@@ -1,11 +1,13 @@
 """CPU time of one warm `offlink cc` of a zlib CU against the plain compile.
 
-    python benchmarks/cc_build/one_cu.py [--runs 15] [--cu adler32] SRC [SRC...]
+    python benchmarks/cc_build/one_cu.py [--runs 15] [--cu adler32] [--offlink-h] SRC [SRC...]
 
 Each SRC is an offlink source tree (an export: COMMON.md), run as `PYTHONPATH=SRC python -m
 offlink cc`. The CU is compiled with zlib's shared-library flags (as CMake gives them) in a
 scratch copy of tests/real_projects/zlib, once per tree to fill its cache, then the plain
 compile and each tree's are timed interleaved; the figure is user+sys of the process tree.
+--offlink-h includes offlink.h (`-include`, as the samples' CUs do), which tests the target
+macros: the object cache then keys the host's preprocessed code too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--cu", default="adler32")
+    ap.add_argument("--offlink-h", action="store_true")
     ap.add_argument("src", nargs="+")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="one-cu-"))
@@ -46,6 +49,8 @@ def main() -> None:
         cmd = ["gcc", "-DZLIB_DLL", "-D_LARGEFILE64_SOURCE=1", "-I.", "-O3", "-DNDEBUG",
                "-fPIC", "-MD", "-MT", f"{cu}.o", "-MF", f"{cu}.o.d", "-o", f"{cu}.o", "-c",
                f"{cu}.c"]
+        if args.offlink_h:
+            cmd[1:1] = ["-include", "offlink.h", "-I", str(ROOT / "offlink" / "runtime")]
         variants = {"plain": (cmd, dict(os.environ))}
         for i, src in enumerate(args.src):
             env = {**os.environ, "PYTHONPATH": src, "OFFLINK_CACHE_DIR": str(work / f"c{i}")}
@@ -57,7 +62,8 @@ def main() -> None:
         for _ in range(args.runs):
             for name, (argv, env) in variants.items():
                 total[name] += cpu(argv, z, env)
-        print(f"{cu}.c, {args.runs} runs, load {load:.2f} at the start: " + ", ".join(
+        what = f"{cu}.c with offlink.h" if args.offlink_h else f"{cu}.c"
+        print(f"{what}, {args.runs} runs, load {load:.2f} at the start: " + ", ".join(
             f"{name} {t / args.runs * 1000:.1f} ms" for name, t in total.items()))
     finally:
         shutil.rmtree(work, ignore_errors=True)
