@@ -12,7 +12,7 @@ irsymtab version) is not read here: `symbols()` returns None and the caller asks
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import FormatError
 
@@ -45,9 +45,9 @@ FB_EXECUTABLE = 1 << 13
 VISIBILITY = "DHP"  # default, hidden, protected (the low two bits)
 
 
-@dataclass(frozen=True)
-class Symbol:
-    """One symbol of a bitcode module, as the LTO API sees it."""
+class Symbol(NamedTuple):
+    """One symbol of a bitcode module, as the LTO API sees it (a tuple: a link reads
+    thousands)."""
 
     name: str
     flags: int
@@ -178,15 +178,20 @@ def _top_blobs(data: bytes, where: str) -> dict[int, bytes]:
         raise FormatError(f"{where}: not LLVM bitcode")
     out: dict[int, bytes] = {}
     pos = 4
-    while pos + 4 <= len(data):
-        bits = _Bits(data, pos, where)
-        if bits.fixed(2) != 1:  # only blocks at the top level (then padding)
+    while pos + 8 <= len(data):
+        head, words = struct.unpack_from("<II", data, pos)
+        if head & 3 != 1:  # only blocks at the top level (then padding)
             break
-        block = bits.vbr(8)
-        width = bits.vbr(4)
-        bits.align32()
-        words = bits.fixed(32)
-        content = bits.pos >> 3
+        if not head & 0x2200:  # block id < 128, width < 8: one word, then the length word
+            block, width, content = (head >> 2) & 0x7F, (head >> 10) & 7, pos + 8
+        else:
+            bits = _Bits(data, pos, where)
+            bits.fixed(2)
+            block = bits.vbr(8)
+            width = bits.vbr(4)
+            bits.align32()
+            words = bits.fixed(32)
+            content = bits.pos >> 3
         pos = content + words * 4
         if pos > len(data):
             raise FormatError(f"{where}: bitcode block {block} runs past the end")

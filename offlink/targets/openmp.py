@@ -54,23 +54,30 @@ def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str
     entry, a name a non-bitcode CU uses), another module names it, or another module defines
     it too (the image link then picks one, as it does without -foffload-lto, where the wrapper
     lets the first prevail). The rest is internalized: LTO may inline it and drop it."""
-    defined = Counter(s.name for m in modules for s in m if not s.undefined)
+    from ..formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED
+
+    defined: Counter[str] = Counter()
     keep = set(pinned)
-    keep.update(s.name for m in modules for s in m if s.undefined)
+    for m in modules:
+        for s in m:
+            if s.flags & FB_UNDEFINED:
+                keep.add(s.name)
+            else:
+                defined[s.name] += 1
     keep.update(n for n, k in defined.items() if k > 1)
     out = []
     for m in modules:
         res = []
-        for s in m:
-            r = ""
-            if not s.undefined:
-                r = "p"
-                if s.visibility != "D" and not s.common:
-                    r += "l"
-                if (s.name in keep or _C_IDENTIFIER.fullmatch(s.section)
-                        or (s.visibility != "H" and not s.may_omit)):
-                    r += "x"
-            res.append((s.name, r))
+        for name, flags, section in m:
+            if flags & FB_UNDEFINED:
+                res.append((name, ""))
+                continue
+            visibility = flags & 3  # default, hidden, protected
+            r = "pl" if visibility and not flags & FB_COMMON else "p"
+            if (name in keep or (visibility != 1 and not flags & FB_MAY_OMIT)
+                    or (section and _C_IDENTIFIER.fullmatch(section))):
+                r += "x"
+            res.append((name, r))
         out.append(res)
     return out
 
@@ -108,6 +115,9 @@ def _lto2(compiler: str) -> str:
 
 class OpenMPTarget(Target):
     image_kind = "shared-object"
+    # The image link names the objects and reads none: a relink with nothing changed takes
+    # the image from the cache by the objects' keys alone (cache.cached_image).
+    image_argv_reads_objects = False
     macro = "__OFFLINK_TARGET_OPENMP__"
     registration = "omptarget"
     static_link_problem = ("libomptarget loads images with dlopen, which a static executable "
