@@ -214,3 +214,24 @@ def test_a_cu_whose_symbols_cannot_be_read_compiles_whole():
 
     cu = CU("x.o", Payload(TARGET, "llvm-bc", "x.c", CLANG, (), b"BC\xc0\xde"))
     assert cu_resolutions([cu]) == {}
+
+
+@needs_clang
+def test_a_relink_with_nothing_changed_writes_no_device_object(offlink, tmp_path):
+    """The image comes from the cache by the CUs' keys alone: no cached device object is read
+    or written to the work folder (300 of them took ~0.3 s CPU a relink)."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)"))
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    link = [offlink, "link", "--timings", CLANG, *OFFLOAD, tmp_path / "a.o", tmp_path / "b.o",
+            "-o", tmp_path / "app"]
+    run(link, env=env)
+    said = run([*link[:2], "--save-temps", *link[2:]], env=env).stderr
+    kept = Path(re.search(r"temporary files kept in (\S+)", said).group(1))
+    try:
+        assert f"{TARGET}: 2 CUs, 0 compiled, 2 from cache; image from cache" in said
+        assert [p.name for p in (kept / TARGET).iterdir() if p.suffix == ".o"] == []
+    finally:
+        shutil.rmtree(kept)
