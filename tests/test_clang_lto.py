@@ -235,3 +235,24 @@ def test_a_relink_with_nothing_changed_writes_no_device_object(offlink, tmp_path
         assert [p.name for p in (kept / TARGET).iterdir() if p.suffix == ".o"] == []
     finally:
         shutil.rmtree(kept)
+
+
+@needs_clang
+def test_corrupt_bitcode_symbol_tables_are_format_errors_or_none(tmp_path):
+    """Every bit flip in a real CU's bitcode symbol table blocks either reads, or is None, or
+    one FormatError; a link then compiles the CUs whole (cu_resolutions), never crashes."""
+    from offlink.errors import FormatError
+
+    src = tmp_path / "a.c"
+    src.write_text(A_C)
+    run([CLANG, "-O2", *OFFLOAD, "-c", src, "-o", tmp_path / "a.o"])
+    data = _bitcode(tmp_path / "a.o", tmp_path)
+    # the symbol and string tables, and their blocks' abbreviations, are at the end
+    for pos in range(max(0, len(data) - 1500), len(data)):
+        for flip in (1 << (pos % 8), 0xFF):
+            bad = bytearray(data)
+            bad[pos] ^= flip
+            try:
+                symbols(bytes(bad), "a.bc")
+            except FormatError:
+                pass

@@ -101,6 +101,8 @@ class _Bits:
         return value & ((1 << width) - 1)
 
     def vbr(self, width: int) -> int:
+        if width < 2:
+            raise FormatError(f"{self.where}: a bitcode VBR field of width {width}")
         hi = 1 << (width - 1)
         value, shift = 0, 0
         while True:

@@ -23,7 +23,7 @@ import shutil
 from collections import Counter
 
 from ..elf import STB_GLOBAL, ElfFile
-from ..errors import LinkError, ToolError
+from ..errors import FormatError, LinkError, ToolError
 from . import Target
 
 
@@ -92,7 +92,10 @@ def cu_resolutions(cus) -> dict[int, list[tuple[str, str]]]:
     for cu in cus:
         pinned.update(cu.payload.offered)
         if cu.payload.code_kind == "llvm-bc":
-            syms = symbols(cu.payload.code, cu.label)
+            try:
+                syms = symbols(cu.payload.code, cu.label)
+            except FormatError:  # LLVM judges it when the CU is compiled (whole)
+                syms = None
             if syms is None:
                 return {}
             modules.append(syms)
