@@ -21,8 +21,12 @@ ptxas and nvlink from --cuda-path, default /usr/local/cuda): `elf` is then clang
 (each CU's device code a relocatable cubin), `lto` its bitcode. No GPU is needed to link;
 the programs are not run (their images are compared instead: offlink's and clang's).
 
+Several offlinks can be compared in one run, interleaved (`--offlink NAME=COMMAND`, given
+more than once: e.g. two exports of offlink run as `env PYTHONPATH=DIR python -m offlink`);
+their rows are then named `offlink[NAME] ...`.
+
 Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
-       [--arch sm_80 [--cuda-path DIR]]
+       [--arch sm_80 [--cuda-path DIR]] [--offlink [NAME=]COMMAND ...]
 """
 
 from __future__ import annotations
@@ -45,8 +49,14 @@ TRIPLE = "x86_64-pc-linux-gnu"
 OFFLOAD = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
 LLVM_LIB = "/usr/lib/llvm-19/lib"
 FUNCS = 24
-ROWS = ("clang own", "clang own, 1 CU changed", "offlink cold", "offlink 1 CU changed",
-        "offlink nothing changed", "host only")
+OFFLINK_ROWS = ("cold", "1 CU changed", "nothing changed")
+
+
+def rows(names: list[str]) -> list[str]:
+    """The table's rows for offlinks of these names ("" for a single unnamed one)."""
+    return ["clang own", "clang own, 1 CU changed",
+            *(f"offlink{f'[{n}]' if n else ''} {r}" for n in names for r in OFFLINK_ROWS),
+            "host only"]
 
 
 def cu_source(k: int, bump: int) -> str:
@@ -101,7 +111,8 @@ def timed(argv, cwd, env=None) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def bench(n: int, mode: str, repeat: int, offlink: list[str], work: Path, gpu: bool = False):
+def bench(n: int, mode: str, repeat: int, offlinks: dict[str, list[str]], work: Path,
+          gpu: bool = False):
     d = work / f"{mode}-{n}"
     d.mkdir()
     cflags = ["-O2", *OFFLOAD, *(["-foffload-lto"] if mode == "lto" else [])]
@@ -118,38 +129,58 @@ def bench(n: int, mode: str, repeat: int, offlink: list[str], work: Path, gpu: b
     clang_link = [CLANG, *lflags, *objs, "-lm", "-o", "prog.clang"]
     host_link = [CLANG, "-fopenmp", *objs, "-lm", f"-L{LLVM_LIB}", "-lomptarget", "-o",
                  "prog.host"]
-    ofl_link = [*offlink, "link", CLANG, *lflags, *objs, "-lm", "-o", "prog.offlink"]
     env = dict(os.environ)
-    warm = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{mode}-{n}"))
-    sh(ofl_link, d, warm)
-    times: dict[str, list[tuple[float, float]]] = {k: [] for k in ROWS}
+    links, warm = {}, {}
+    for i, (name, offlink) in enumerate(offlinks.items()):
+        links[name] = [*offlink, "link", CLANG, *lflags, *objs, "-lm", "-o", f"prog.offlink{i}"]
+        warm[name] = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{mode}-{n}-{i}"))
+        sh(links[name], d, warm[name])
+    label = {name: f"offlink{f'[{name}]' if name else ''}" for name in offlinks}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in rows(list(offlinks))}
     for i in range(repeat):
         times["host only"].append(timed(host_link, d))
         times["clang own"].append(timed(clang_link, d))
-        cold = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-cold-{mode}-{n}-{i}"))
-        times["offlink cold"].append(timed(ofl_link, d, cold))
-        shutil.rmtree(work / f"cache-cold-{mode}-{n}-{i}", ignore_errors=True)
-        times["offlink nothing changed"].append(timed(ofl_link, d, warm))
+        for j, name in enumerate(offlinks):
+            cold_dir = work / f"cache-cold-{mode}-{n}-{i}-{j}"
+            cold = dict(env, OFFLINK_CACHE_DIR=str(cold_dir))
+            times[f"{label[name]} cold"].append(timed(links[name], d, cold))
+            shutil.rmtree(cold_dir, ignore_errors=True)
+            times[f"{label[name]} nothing changed"].append(timed(links[name], d, warm[name]))
         (d / "cu0.c").write_text(cu_source(0, i + 1))
         sh([CLANG, *cflags, "-c", "cu0.c", "-o", "cu0.o"], d)
         times["clang own, 1 CU changed"].append(timed(clang_link, d))
-        times["offlink 1 CU changed"].append(timed(ofl_link, d, warm))
-    if gpu:  # no GPU to run them on: the images must be the same
-        sh([*offlink, "extract", "prog.offlink", "--target", "openmp-nvptx64-nvidia-cuda",
-            "--output", "image.offlink"], d)
-        sh([CLANG, *lflags, *objs, "-lm", "-o", "prog.clang", "-Wl,--save-temps"], d)
-        if mode == "elf" and (d / "image.offlink").read_bytes() != \
-                (d / "prog.clang.nvptx64.sm_80.img").read_bytes():
-            sys.exit(f"{mode} {n} CUs: offlink's image is not clang's")
-        return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
-                for k, v in times.items()}
-    run_env = dict(env, LD_LIBRARY_PATH=LLVM_LIB)
-    out = sh(["./prog.offlink"], d, run_env)
-    ref = sh(["./prog.clang"], d, run_env)
-    if out != ref:
-        sys.exit(f"{mode} {n} CUs: the programs disagree: offlink {out!r}, clang {ref!r}")
+        for name in offlinks:
+            times[f"{label[name]} 1 CU changed"].append(timed(links[name], d, warm[name]))
+    for i, name in enumerate(offlinks):
+        if gpu:  # no GPU to run them on: the images must be the same
+            sh([*offlinks[name], "extract", f"prog.offlink{i}", "--target",
+                "openmp-nvptx64-nvidia-cuda", "--output", "image.offlink"], d)
+            sh([CLANG, *lflags, *objs, "-lm", "-o", "prog.clang", "-Wl,--save-temps"], d)
+            if mode == "elf" and (d / "image.offlink").read_bytes() != \
+                    (d / "prog.clang.nvptx64.sm_80.img").read_bytes():
+                sys.exit(f"{mode} {n} CUs: {label[name]}'s image is not clang's")
+            continue
+        run_env = dict(env, LD_LIBRARY_PATH=LLVM_LIB)
+        out = sh([f"./prog.offlink{i}"], d, run_env)
+        ref = sh(["./prog.clang"], d, run_env)
+        if out != ref:
+            sys.exit(f"{mode} {n} CUs: the programs disagree: {label[name]} {out!r}, "
+                     f"clang {ref!r}")
     return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
             for k, v in times.items()}
+
+
+def parse_offlinks(words: list[str]) -> dict[str, list[str]]:
+    """`[NAME=]COMMAND` words: name -> command ("" for a single unnamed one)."""
+    out = {}
+    for word in words:
+        name, sep, command = word.partition("=")
+        if not sep or " " in name or not name:
+            name, command = "", word
+        if name in out:
+            sys.exit(f"--offlink {word!r}: name {name or '(none)'!r} given twice")
+        out[name] = shlex.split(command)
+    return out
 
 
 def main() -> None:
@@ -157,7 +188,8 @@ def main() -> None:
     ap.add_argument("--cus", default="30,300")
     ap.add_argument("--modes", default="elf,lto")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--offlink", default=f"{sys.executable} -m offlink")
+    ap.add_argument("--offlink", action="append", default=[],
+                    help="[NAME=]COMMAND; more than once to compare offlinks in one run")
     ap.add_argument("--arch", default="", help="an NVIDIA GPU (sm_80) instead of x86_64")
     ap.add_argument("--cuda-path", default="/usr/local/cuda")
     args = ap.parse_args()
@@ -167,13 +199,13 @@ def main() -> None:
                       f"--cuda-path={args.cuda_path}"]
     if not shutil.which(CLANG):
         sys.exit("needs clang-19 and libomp-19-dev")
-    offlink = shlex.split(args.offlink)
+    offlinks = parse_offlinks(args.offlink or [f"{sys.executable} -m offlink"])
     os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
     cols = [(m, int(c)) for c in args.cus.split(",") for m in args.modes.split(",")]
     results = {}
     with tempfile.TemporaryDirectory(prefix="offlink-bench-clang-") as tmp:
         for col in cols:  # each column as soon as it is measured (the 300s take long)
-            results[col] = bench(col[1], col[0], args.repeat, offlink, Path(tmp),
+            results[col] = bench(col[1], col[0], args.repeat, offlinks, Path(tmp),
                                  bool(args.arch))
             print(f"{col[0]} {col[1]} CUs: " + "; ".join(
                 f"{r} {w:.3f} ({c:.3f})" for r, (w, c) in results[col].items()), flush=True)
@@ -182,7 +214,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, {FUNCS} declare target functions per CU")
     print("| link | " + " | ".join(f"{m} {n} CUs" for m, n in cols) + " |")
     print("|---|" + "---:|" * len(cols))
-    for r in ROWS:
+    for r in rows(list(offlinks)):
         print(f"| {r} | " + " | ".join(f"{results[c][r][0]:.3f} ({results[c][r][1]:.3f})"
                                        for c in cols) + " |")
 

@@ -12,9 +12,19 @@ out.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 
-from ..elf import SHT_RELA, STT_FILE, STT_SECTION, ElfFile, Section, loaded_words, rela_entries
+from ..elf import (
+    SHT_RELA,
+    SHT_SYMTAB,
+    STT_FILE,
+    STT_SECTION,
+    ElfFile,
+    Section,
+    loaded_words,
+    rela_entries,
+)
 from ..errors import FormatError
 from ..formats.offload_binary import (
     ENTRIES_SECTION,
@@ -65,10 +75,55 @@ def producer(elf: ElfFile) -> str:
     return "clang"
 
 
-def source_name(elf: ElfFile, fallback: str) -> str:
-    for s in elf.symbols():
-        if s.st_type == STT_FILE and s.name:
-            return s.name
+_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym: st_name, st_info, st_other, st_shndx, st_value,
+#                                  st_size
+
+
+class SymbolTable:
+    """An object's symbols read one at a time by index: a clang object has hundreds, and a
+    link reads few of them (its file name, the entries' names), 300 objects at a time."""
+
+    def __init__(self, elf: ElfFile):
+        table = next((s for s in elf.sections if s.sh_type == SHT_SYMTAB), None)
+        self.raw = elf.content(table) if table is not None else memoryview(b"")
+        self.first_global = 0
+        self.strtab = b""
+        if table is not None:
+            if not 0 < table.sh_link < len(elf.sections):
+                raise FormatError(f"{elf.name}: corrupt symbol table (bad string table link)")
+            self.strtab = bytes(elf.content(elf.sections[table.sh_link]))
+            self.first_global = _sh_info(elf, table)
+        self.count = len(self.raw) // _SYM.size
+
+    def __len__(self) -> int:
+        return self.count
+
+    def name(self, index: int) -> str:
+        off = _SYM.unpack_from(self.raw, index * _SYM.size)[0]
+        end = self.strtab.find(b"\0", off)
+        return self.strtab[off : end if end >= 0 else None].decode("utf-8", "replace")
+
+    def entry(self, index: int) -> tuple[int, int, int]:
+        """(st_type, st_shndx, st_value) of symbol `index`."""
+        _n, info, _o, shndx, value, _s = _SYM.unpack_from(self.raw, index * _SYM.size)
+        return info & 0xF, shndx, value
+
+
+def _sh_info(elf: ElfFile, section: Section) -> int:
+    """A section header's sh_info (Section leaves it out): for a symbol table, the index of
+    its first global symbol."""
+    return struct.unpack_from("<I", elf.data, elf.e_shoff + section.index * 64 + 44)[0]
+
+
+def source_name(elf: ElfFile, fallback: str, table: SymbolTable | None = None) -> str:
+    """The object's source file: its first STT_FILE symbol (a local, near the start)."""
+    table = table or SymbolTable(elf)
+    for i in range(1, min(len(table), table.first_global or len(table))):
+        st_type = table.entry(i)[0]
+        if st_type == STT_FILE:
+            name = table.name(i)
+            if name:
+                return name
     return fallback
 
 
@@ -80,8 +135,9 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     where = f"{origin}: section {section.name}"
     images = parse_binaries(bytes(elf.content(section)), where)
     compiler = producer(elf)
-    source = source_name(elf, os.path.basename(origin))
-    offered = {kind: tuple(e.name for e in object_entries(elf, section))
+    table = SymbolTable(elf)
+    source = source_name(elf, os.path.basename(origin), table)
+    offered = {kind: tuple(e.name for e in object_entries(elf, section, table))
                for kind, section in ENTRY_SECTIONS.items()}  # the host side's rows
     out = []
     for i, img in enumerate(images):
@@ -123,17 +179,21 @@ def without_offload_driver(argv: list[str]) -> list[str]:
     return [argv[0], *(w for w in argv[1:] if not is_offload_driver_word(w))]
 
 
-def _string_at(elf: ElfFile, shndx: int, offset: int, where: str) -> str:
+def _string_at(elf: ElfFile, shndx: int, offset: int, where: str,
+               contents: dict[int, bytes]) -> str:
     if shndx >= len(elf.sections):
         raise FormatError(f"{where}: entry name in section {shndx}, which does not exist")
-    data = bytes(elf.content(elf.sections[shndx]))
+    data = contents.get(shndx)
+    if data is None:
+        data = contents[shndx] = bytes(elf.content(elf.sections[shndx]))
     end = data.find(b"\0", offset)
     if offset >= len(data) or end < 0:
         raise FormatError(f"{where}: entry name out of bounds")
     return data[offset:end].decode("utf-8", "replace")
 
 
-def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[OffloadEntry]:
+def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION,
+                   table: SymbolTable | None = None) -> list[OffloadEntry]:
     """The `omp_offloading_entries` (or `name`) rows of a relocatable object (host or device
     side), with names read through their relocations, in section order."""
     section = elf.section(name)
@@ -150,7 +210,8 @@ def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[OffloadEnt
     if rela is not None:
         for r_offset, r_info, r_addend in rela_entries(elf, rela):
             relocs[r_offset] = (r_info >> 32, r_addend)
-    symbols = elf.symbols()
+    symbols = table or SymbolTable(elf)
+    strings: dict[int, bytes] = {}  # section index -> content (the names share a section)
     out = []
     for off in range(0, len(content), OFFLOAD_ENTRY.size):
         _addr, _name, size, flags, _reserved = OFFLOAD_ENTRY.unpack_from(content, off)
@@ -159,12 +220,12 @@ def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[OffloadEnt
         index, addend = relocs[off + 8]
         if index >= len(symbols):
             raise FormatError(f"{where}: bad symbol index {index}")
-        sym = symbols[index]
-        base = 0 if sym.st_type == STT_SECTION else sym.st_value
-        name = _string_at(elf, sym.st_shndx, base + addend, where)
+        st_type, st_shndx, st_value = symbols.entry(index)
+        base = 0 if st_type == STT_SECTION else st_value
+        name = _string_at(elf, st_shndx, base + addend, where, strings)
         host = ""
         if off in relocs and relocs[off][0] < len(symbols):
-            host = symbols[relocs[off][0]].name
+            host = symbols.name(relocs[off][0])
         out.append(OffloadEntry(name, size, flags, host))
     return out
 

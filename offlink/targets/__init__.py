@@ -95,6 +95,11 @@ class Target:
     def source_suffix(self, cu: CU) -> str:
         return ".i"
 
+    def compiled_path(self, cu: CU, output: str) -> str:
+        """Where compile_argv's command writes the object: `output` unless the tool names its
+        output itself (llvm-lto2 run -o X writes X.0); it is then renamed to `output`."""
+        return output
+
     def offers(self, cu: CU, obj_path: str) -> tuple[Offer, ...]:
         raise NotImplementedError
 

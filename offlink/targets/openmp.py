@@ -5,15 +5,25 @@ image clang's link would make, registered with libomptarget (registrations/ompta
 x86_64-pc-linux-gnu: clang writes each CU's device code as an ELF object (as bitcode with
 -foffload-lto), the image is a shared object linked as clang-linker-wrapper links it
 (`-shared -Wl,-Bsymbolic -Wl,--no-undefined ... -lomp`); libomptarget's x86_64 plugin loads it.
+
+A CU carried as bitcode (-foffload-lto) is compiled on its own by `llvm-lto2 run`, with the
+symbol resolutions clang-linker-wrapper gives its whole-program LTO (`lto_resolutions`): a
+hidden symbol that no other CU names, that is not an entry and is defined by this CU alone is
+internalized, so LTO inlines it into the kernels and drops it, as clang's link does. Which
+names other CUs use is read from every CU's bitcode symbol table (formats/bitcode.py), and the
+resolutions are words of the compile command: a CU whose symbols' uses change is compiled
+again (its cache key changes).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from collections import Counter
 
 from ..elf import STB_GLOBAL, ElfFile
-from ..errors import LinkError, ToolError
+from ..errors import FormatError, LinkError, ToolError
 from . import Target
 
 
@@ -31,8 +41,86 @@ def row_size(entry) -> int:
     return entry.size if entry.kind in ("variable", "link-variable") else 1
 
 
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str]]]:
+    """Per bitcode module (a list of formats.bitcode.Symbol), (name, llvm-lto2 resolution)
+    for each of its symbols, to compile each module on its own as clang-linker-wrapper's LTO
+    of all of them treats it (linkBitcodeFiles): a definition prevails (p) and is final in
+    the image (l) unless default-visible or common; it stays visible (x) when the image or
+    another module may need it: its section gets __start/__stop symbols (a C identifier:
+    omp_offloading_entries), it is neither hidden nor omittable, it is `pinned` (an offload
+    entry, a name a non-bitcode CU uses), another module names it, or another module defines
+    it too (the image link then picks one, as it does without -foffload-lto, where the wrapper
+    lets the first prevail). The rest is internalized: LTO may inline it and drop it."""
+    from ..formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED
+
+    defined: Counter[str] = Counter()
+    keep = set(pinned)
+    for m in modules:
+        for s in m:
+            if s.flags & FB_UNDEFINED:
+                keep.add(s.name)
+            else:
+                defined[s.name] += 1
+    keep.update(n for n, k in defined.items() if k > 1)
+    out = []
+    for m in modules:
+        res = []
+        for name, flags, section in m:
+            if flags & FB_UNDEFINED:
+                res.append((name, ""))
+                continue
+            visibility = flags & 3  # default, hidden, protected
+            r = "pl" if visibility and not flags & FB_COMMON else "p"
+            if (name in keep or (visibility != 1 and not flags & FB_MAY_OMIT)
+                    or (section and _C_IDENTIFIER.fullmatch(section))):
+                r += "x"
+            res.append((name, r))
+        out.append(res)
+    return out
+
+
+def cu_resolutions(cus) -> dict[int, list[tuple[str, str]]]:
+    """lto_resolutions of a link's bitcode CUs, by id(cu); none when a CU's symbols cannot
+    be read here (then every CU is compiled whole, nothing internalized)."""
+    from ..formats.bitcode import symbols
+
+    modules, bitcode = [], []
+    pinned: set[str] = set()
+    for cu in cus:
+        pinned.update(cu.payload.offered)
+        if cu.payload.code_kind == "llvm-bc":
+            try:
+                syms = symbols(cu.payload.code, cu.label)
+            except FormatError:  # LLVM judges it when the CU is compiled (whole)
+                syms = None
+            if syms is None:
+                return {}
+            modules.append(syms)
+            bitcode.append(cu)
+        else:  # a CU compiled without -foffload-lto: what it defines or names stays visible
+            pinned.update(s.name for s in ElfFile(cu.payload.code, cu.label).symbols()
+                          if s.is_global and s.name)
+    return {id(cu): res for cu, res in zip(bitcode, lto_resolutions(modules, pinned))}
+
+
+def _lto2(compiler: str) -> str:
+    """llvm-lto2 of the clang that made the objects, or "" when it is not installed."""
+    try:
+        lib = llvm_lib_dir(compiler)
+    except ToolError:
+        return ""
+    path = os.path.join(os.path.dirname(lib), "bin", "llvm-lto2")
+    return path if os.access(path, os.X_OK) else ""
+
+
 class OpenMPTarget(Target):
     image_kind = "shared-object"
+    # The image link names the objects and reads none: a relink with nothing changed takes
+    # the image from the cache by the objects' keys alone (cache.cached_image).
+    image_argv_reads_objects = False
     macro = "__OFFLINK_TARGET_OPENMP__"
     registration = "omptarget"
     static_link_problem = ("libomptarget loads images with dlopen, which a static executable "
@@ -42,6 +130,9 @@ class OpenMPTarget(Target):
         self.name = name
         self.triple = name.removeprefix("openmp-")
         self.compiler = "clang"
+        self.lto2 = ""  # llvm-lto2 for the bitcode CUs (for_inputs), "" to compile with clang
+        self.resolutions: dict[int, list[tuple[str, str]]] = {}  # by id(cu): cu_resolutions
+        self._cus: list = []  # the CUs those ids are of (kept alive)
 
     def for_inputs(self, cus):
         compiler = cus[0].payload.compiler if cus else "clang"
@@ -59,6 +150,11 @@ class OpenMPTarget(Target):
                             f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")
         t = OpenMPTarget(self.name)
         t.compiler = compiler
+        if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
+            t.lto2 = _lto2(compiler)
+            if t.lto2:
+                t.resolutions = cu_resolutions(cus)
+                t._cus = list(cus)
         return t
 
     def source_suffix(self, cu):
@@ -68,8 +164,18 @@ class OpenMPTarget(Target):
         p = cu.payload
         if p.code_kind == "object":
             return []  # clang compiled it already (no device LTO): the code is the object
+        res = self.resolutions.get(id(cu))
+        if res is not None:  # as clang's LTO, this CU's part of it
+            cpu = [f"--mcpu={o[len('-march='):]}" for o in p.options if o.startswith("-march=")]
+            return [self.lto2, "run", "-O2", "--relocation-model=pic", *cpu, source, "-o",
+                    output, *(f"-r={source},{n},{r}" for n, r in res)]
         return [p.compiler, "-c", "-O2", "-fPIC", *p.options, "-x", "ir", source, "-o",
                 output]
+
+    def compiled_path(self, cu, output):
+        if self.resolutions.get(id(cu)) is not None:
+            return output + ".0"  # llvm-lto2's name for its one output
+        return output
 
     def offers(self, cu, obj_path):
         from ..dialects.llvm import object_entries

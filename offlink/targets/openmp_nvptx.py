@@ -187,6 +187,7 @@ def cubin_names(data: bytes, where: str) -> set[str]:
 
 class OpenMPNvptxTarget(OpenMPTarget):
     image_kind = "cubin"
+    image_argv_reads_objects = True  # prepare_image reads the cubins' names
 
     def __init__(self, name: str, arch: str = "sm_80", compiler: str = "clang"):
         super().__init__(name)

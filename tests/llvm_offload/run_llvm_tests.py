@@ -250,7 +250,13 @@ def main() -> int:
     ap.add_argument("--offlink", default=shutil.which("offlink") or "offlink")
     ap.add_argument("--json")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--lto", action="store_true",
+                    help="compile and link with -foffload-lto too (the device code as bitcode, "
+                         "device LTO at the link); the tests are still this target's")
     a = ap.parse_args()
+    if a.lto:
+        global OPENMP_FLAGS
+        OPENMP_FLAGS += " -foffload-lto"
     names = a.names or find_tests(a.dir)
     offlink = shutil.which(a.offlink) or a.offlink
     results = run_suite(a.dir, names, os.path.abspath(offlink), a.jobs,

@@ -1,0 +1,258 @@
+"""clang's `-foffload-lto` objects for x86_64 (device code as bitcode) linked by offlink: each
+CU compiled on its own by `llvm-lto2 run` with the resolutions clang-linker-wrapper's LTO
+gives it (targets/openmp.py), the symbols read from the bitcode itself (formats/bitcode.py).
+
+The programs must run as clang's own link makes them; a declare target function no other CU
+names is internalized (inlined into its kernel and dropped, as clang's LTO does), one another
+CU calls is kept, and a CU is compiled again when another CU starts naming one of its symbols.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from conftest import copy_sample, make_sample, needs_tool, run
+
+from offlink.formats.bitcode import Symbol, symbols
+from offlink.targets.openmp import lto_resolutions
+
+CLANG = "clang-19"
+TRIPLE = "x86_64-pc-linux-gnu"
+OFFLOAD = ["-fopenmp", f"-fopenmp-targets={TRIPLE}", "-foffload-lto"]
+LLVM_LIB = "/usr/lib/llvm-19/lib"
+LTO2 = "/usr/lib/llvm-19/bin/llvm-lto2"
+TARGET = f"openmp-{TRIPLE}"
+
+needs_clang = needs_tool(
+    shutil.which(CLANG) is None or not Path(LLVM_LIB, "libomptarget.so").exists()
+    or not os.access(LTO2, os.X_OK),
+    "clang-19, libomptarget or llvm-lto2 missing (apt-get install clang-19 libomp-19-dev "
+    "llvm-19)")
+
+
+def _bitcode(obj: Path, tmp: Path) -> bytes:
+    """The device bitcode an -foffload-lto object carries."""
+    out = tmp / (obj.stem + ".bc")
+    run(["clang-offload-packager-19", obj, f"--image=file={out},triple={TRIPLE},kind=openmp"])
+    return out.read_bytes()
+
+
+def _dump_symtab(path: Path) -> list[tuple[str, str, str]]:
+    """(flags, name, section) of `llvm-lto2 dump-symtab`."""
+    out: list[list[str]] = []
+    for line in run([LTO2, "dump-symtab", path]).stdout.splitlines():
+        if len(line) > 9 and line[8] == " " and line[0] in "DHP" and line[1] in "U-":
+            out.append([line[:8], line[9:], ""])
+        elif line.startswith("         section "):
+            out[-1][2] = line[len("         section "):]
+    return [(f, n, s) for f, n, s in out]
+
+
+CXX = r"""
+#include <cstdio>
+template <class T> T sq(T x) { return x * x; }
+inline int inl(int a) { return a + 1; }
+__attribute__((weak)) int w = 3;
+int comm;
+static int st(int x) { return x * 2; }
+__attribute__((section("mysect"))) int insect = 5;
+#pragma omp declare target
+int dev(int x) { return sq(x) + inl(x) + st(x) + insect; }
+__attribute__((weak)) int wdev(int x) { return x; }
+int extern_dev(int);
+#pragma omp end declare target
+#pragma omp begin declare target indirect
+int ind(int x) { return x + 7; }
+#pragma omp end declare target
+int main() { int r = 0;
+#pragma omp target map(tofrom: r)
+  r = dev(3) + wdev(1) + extern_dev(2);
+  printf("%d %d\n", r, sq(2.0) > 1); return w + comm; }
+"""
+
+
+@needs_clang
+def test_bitcode_symbols_are_llvm_lto2s(tmp_path):
+    """The reader lists what `llvm-lto2 dump-symtab` lists, in its order (llvm-lto2 wants one
+    resolution per symbol): device and host bitcode, C and C++ (weak, common, sections,
+    templates, indirect functions)."""
+    src = tmp_path / "x.cpp"
+    src.write_text(CXX)
+    run(["clang++-19", "-O2", *OFFLOAD, "-fcommon", "-c", src, "-o", tmp_path / "x.o"])
+    run(["clang++-19", "-O2", "-flto", "-fcommon", "-c", src, "-o", tmp_path / "host.bc"])
+    (tmp_path / "dev.bc").write_bytes(_bitcode(tmp_path / "x.o", tmp_path))
+    for name in ("dev.bc", "host.bc"):
+        path = tmp_path / name
+        mine = [(s.dump_flags, s.name, s.section) for s in symbols(path.read_bytes(), name)]
+        assert mine == _dump_symtab(path), name
+        assert len(mine) > 5
+    host = {s.name: s for s in symbols((tmp_path / "host.bc").read_bytes(), "host.bc")}
+    assert host["insect"].section == "mysect" and host["w"].dump_flags[3] == "W"
+
+
+def test_bitcode_without_a_symbol_table_is_left_to_llvm():
+    # a bare bitcode header and an IDENTIFICATION block only: no SYMTAB/STRTAB blocks
+    assert symbols(b"BC\xc0\xde", "empty.bc") is None
+
+
+def _sym(name: str, vis: str = "H", undefined: bool = False, section: str = "",
+         weak: bool = False, omit: bool = False) -> Symbol:
+    flags = "DHP".index(vis) | (1 << 10)
+    flags |= (1 << 3 if undefined else 0) | (1 << 4 if weak else 0) | (1 << 9 if omit else 0)
+    return Symbol(name, flags, section)
+
+
+def test_resolutions_internalize_only_what_nothing_else_needs():
+    a = [_sym("kernel", "P", weak=True), _sym("helper"), _sym("shared"), _sym("dup", weak=True),
+         _sym("var", "P"), _sym("entry", "D", weak=True, section="omp_offloading_entries"),
+         _sym("plain", "D"), _sym("inline_odr", "D", weak=True, omit=True),
+         _sym("pinned"), _sym("sin", "D", undefined=True)]
+    b = [_sym("shared", undefined=True), _sym("dup", weak=True), _sym("own")]
+    ra, rb = lto_resolutions([a, b], {"pinned"})
+    assert dict(ra) == {
+        "kernel": "plx",  # protected: visible
+        "helper": "pl",  # hidden, used by no one else: internalized
+        "shared": "plx",  # b calls it
+        "dup": "plx",  # b defines it too: the image link picks one
+        "var": "plx",
+        "entry": "px",  # its section gets __start/__stop symbols
+        "plain": "px",  # default visibility
+        "inline_odr": "p",  # linkonce_odr: may be omitted
+        "pinned": "plx",  # an entry's name or a name an ELF CU uses
+        "sin": "",
+    }
+    assert dict(rb) == {"shared": "", "dup": "plx", "own": "pl"}
+
+
+A_C = """#include <stdio.h>
+#pragma omp declare target
+int helper_only_here(int x) { return x * 3; }
+int shared_fn(int x) { return x + 100; }
+#pragma omp end declare target
+int run_a(int x) {
+  int r = 0;
+#pragma omp target map(tofrom: r) firstprivate(x)
+  r = helper_only_here(x) + shared_fn(x);
+  return r;
+}
+"""
+
+B_C = """#include <stdio.h>
+#pragma omp declare target
+int shared_fn(int);
+int b_own(int x) { return BODY; }
+#pragma omp end declare target
+int run_a(int);
+int main(void) {
+  int r = 0;
+#pragma omp target map(tofrom: r)
+  r = b_own(5);
+  printf("%d %d\\n", run_a(2), r);
+  return 0;
+}
+"""
+
+
+def _image_symbols(offlink: str, binary: Path, tmp: Path) -> set[str]:
+    run([offlink, "extract", binary, "--target", TARGET, "--output", tmp / "image.so"])
+    return set(run(["nm", tmp / "image.so"]).stdout.split())
+
+
+@needs_clang
+def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path):
+    """Two CUs: `helper_only_here` is inlined into a.c's kernel and dropped (clang's LTO does
+    the same), `shared_fn` stays for b.c. The first link has b.c not call `shared_fn`, so a.c
+    is compiled with it internalized; once b.c calls it, a.c must be compiled again (its
+    resolutions are part of its cache key), or the image would miss `shared_fn`."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"),
+           "LD_LIBRARY_PATH": LLVM_LIB}
+    (tmp_path / "a.c").write_text(A_C)
+    objs = [tmp_path / "a.o", tmp_path / "b.o"]
+    link = [offlink, "link", "--verbose", CLANG, *OFFLOAD, *objs, "-o", tmp_path / "app"]
+    outputs = []
+    for body in ("x + 1", "shared_fn(x)"):
+        (tmp_path / "b.c").write_text(B_C.replace("BODY", body))
+        for n in ("a", "b"):
+            run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+        said = run(link, env=env).stderr
+        compiled = [m for m in re.split(r"(?=offlink: )", said)
+                    if m.startswith(f"offlink: {LTO2} run")]
+        run([CLANG, *OFFLOAD, *objs, "-o", tmp_path / "app.clang"])
+        out = run([tmp_path / "app"], env=env).stdout
+        assert out == run([tmp_path / "app.clang"], env=env).stdout
+        outputs.append(out)
+        a_compile = next(c for c in compiled if "-a.c.bc" in c)
+        assert ",helper_only_here,pl " in a_compile + " "
+        assert (",shared_fn,plx" in a_compile) == (body == "shared_fn(x)")
+        image = _image_symbols(offlink, tmp_path / "app", tmp_path)
+        assert "helper_only_here" not in image  # inlined into the kernel, then dropped
+        assert ("shared_fn" in image) == (body == "shared_fn(x)")
+    assert outputs == ["108 6\n", "108 105\n"]
+
+
+@needs_clang
+def test_the_sample_links_and_runs_with_offload_lto(offlink, tmp_path):
+    """samples/clang_openmp (a C program with a shared library of its own target code, a C++
+    program; kernels, declare target variables, indirect functions) compiled with
+    -foffload-lto: offlink's links print what clang's own links print."""
+    s = copy_sample("clang_openmp", tmp_path)
+    make_sample(offlink, s, "run", "clang-run", CFLAGS="-O2 -foffload-lto",
+                LDFLAGS="-foffload-lto")
+    expected = (s / "expected.txt").read_text()
+    assert (s / "build" / "output.txt").read_text() == expected
+    assert (s / "build" / "output.clang.txt").read_text() == expected
+
+
+def test_a_cu_whose_symbols_cannot_be_read_compiles_whole():
+    """No symbol table the reader knows (None): no resolutions, every CU compiled whole."""
+    from offlink.formats.payload import Payload
+    from offlink.model import CU
+    from offlink.targets.openmp import cu_resolutions
+
+    cu = CU("x.o", Payload(TARGET, "llvm-bc", "x.c", CLANG, (), b"BC\xc0\xde"))
+    assert cu_resolutions([cu]) == {}
+
+
+@needs_clang
+def test_a_relink_with_nothing_changed_writes_no_device_object(offlink, tmp_path):
+    """The image comes from the cache by the CUs' keys alone: no cached device object is read
+    or written to the work folder (300 of them took ~0.3 s CPU a relink)."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)"))
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    link = [offlink, "link", "--timings", CLANG, *OFFLOAD, tmp_path / "a.o", tmp_path / "b.o",
+            "-o", tmp_path / "app"]
+    run(link, env=env)
+    said = run([*link[:2], "--save-temps", *link[2:]], env=env).stderr
+    kept = Path(re.search(r"temporary files kept in (\S+)", said).group(1))
+    try:
+        assert f"{TARGET}: 2 CUs, 0 compiled, 2 from cache; image from cache" in said
+        assert [p.name for p in (kept / TARGET).iterdir() if p.suffix == ".o"] == []
+    finally:
+        shutil.rmtree(kept)
+
+
+@needs_clang
+def test_corrupt_bitcode_symbol_tables_are_format_errors_or_none(tmp_path):
+    """Every bit flip in a real CU's bitcode symbol table blocks either reads, or is None, or
+    one FormatError; a link then compiles the CUs whole (cu_resolutions), never crashes."""
+    from offlink.errors import FormatError
+
+    src = tmp_path / "a.c"
+    src.write_text(A_C)
+    run([CLANG, "-O2", *OFFLOAD, "-c", src, "-o", tmp_path / "a.o"])
+    data = _bitcode(tmp_path / "a.o", tmp_path)
+    # the symbol and string tables, and their blocks' abbreviations, are at the end
+    for pos in range(max(0, len(data) - 1500), len(data)):
+        for flip in (1 << (pos % 8), 0xFF):
+            bad = bytearray(data)
+            bad[pos] ^= flip
+            try:
+                symbols(bytes(bad), "a.bc")
+            except FormatError:
+                pass
