@@ -497,6 +497,35 @@ def test_work_folder_taken_by_another_sweep_before_its_lock(tmp_path, monkeypatc
     assert os.listdir(tmp_path) == []
 
 
+def test_work_folder_sweeps_every_kind_in_one_listing(tmp_path, monkeypatch):
+    """What killed links and compiles of every kind left in TMPDIR is swept by the next work
+    folder, listing TMPDIR once (a shared /tmp may hold thousands of entries; it was listed
+    once per kind); others' entries and kept --save-temps folders stay."""
+    import tempfile
+
+    from offlink.link import staging
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    left = [tmp_path / f"{prefix}dead" for prefix in staging.WORK_PREFIXES.values()]
+    for path in left:
+        path.mkdir()
+    (tmp_path / f"{staging.KEPT_PREFIX}kept").mkdir()
+    (tmp_path / "someone-else").mkdir()
+    listed = []
+    real_listdir = os.listdir
+
+    def listdir(path="."):
+        listed.append(path)
+        return real_listdir(path)
+
+    monkeypatch.setattr(staging.os, "listdir", listdir)
+    work = staging.WorkFolder(keep=False)
+    assert listed == [str(tmp_path)]
+    assert not any(path.exists() for path in left)
+    work.close()
+    assert sorted(real_listdir(tmp_path)) == [f"{staging.KEPT_PREFIX}kept", "someone-else"]
+
+
 def test_output_that_is_a_fifo_is_written_into_not_replaced(offlink, tmp_path):
     """`-o /dev/null` (configure scripts) or a FIFO: written into, as ld does, never replaced
     by a regular file (which for /dev/null, as root, would break the machine)."""

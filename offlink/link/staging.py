@@ -68,9 +68,10 @@ def _unlocked(fd: int) -> bool:
     return True
 
 
-def _sweep(folder: str, prefix: str, want_dir: bool) -> None:
+def _sweep(folder: str, prefix: str | tuple[str, ...], want_dir: bool) -> None:
     """Remove what a killed offlink left in `folder`: `prefix*` entries of this user that no
-    running offlink holds locked."""
+    running offlink holds locked. Several prefixes are swept in one listing of the folder
+    (a shared /tmp may hold thousands of entries)."""
     try:
         names = [n for n in os.listdir(folder) if n.startswith(prefix)]
     except OSError:
@@ -102,8 +103,7 @@ class WorkFolder:
     def __init__(self, keep: bool, kind: str = "link"):
         self.keep = keep
         if not keep:
-            for prefix in WORK_PREFIXES.values():
-                _sweep(tempfile.gettempdir(), prefix, want_dir=True)
+            _sweep(tempfile.gettempdir(), tuple(WORK_PREFIXES.values()), want_dir=True)
         while True:
             # Another offlink's sweep may take the folder between mkdtemp and the lock (it
             # is not locked yet): then it is gone, and this takes another.
