@@ -1,0 +1,47 @@
+#!/bin/bash
+# Every benchmark of issues 10 and 11 in one run, two offlink trees side by side:
+#
+#   benchmarks/before_after.sh BEFORE_REV [AFTER_REV]     (AFTER_REV: HEAD)
+#
+# Each revision is exported (git archive) with the built _ctable module and runtime library
+# copied in and byte-compiled, and run as `python -m offlink` from its folder, so both sides
+# start up the same way (no editable-install hook). Run it on a quiet machine: the figures
+# are medians of interleaved runs, and the ratios are only meaningful within one run.
+# Outputs go to $OUT (default: a new folder under /tmp); RESULTS files are not touched.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BEFORE=${1:?usage: benchmarks/before_after.sh BEFORE_REV [AFTER_REV]}
+AFTER=${2:-HEAD}
+PY=${PY:-$PWD/.venv/bin/python}
+OUT=${OUT:-$(mktemp -d /tmp/offlink-before-after-XXXXXX)}
+export TMPDIR=$OUT/tmp
+mkdir -p "$TMPDIR"
+for side in before after; do
+    rev=$([ $side = before ] && echo "$BEFORE" || echo "$AFTER")
+    mkdir -p "$OUT/$side"
+    git archive "$rev" offlink | tar -x -C "$OUT/$side"
+    cp offlink/_ctable*.so "$OUT/$side/offlink/"
+    cp -r offlink/runtime/lib "$OUT/$side/offlink/runtime/"
+    "$PY" -m compileall -q "$OUT/$side"
+done
+OLD="env PYTHONPATH=$OUT/before $PY -m offlink"
+NEW="env PYTHONPATH=$OUT/after $PY -m offlink"
+set -x
+uptime
+"$PY" benchmarks/cc_build/bench.py --runs 3 --src "$OUT/after" --before-src "$OUT/before" \
+    --out "$OUT/cc_build.md"
+"$PY" benchmarks/link/nothing_changed.py --cus 1000 --runs 9 --offlink-src "$OUT/after" \
+    --before-src "$OUT/before" --project "$OUT/proj1000" --out "$OUT/nothing_changed.md"
+"$PY" benchmarks/gcc_offload/bench.py --cus 30,300 --repeat 3 --offlink "before=$OLD" \
+    --offlink "after=$NEW"
+"$PY" benchmarks/clang/bench.py --cus 30,300 --modes lto --repeat 3 --offlink "before=$OLD" \
+    --offlink "after=$NEW"
+"$PY" benchmarks/fill/bench.py --runs 7 --offlink "before=$OLD" --offlink "after=$NEW"
+env PYTHONPATH="$OUT/after" "$PY" benchmarks/runtime_first_translate/bench.py \
+    2750 5500 11000 22000 44000
+"$PY" benchmarks/clang/bench.py --cus 30 --modes lto --repeat 7 --offlink "before=$OLD" \
+    --offlink "after=$NEW"
+"$PY" benchmarks/gcc_offload/bench.py --cus 30 --repeat 7 --offlink "before=$OLD" \
+    --offlink "after=$NEW"
+uptime
+echo "outputs in $OUT"
