@@ -196,7 +196,31 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
         argv += ["-MF", os.path.splitext(out)[0] + ".d"]
     if opts & {"-MD", "-MMD", "-M", "-MM"} and not opts & {"-MT", "-MQ"}:
         argv += ["-MT", out]
+    if writes_aux_files(opts) and not opts & {"-dumpdir", "-dumpbase", "-dumpbase-ext"} \
+            and "clang" not in os.path.basename(plan.compiler):
+        argv += aux_names(out)
     return argv
+
+
+# Options after which gcc writes files named after the object (-o) beside it, or names one in
+# the object: --coverage's notes (.gcno) and the data path the program writes (.gcda), stack
+# usage (.su), split DWARF (.dwo), call graphs (.ci), dumps.
+_AUX_OPTIONS = {"--coverage", "-ftest-coverage", "-fprofile-arcs", "-fstack-usage",
+                "-gsplit-dwarf", "-fcallgraph-info"}
+
+
+def writes_aux_files(opts: set[str]) -> bool:
+    return bool(opts & _AUX_OPTIONS) or any(o.startswith(("-fdump-", "-fcallgraph-info="))
+                                            for o in opts)
+
+
+def aux_names(output: str) -> list[str]:
+    """gcc's options that name the auxiliary files as a compile with `-c -o OUTPUT` names them
+    (the output's folder and name less its suffix), for a host compile that writes its object
+    elsewhere (the work folder): the object is byte for byte the same, and the files land
+    where the build expects them. clang has no -dumpbase; its compile keeps the old names."""
+    folder, name = os.path.split(output)
+    return ["-dumpdir", folder + "/" if folder else "", "-dumpbase", os.path.splitext(name)[0]]
 
 
 def run_compile(plan: CompilePlan, target_compile: bool = True,

@@ -225,6 +225,30 @@ def test_coverage_is_not_cached(offlink, project):
         assert len(host) == 1
 
 
+def test_coverage_files_are_named_after_the_output_as_gcc_names_them(offlink, tmp_path):
+    """The host compile writes its object in the work folder; gcc names the coverage notes and
+    the data file the program writes after that object, so before, build/x.gcno was lost (left
+    in the removed work folder) and the program wrote its .gcda there. Now both are where a
+    plain compile puts them, and gcov reads them."""
+    src = tmp_path / "x.c"
+    src.write_text("int f(int x) { return x + 1; }\nint main(void) { return f(0) - 1; }\n")
+    build = tmp_path / "build"
+    build.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
+    env.update(OFFLINK_CACHE_DIR=str(tmp_path / "cache"), OFFLINK_PROGRESS="0",
+               TMPDIR=str(tmp_path))
+    run([offlink, "cc", "gcc", "--coverage", "-c", "x.c", "-o", "build/x.o"], cwd=tmp_path,
+        env=env)
+    assert sorted(p.name for p in build.iterdir()) == ["x.gcno", "x.o"]
+    run(["gcc", "--coverage", "build/x.o", "-o", "prog"], cwd=tmp_path)
+    run([tmp_path / "prog"], cwd=tmp_path)
+    assert (build / "x.gcda").exists()
+    report = run(["gcov", "-o", "build", "x.c"], cwd=tmp_path).stdout
+    assert "Lines executed:100.00% of 2" in report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "cache", "prog", "x.c",
+                                                          "x.c.gcov"]
+
+
 def test_a_corrupt_entry_is_ignored(offlink, project):
     compile_(offlink, project)
     good = outputs(project)
