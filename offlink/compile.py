@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import objcache
 from . import run as runner
 from .errors import ToolError, UsageError
 from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
@@ -202,16 +203,9 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     return argv
 
 
-# Options after which gcc writes files named after the object (-o) beside it, or names one in
-# the object: --coverage's notes (.gcno) and the data path the program writes (.gcda), stack
-# usage (.su), split DWARF (.dwo), call graphs (.ci), dumps.
-_AUX_OPTIONS = {"--coverage", "-ftest-coverage", "-fprofile-arcs", "-fstack-usage",
-                "-gsplit-dwarf", "-fcallgraph-info"}
-
-
 def writes_aux_files(opts: set[str]) -> bool:
-    return bool(opts & _AUX_OPTIONS) or any(o.startswith(("-fdump-", "-fcallgraph-info="))
-                                            for o in opts)
+    """Whether gcc writes files named after the object with these options (objcache.py)."""
+    return any(o in objcache.AUX_OPTIONS or o.startswith(objcache.AUX_PREFIXES) for o in opts)
 
 
 def aux_names(output: str) -> list[str]:
@@ -239,7 +233,6 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     what objcache.warm began from a recipe and did not finish (a miss); `recipe`: the
     arguments of objcache.recipe_key, for the first compile of a command line to write one.
     """
-    from . import objcache
     from .link.staging import OutputSlot, WorkFolder
 
     single = plan.output_given
@@ -314,24 +307,11 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
 
 
 def _check_outputs(plan: CompilePlan) -> None:
-    """Refuse, before any work, an output that is a folder or the source itself (the host
-    compile writes a staged file, so the compiler's own check would not see it)."""
-    import stat
-
+    """Refuse, before any work, an output that is a folder or the source itself."""
     for src in plan.sources:
-        try:
-            out = os.stat(src.output)
-        except OSError:
-            continue
-        if stat.S_ISDIR(out.st_mode):
-            raise UsageError(f"cannot write {src.output}: it is a directory (-o names the "
-                             f"output file)")
-        try:
-            st = os.stat(src.path)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
-            raise UsageError(f"input file '{src.path}' is the same as output file")
+        problem = objcache.output_problem(src.path, src.output)
+        if problem is not None:
+            raise UsageError(problem)
 
 
 def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[Job],

@@ -50,13 +50,20 @@ HOST_CODE = "host-code"  # the host preprocessing's files in the work folder: .i
 
 # Options after which a compile writes files beside the object (or names them after -o), reads
 # files the preprocessor does not list, or says something that differs from run to run.
-_REFUSED = {"-fprofile-arcs", "--coverage", "-ftest-coverage", "-gsplit-dwarf", "-save-temps",
-            "--save-temps", "-fstack-usage", "-aux-info", "-frecord-gcc-switches", "-MMD",
-            "-MG", "-M", "-MM", "-P", "-Q", "-v", "-###", "-dumpbase", "-dumpdir",
-            "-dumpbase-ext", "-specs", "-wrapper", "-plugin", "-Xclang", "-mllvm",
-            "-Xassembler", "-Xpreprocessor", "-MJ", "-serialize-diagnostics",
-            "-march=native", "-mtune=native", "-mcpu=native", "-gmodules", "-", "-B"}
-_REFUSED_PREFIXES = ("-fprofile-", "-fauto-profile", "-fdump-", "-fcallgraph-info", "-fopt-info",
+# Options after which gcc writes files named after the object (-o) beside it, or names one in
+# the object: --coverage's notes (.gcno) and the data path the program writes (.gcda), stack
+# usage (.su), split DWARF (.dwo), call graphs (.ci), dumps. Never served from this cache, and
+# compile.host_argv names these files after the real output.
+AUX_OPTIONS = {"-fprofile-arcs", "--coverage", "-ftest-coverage", "-gsplit-dwarf",
+               "-fstack-usage"}
+AUX_PREFIXES = ("-fdump-", "-fcallgraph-info")
+_REFUSED = AUX_OPTIONS | {
+    "-save-temps", "--save-temps", "-aux-info", "-frecord-gcc-switches", "-MMD", "-MG", "-M",
+    "-MM", "-P", "-Q", "-v", "-###", "-dumpbase", "-dumpdir", "-dumpbase-ext", "-specs",
+    "-wrapper", "-plugin", "-Xclang", "-mllvm", "-Xassembler", "-Xpreprocessor", "-MJ",
+    "-serialize-diagnostics", "-march=native", "-mtune=native", "-mcpu=native", "-gmodules",
+    "-", "-B"}
+_REFUSED_PREFIXES = AUX_PREFIXES + ("-fprofile-", "-fauto-profile", "-fopt-info",
                      "-ftime-report", "-fmem-report", "-ftime-trace", "-time", "-fplugin",
                      "-fcompare-debug", "-fsave-optimization-record", "-foptimization-record",
                      "-fcoverage", "-fsanitize-blacklist", "-fsanitize-ignorelist",
@@ -513,7 +520,7 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
         return None
     rkey = recipe_key(argv, targets, offered)
     r = _read_recipe(cache, rkey)
-    if r is None or not _plain_output(r["source"], r["output"]):
+    if r is None or output_problem(r["source"], r["output"]) is not None:
         return None
     from . import run as runner
     from .link.staging import OutputSlot, WorkFolder
@@ -566,18 +573,22 @@ def close(started: Started) -> None:
     started.work.close()
 
 
-def _plain_output(source: str, output: str) -> bool:
-    """The output is no folder and not the source (else the compile path says so)."""
+def output_problem(source: str, output: str) -> str | None:
+    """What is wrong with writing `output` from `source`, before any work: an output that is a
+    folder or the source itself (the host compile writes a staged file, so the compiler's own
+    check would not see it); None when nothing is. compile.py's check and `warm` both ask."""
     import stat
 
     try:
         out = os.stat(output)
     except OSError:
-        return True
+        return None
     if stat.S_ISDIR(out.st_mode):
-        return False
+        return f"cannot write {output}: it is a directory (-o names the output file)"
     try:
         src = os.stat(source)
     except OSError:
-        return True
-    return (src.st_dev, src.st_ino) != (out.st_dev, out.st_ino)
+        return None
+    if (src.st_dev, src.st_ino) == (out.st_dev, out.st_ino):
+        return f"input file '{source}' is the same as output file"
+    return None
