@@ -105,9 +105,6 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         else:
             said = engine.compile(children, argv, what)
         span = (start, time.perf_counter(), threading.get_ident())
-        made = target.compiled_path(cu, obj)
-        if made != obj:
-            os.replace(made, obj)
         offers = target.offers(cu, obj)
         if cache is not None:
             with open(obj, "rb") as f:

@@ -95,12 +95,10 @@ class Target:
     def source_suffix(self, cu: CU) -> str:
         return ".i"
 
-    def compiled_path(self, cu: CU, output: str) -> str:
-        """Where compile_argv's command writes the object: `output` unless the tool names its
-        output itself (llvm-lto2 run -o X writes X.0); it is then renamed to `output`."""
-        return output
-
     def offers(self, cu: CU, obj_path: str) -> tuple[Offer, ...]:
+        """The CU's entries, read from its target object, before a cache stores it: also the
+        step after the compile, where a target finishes the object (GCC's: nvptx-as after
+        lto1; clang's -foffload-lto: llvm-lto2's output renamed)."""
         raise NotImplementedError
 
     def image_argv(self, plan: LinkPlan, compiled: list[CompiledCU], output: str) -> list[str]:

@@ -172,15 +172,14 @@ class OpenMPTarget(Target):
         return [p.compiler, "-c", "-O2", "-fPIC", *p.options, "-x", "ir", source, "-o",
                 output]
 
-    def compiled_path(self, cu, output):
-        if self.resolutions.get(id(cu)) is not None:
-            return output + ".0"  # llvm-lto2's name for its one output
-        return output
-
     def offers(self, cu, obj_path):
+        """The CU's entries, keyed by name. This is also the step after the compile (as for
+        GCC's objects): `llvm-lto2 run -o X` writes its one output as X.0, renamed here."""
         from ..dialects.llvm import object_entries
         from ..model import Offer
 
+        if self.resolutions.get(id(cu)) is not None:
+            os.replace(obj_path + ".0", obj_path)
         elf = ElfFile.open(obj_path)
         weak = {s.name for s in elf.symbols() if s.defined and s.st_bind != STB_GLOBAL}
         out = {}
