@@ -101,7 +101,7 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
 
         start = time.perf_counter()
         if engine is None:
-            said = children.run(argv, what)
+            said = target.run_compile(children, argv, what)
         else:
             said = engine.compile(children, argv, what)
         span = (start, time.perf_counter(), threading.get_ident())
@@ -121,11 +121,15 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
             else:
                 display = progress.CompileProgress(target.name, len(cus),
                                                    len(cus) - len(todo), output)
-        if display is None:
-            done = run_jobs(len(todo), one, slots, children=children)
-        else:
-            with display:
-                done = run_jobs(len(todo), one, slots, children=children, progress=display)
+        try:
+            if display is None:
+                done = run_jobs(len(todo), one, slots, children=children)
+            else:
+                with display:
+                    done = run_jobs(len(todo), one, slots, children=children,
+                                    progress=display)
+        finally:
+            target.end_compiles()
         for (i, *_), compiled in zip(todo, done):
             results[i] = compiled
         if engine is not None:

@@ -15,6 +15,7 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..elf import ElfFile
+    from ..jobserver import Children
     from ..link.cache import Cache
     from ..model import CU, CompiledCU, Image, LinkPlan, Offer
 
@@ -86,6 +87,14 @@ class Target:
         """The link-time compile of one CU's captured code; [] when the code is the target
         object already (nothing is run)."""
         raise NotImplementedError
+
+    def run_compile(self, children: Children, argv: list[str], what: str) -> str:
+        """Run one compile_argv command; returns what the compiler said. A target may do the
+        same work another way (openmp: in a worker that keeps LLVM loaded)."""
+        return children.run(argv, what)
+
+    def end_compiles(self) -> None:
+        """The link's compiles for this target are over: what run_compile keeps going ends."""
 
     def identity_tool(self, cu: CU, argv: list[str]) -> str:
         """The tool whose identity (cache.tool_identity) keys the CU's compile `argv`: its

@@ -12,7 +12,9 @@ hidden symbol that no other CU names, that is not an entry and is defined by thi
 internalized, so LTO inlines it into the kernels and drops it, as clang's link does. Which
 names other CUs use is read from every CU's bitcode symbol table (formats/bitcode.py), and the
 resolutions are words of the compile command: a CU whose symbols' uses change is compiled
-again (its cache key changes).
+again (its cache key changes). The command is what the cache keys and --dry-run shows; it is
+run by a worker that loads LLVM's libLTO once per link and makes the same object
+(targets/liblto.py), or by llvm-lto2 itself where that worker cannot.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
+import threading
 from collections import Counter
 
 from ..elf import STB_GLOBAL, ElfFile
@@ -133,6 +137,9 @@ class OpenMPTarget(Target):
         self.lto2 = ""  # llvm-lto2 for the bitcode CUs (for_inputs), "" to compile with clang
         self.resolutions: dict[int, list[tuple[str, str]]] = {}  # by id(cu): cu_resolutions
         self._cus: list = []  # the CUs those ids are of (kept alive)
+        self.liblto = ""  # the libLTO that runs llvm-lto2's commands (liblto.py), "" for none
+        self._worker = None  # its liblto.Worker, started by the first command
+        self._lock = threading.Lock()
 
     def for_inputs(self, cus):
         compiler = cus[0].payload.compiler if cus else "clang"
@@ -153,8 +160,11 @@ class OpenMPTarget(Target):
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
             t.lto2 = _lto2(compiler)
             if t.lto2:
+                from .liblto import library
+
                 t.resolutions = cu_resolutions(cus)
                 t._cus = list(cus)
+                t.liblto = library(t.lto2)
         return t
 
     def source_suffix(self, cu):
@@ -171,6 +181,37 @@ class OpenMPTarget(Target):
                     output, *(f"-r={source},{n},{r}" for n, r in res)]
         return [p.compiler, "-c", "-O2", "-fPIC", *p.options, "-x", "ir", source, "-o",
                 output]
+
+    def run_compile(self, children, argv, what):
+        """llvm-lto2's command done by the libLTO worker (the same object, without starting
+        LLVM once per CU); the command itself where the worker does not take it or fails."""
+        from .. import run as runner
+        from .liblto import Worker, parse_lto2
+
+        request = parse_lto2(argv) if self.liblto else None
+        if request is not None:
+            with self._lock:
+                if self._worker is None:
+                    self._worker = Worker(self.liblto, os.path.dirname(request["output"]))
+            done, said = self._worker.compile(request)
+            if done:
+                if runner.VERBOSE:
+                    print(f"offlink: libLTO: {runner.show(argv)}", file=sys.stderr, flush=True)
+                return said
+            if runner.VERBOSE:
+                print(f"offlink: libLTO did not compile {request['source']} ({said}); running "
+                      f"llvm-lto2", file=sys.stderr, flush=True)
+        return children.run(argv, what)
+
+    def end_compiles(self):
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return
+        worker.close()
+        if worker.dead != "closed":  # it died: its CUs were compiled by llvm-lto2
+            print(f"offlink: warning: target {self.name}: the libLTO worker ({self.liblto}) "
+                  f"ended early ({worker.dead}); its CUs were compiled by llvm-lto2 "
+                  f"(OFFLINK_LIBLTO=0 skips it)", file=sys.stderr, flush=True)
 
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile (as for
