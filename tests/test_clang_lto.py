@@ -14,6 +14,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import copy_sample, make_sample, needs_tool, run
 
 from offlink.formats.bitcode import Symbol, symbols
@@ -162,13 +163,16 @@ def _image_symbols(offlink: str, binary: Path, tmp: Path) -> set[str]:
 
 
 @needs_clang
-def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path):
+@pytest.mark.parametrize("liblto", ["1", "0"], ids=["liblto-worker", "llvm-lto2"])
+def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path, liblto):
     """Two CUs: `helper_only_here` is inlined into a.c's kernel and dropped (clang's LTO does
     the same), `shared_fn` stays for b.c. The first link has b.c not call `shared_fn`, so a.c
     is compiled with it internalized; once b.c calls it, a.c must be compiled again (its
-    resolutions are part of its cache key), or the image would miss `shared_fn`."""
+    resolutions are part of its cache key), or the image would miss `shared_fn`. The same
+    with the commands run by the libLTO worker (targets/liblto.py) and by llvm-lto2."""
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"),
-           "LD_LIBRARY_PATH": LLVM_LIB}
+           "LD_LIBRARY_PATH": LLVM_LIB, "OFFLINK_LIBLTO": liblto}
+    shown = f"offlink: libLTO: {LTO2} run" if liblto == "1" else f"offlink: {LTO2} run"
     (tmp_path / "a.c").write_text(A_C)
     objs = [tmp_path / "a.o", tmp_path / "b.o"]
     link = [offlink, "link", "--verbose", CLANG, *OFFLOAD, *objs, "-o", tmp_path / "app"]
@@ -178,8 +182,7 @@ def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path):
         for n in ("a", "b"):
             run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
         said = run(link, env=env).stderr
-        compiled = [m for m in re.split(r"(?=offlink: )", said)
-                    if m.startswith(f"offlink: {LTO2} run")]
+        compiled = [m for m in re.split(r"(?=offlink: )", said) if m.startswith(shown)]
         run([CLANG, *OFFLOAD, *objs, "-o", tmp_path / "app.clang"])
         out = run([tmp_path / "app"], env=env).stdout
         assert out == run([tmp_path / "app.clang"], env=env).stdout
@@ -256,3 +259,134 @@ def test_corrupt_bitcode_symbol_tables_are_format_errors_or_none(tmp_path):
                 symbols(bytes(bad), "a.bc")
             except FormatError:
                 pass
+
+
+X_CPP = r"""
+#include <cstdio>
+template <class T> T sq(T x) { return x * x; }
+inline int inl(int a) { return a + 1; }
+#pragma omp declare target
+__attribute__((weak)) int w = 3;
+int comm;
+static int st(int x) { return x * 2; }
+__attribute__((section("mysect"))) int insect = 5;
+int dev(int x) { return sq(x) + inl(x) + st(x) + insect + w + comm; }
+__attribute__((weak)) int wdev(int x) { return x; }
+int extern_dev(int);
+#pragma omp end declare target
+#pragma omp begin declare target indirect
+int ind(int x) { return x + 7; }
+#pragma omp end declare target
+int main() { int r = 0; int (*f)(int) = ind;
+#pragma omp target map(tofrom: r)
+  r = dev(3) + wdev(1) + extern_dev(2) + f(1);
+  printf("%d %d\n", r, sq(2.0) > 1); return 0; }
+"""
+
+EXTERN_DEV_CPP = """
+template <class T> T sq(T x) { return x * x; }
+inline int inl(int a) { return a + 1; }
+#pragma omp declare target
+int extern_dev(int x) { return inl(x) * 5 + sq(x); }
+#pragma omp end declare target
+"""
+
+
+def _device_objects(offlink: str, link: list, env: dict) -> dict[str, bytes]:
+    """The target objects a link compiled (--save-temps), by name."""
+    said = run([offlink, "link", "--save-temps", "--verbose", *link], env=env).stderr
+    kept = Path(re.search(r"temporary files kept in (\S+)", said).group(1))
+    try:
+        return {"said": said.encode(), **{p.name: p.read_bytes() for p in (kept / TARGET).iterdir()
+                                         if p.suffix == ".o"}}
+    finally:
+        shutil.rmtree(kept)
+
+
+def _linkage(obj: bytes) -> set[tuple]:
+    """What an object's symbols mean to a link: name, binding, type, visibility, defined
+    (functions and variables; not section symbols or local labels such as exception tables)."""
+    from offlink.elf import ElfFile
+
+    return {(s.name, s.st_bind, s.st_type, s.st_visibility, s.defined)
+            for s in ElfFile(obj).symbols() if s.name and (s.is_global or s.st_type in (1, 2))}
+
+
+@needs_clang
+def test_the_liblto_worker_compiles_as_llvm_lto2(offlink, tmp_path):
+    """Each CU's `llvm-lto2 run` command is done by the libLTO worker (one LLVM for the link).
+    C CUs: every device object is llvm-lto2's, byte for byte (the internalized helper and the
+    exported one). C++ (templates, inline, weak, common, sections, static, indirect functions,
+    declare target variables): the same symbols with the same binding, type and visibility
+    (libLTO's internalize takes a lone internalized inline function out of its comdat, and
+    lays the functions out in another order). The program prints what clang's link prints."""
+    (tmp_path / "x.cpp").write_text(X_CPP)
+    (tmp_path / "extern_dev.cpp").write_text(EXTERN_DEV_CPP)
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)").replace("main", "main_b"))
+    objs = []
+    for src in ("x.cpp", "extern_dev.cpp", "a.c", "b.c"):
+        objs.append(tmp_path / (src.split(".")[0] + ".o"))
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / src, "-o", objs[-1]])
+    link = ["clang++-19", *OFFLOAD, *objs, "-o", tmp_path / "app"]
+    env = {**os.environ, "OFFLINK_NO_CACHE": "1", "LD_LIBRARY_PATH": LLVM_LIB}
+    worker = _device_objects(offlink, link, {**env, "OFFLINK_LIBLTO": "1"})
+    out = run([tmp_path / "app"], env=env).stdout
+    lto2 = _device_objects(offlink, link, {**env, "OFFLINK_LIBLTO": "0"})
+    said = worker.pop("said").decode()
+    assert said.count(f"offlink: libLTO: {LTO2} run") == 4
+    assert f"offlink: {LTO2} run" not in said
+    assert lto2.pop("said").decode().count(f"offlink: {LTO2} run") == 4
+    assert sorted(worker) == sorted(lto2) and len(worker) == 4
+    for name in worker:
+        if name.endswith(".c.o"):
+            assert worker[name] == lto2[name], name
+        assert _linkage(worker[name]) == _linkage(lto2[name]), name
+    a_syms = _linkage(worker["0002-a.c.o"])
+    assert "helper_only_here" not in {s[0] for s in a_syms}  # internalized, inlined, dropped
+    assert ("shared_fn", 1, 2, 2, True) in a_syms  # b.c calls it: global, hidden
+    again = _device_objects(offlink, link, {**env, "OFFLINK_LIBLTO": "1"})
+    again.pop("said")
+    assert again == worker  # deterministic: the same objects, byte for byte
+    run(["clang++-19", *OFFLOAD, *objs, "-o", tmp_path / "app.clang"])
+    assert out == run([tmp_path / "app.clang"], env=env).stdout
+
+
+@needs_clang
+def test_a_libLTO_that_cannot_be_used_leaves_the_commands_to_llvm_lto2(offlink, tmp_path):
+    """A worker that cannot load its libLTO (here a file that is no library) ends with one
+    warning line; every CU is compiled by llvm-lto2 and the program runs as clang's."""
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)"))
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    (tmp_path / "libLTO.so").write_text("not a library\n")
+    env = {**os.environ, "OFFLINK_NO_CACHE": "1", "LD_LIBRARY_PATH": LLVM_LIB,
+           "OFFLINK_LIBLTO": str(tmp_path / "libLTO.so")}
+    said = run([offlink, "link", "--verbose", CLANG, *OFFLOAD, tmp_path / "a.o",
+                tmp_path / "b.o", "-o", tmp_path / "app"], env=env).stderr
+    assert said.count(f"offlink: {LTO2} run") == 2
+    warnings = [ln for ln in said.splitlines() if "warning" in ln]
+    assert len(warnings) == 1 and "libLTO worker" in warnings[0], said
+    assert "OSError" in warnings[0] and "compiled by llvm-lto2" in warnings[0]
+    assert run([tmp_path / "app"], env=env).stdout == "108 105\n"
+
+
+def test_the_worker_takes_only_llvm_lto2s_commands_of_its_shape():
+    from offlink.targets.liblto import parse_lto2
+
+    base = [LTO2, "run", "-O2", "--relocation-model=pic"]
+    res = ["-r=w/a.bc,k,plx", "-r=w/a.bc,f,pl", "-r=w/a.bc,g,px", "-r=w/a.bc,sin,"]
+    assert parse_lto2([*base, "w/a.bc", "-o", "w/a.o", *res]) == {
+        "source": "w/a.bc", "output": "w/a.o.0", "cpu": "", "preserve": ["k", "g"]}
+    assert parse_lto2([*base, "--mcpu=znver3", "w/a.bc", "-o", "w/a.o"])["cpu"] == "znver3"
+    assert parse_lto2([*base, "w/a,b.bc", "-o", "o", "-r=w/a,b.bc,x,y,px"])["preserve"] == \
+        ["x,y"]
+    for other in ([LTO2, "run", "-O3", "--relocation-model=pic", "a.bc", "-o", "o"],
+                  [*base, "a.bc", "-o", "o", "--save-temps"],
+                  [*base, "a.bc", "-o", "o", "-r=b.bc,k,px"],
+                  [*base, "a.bc", "-o", "o", "-r=a.bc,k,pxz"],
+                  [*base, "--mcpu=x", "--mattr=+avx", "a.bc", "-o", "o"],
+                  ["clang", "-c", "a.bc", "-o", "o", "x"],
+                  [*base, "a.bc", "o"]):
+        assert parse_lto2(other) is None, other

@@ -46,6 +46,8 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
             if compiler is None:
                 raise ToolError(f"target compile of {cu.label} for {target.name}: target "
                                 f"compiler '{argv[0]}' not found")
+            # what runs the command, where a target runs it another way (run_compile)
+            compiler += target.compile_engine(argv)
             key = cache.object_key(target, cu, argv, {src: "<source>", obj: "<object>",
                                                       workdir: "<tmp>"}, compiler, workdir)
         out.append((src, obj, argv, key))

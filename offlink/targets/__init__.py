@@ -93,6 +93,11 @@ class Target:
         same work another way (openmp: in a worker that keeps LLVM loaded)."""
         return children.run(argv, what)
 
+    def compile_engine(self, argv: list[str]) -> str:
+        """What run_compile runs `argv` with when not as the command itself, as it keys the
+        CU's object (the identity of a library, say); "" for the command."""
+        return ""
+
     def end_compiles(self) -> None:
         """The link's compiles for this target are over: what run_compile keeps going ends."""
 

@@ -80,6 +80,21 @@ def library(lto2: str) -> str:
     return path if os.path.isfile(path) else ""
 
 
+# What decides the worker's objects besides the command: bumped when _compile's settings change.
+SETTINGS = "1: preserve x, setOptLevel(2), pic, cpu, -data-sections=0"
+
+
+def identity(lib: str) -> str:
+    """The worker's part of a CU's cache key: its settings and the libLTO it loads (by path and
+    stat stamp: the LLVM release itself is in llvm-lto2's identity, which keys the command)."""
+    try:
+        st = os.stat(lib)
+        stamp = f"{os.path.realpath(lib)}\0{st.st_size}\0{st.st_mtime_ns}"
+    except OSError as e:
+        stamp = f"{lib}\0{e.strerror}"
+    return f"\0libLTO worker\0{SETTINGS}\0{stamp}"
+
+
 # -- the client (in offlink) ---------------------------------------------------------------
 class Worker:
     """The worker process, started on the first request; compile() may be called from many

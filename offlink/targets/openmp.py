@@ -203,6 +203,13 @@ class OpenMPTarget(Target):
                       f"llvm-lto2", file=sys.stderr, flush=True)
         return children.run(argv, what)
 
+    def compile_engine(self, argv):
+        """The libLTO worker keys the objects it makes: they are llvm-lto2's code, but C++'s
+        internalized inline functions leave their comdat and the functions' order differs."""
+        from .liblto import identity, parse_lto2
+
+        return identity(self.liblto) if self.liblto and parse_lto2(argv) is not None else ""
+
     def end_compiles(self):
         worker, self._worker = self._worker, None
         if worker is None:
