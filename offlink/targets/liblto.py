@@ -4,14 +4,20 @@ Each `llvm-lto2` process spends ~20 ms starting LLVM (libLLVM's relocations and 
 initialisers) against ~40 ms of compiling a small CU; clang's own link starts LLVM once. The
 worker (this file run as a script, no offlink import) loads the libLTO.so of the same LLVM
 install as llvm-lto2 and compiles each request in a thread of its own (ctypes lets go of the
-GIL), each CU in its own LLVM context and code generator: the same one-module regular LTO, the
-same bytes, as the `llvm-lto2 run` command it stands for (tests/test_clang_lto.py compares them):
+GIL), each CU in its own LLVM context and code generator: the same one-module regular LTO as
+the `llvm-lto2 run` command it stands for (tests/test_clang_lto.py compares them):
 
 - the module is linked into an empty "ld-temp.o", as llvm-lto2's LTO links it;
 - what the command's resolutions export (`x`) is preserved, every other definition is
   internalized (llvm-lto2 internalizes prevailing definitions not visible to regular objects);
 - -O2 (libLTO's default level, with loop and SLP vectorization as llvm-lto2 sets them), PIC,
   --mcpu as the CPU, and no data sections (libLTO turns them on unless told, llvm-lto2 not).
+
+A C CU's object is llvm-lto2's byte for byte. libLTO's internalize (the legacy Internalize
+pass) also takes an internalized C++ inline function out of its comdat when it is the only
+member, and its module linker orders functions otherwise: the same symbols with the same
+binding and visibility, another layout; so the worker's objects are keyed as its own
+(`identity`), not as llvm-lto2's.
 
 libLTO gives its level to the first code generator of a process only (`maybeParseOptions`),
 so each one is given -O2 itself (`LTOCodeGenerator::setOptLevel`, exported by libLLVM), and an
@@ -103,6 +109,7 @@ class Worker:
     def __init__(self, lib: str, tmpdir: str):
         self.lib, self.tmpdir = lib, tmpdir
         self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr = ""  # the file the worker's stderr goes to
         self.dead = ""  # why the worker is not usable: then every request is declined
         self._lock = threading.Lock()
         self._waiting: dict[int, list] = {}  # request id -> [event, reply]
@@ -113,10 +120,13 @@ class Worker:
         import subprocess
 
         env = dict(os.environ, TMPDIR=self.tmpdir)  # libLTO's temporary object: in the work folder
+        # what it says goes to a file (a pipe nobody reads before the end could fill and stop it)
+        self.stderr = os.path.join(self.tmpdir, "liblto-worker.stderr")
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", os.path.abspath(__file__), self.lib],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            with open(self.stderr, "wb") as err:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", os.path.abspath(__file__), self.lib],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
         except OSError as e:
             self.dead = f"cannot start: {e}"
             return
@@ -126,7 +136,7 @@ class Worker:
         """Hands each reply to its request; at the worker's end, every request still waiting
         is declined (and compiled by llvm-lto2)."""
         proc = self.proc
-        assert proc is not None and proc.stdout is not None and proc.stderr is not None
+        assert proc is not None and proc.stdout is not None
         for line in proc.stdout:
             try:
                 reply = json.loads(line)
@@ -138,8 +148,12 @@ class Worker:
             if slot is not None:
                 slot[1] = reply
                 slot[0].set()
-        err = proc.stderr.read().decode(errors="replace")
         status = proc.wait()
+        try:
+            with open(self.stderr, "rb") as f:
+                err = f.read()[-4096:].decode(errors="replace")
+        except OSError:
+            err = ""
         with self._lock:
             if not self.dead:
                 self.dead = (f"exit status {status}" if status >= 0 else f"signal {-status}") + \
