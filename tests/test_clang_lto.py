@@ -390,3 +390,14 @@ def test_the_worker_takes_only_llvm_lto2s_commands_of_its_shape():
                   ["clang", "-c", "a.bc", "-o", "o", "x"],
                   [*base, "a.bc", "o"]):
         assert parse_lto2(other) is None, other
+
+
+def test_the_worker_protocol_carries_any_name_but_nul_and_newline():
+    from offlink.targets.liblto_worker import (decode_reply, decode_request, encode_reply,
+                                               encode_request)
+
+    request = {"source": "w/a b.bc", "output": "w/a.o.0", "cpu": "",
+               "preserve": ["k", "x,y", "_ZN1a1bE", "é"]}
+    assert decode_request(encode_request(7, request)) == {**request, "id": 7}
+    assert encode_request(1, {**request, "preserve": ["a\nb"]}) is None
+    assert decode_reply(encode_reply(3, False, "bad\nthing\0")) == (3, False, "bad\nthing\0")

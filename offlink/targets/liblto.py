@@ -2,8 +2,8 @@
 
 Each `llvm-lto2` process spends ~20 ms starting LLVM (libLLVM's relocations and static
 initialisers) against ~40 ms of compiling a small CU; clang's own link starts LLVM once. The
-worker (this file run as a script, no offlink import) loads the libLTO.so of the same LLVM
-install as llvm-lto2 and compiles each request in a thread of its own (ctypes lets go of the
+worker (liblto_worker.py, run as a script) loads the libLTO.so of the same LLVM install as
+llvm-lto2 and compiles each request in a thread of its own (ctypes lets go of the
 GIL), each CU in its own LLVM context and code generator: the same one-module regular LTO as
 the `llvm-lto2 run` command it stands for (tests/test_clang_lto.py compares them):
 
@@ -31,18 +31,17 @@ the only way. OFFLINK_LIBLTO=0 turns it off, OFFLINK_LIBLTO=PATH names the libLT
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 from typing import TYPE_CHECKING
 
+from .liblto_worker import decode_reply, encode_request
+
 if TYPE_CHECKING:
     import subprocess
 
 ENV = "OFFLINK_LIBLTO"
-_SET_OPT_LEVEL = "_ZN4llvm16LTOCodeGenerator11setOptLevelEj"  # LTOCodeGenerator::setOptLevel
-_PIC_MODEL_DYNAMIC = 1  # lto_codegen_model: LTO_CODEGEN_PIC_MODEL_DYNAMIC
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -101,7 +100,7 @@ def identity(lib: str) -> str:
     return f"\0libLTO worker\0{SETTINGS}\0{stamp}"
 
 
-# -- the client (in offlink) ---------------------------------------------------------------
+# -- the client (in offlink) ------------------------------------------------------------------
 class Worker:
     """The worker process, started on the first request; compile() may be called from many
     threads at once (each of the link's compile slots has one request at most in flight)."""
@@ -119,13 +118,16 @@ class Worker:
     def _start(self) -> None:
         import subprocess
 
+        from . import liblto_worker
+
+        worker_script = os.path.abspath(liblto_worker.__file__)
         env = dict(os.environ, TMPDIR=self.tmpdir)  # libLTO's temporary object: in the work folder
         # what it says goes to a file (a pipe nobody reads before the end could fill and stop it)
         self.stderr = os.path.join(self.tmpdir, "liblto-worker.stderr")
         try:
             with open(self.stderr, "wb") as err:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-I", "-S", os.path.abspath(__file__), self.lib],
+                    [sys.executable, "-I", "-S", worker_script, self.lib],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
         except OSError as e:
             self.dead = f"cannot start: {e}"
@@ -139,9 +141,9 @@ class Worker:
         assert proc is not None and proc.stdout is not None
         for line in proc.stdout:
             try:
-                reply = json.loads(line)
-                rid = reply["id"]
-            except (ValueError, KeyError, TypeError):
+                reply = decode_reply(line)
+                rid = reply[0]
+            except ValueError:
                 continue
             with self._lock:
                 slot = self._waiting.pop(rid, None)
@@ -174,10 +176,13 @@ class Worker:
                 return False, self.dead
             rid = self._next
             self._next += 1
+            line = encode_request(rid, request)
+            if line is None:
+                return False, "a name the worker's requests cannot carry"
             self._waiting[rid] = slot
             try:
                 assert self.proc is not None and self.proc.stdin is not None
-                self.proc.stdin.write(json.dumps(dict(request, id=rid)).encode() + b"\n")
+                self.proc.stdin.write(line)
                 self.proc.stdin.flush()
             except OSError as e:
                 self._waiting.pop(rid, None)
@@ -187,11 +192,11 @@ class Worker:
         reply = slot[1]
         if reply is None:
             return False, f"the libLTO worker died ({self.dead})"
-        if not reply.get("ok"):
-            return False, reply.get("error", "")
-        with self._lock:
-            self.used += 1
-        return True, reply.get("said", "")
+        _, ok, text = reply
+        if ok:
+            with self._lock:
+                self.used += 1
+        return ok, text
 
     def close(self) -> None:
         """Ends the worker (it exits at the end of its input) and waits for it."""
@@ -209,113 +214,3 @@ class Worker:
             except Exception:  # a worker stuck in LLVM: not this link's problem any more
                 proc.kill()
                 proc.wait()
-
-
-# -- the worker (a process of its own: `python -I -S liblto.py LIBLTO`) --------------------
-def _bind(path: str):
-    """libLTO's functions used here, typed; raises OSError/AttributeError when it lacks any."""
-    import ctypes as c
-
-    lib = c.CDLL(path)
-    vp, sz, cp, b = c.c_void_p, c.c_size_t, c.c_char_p, c.c_bool
-    for name, res, args in (
-            ("lto_codegen_create_in_local_context", vp, []),
-            ("lto_codegen_dispose", None, [vp]),
-            ("lto_module_create_in_codegen_context", vp, [c.c_char_p, sz, cp, vp]),
-            ("lto_module_dispose", None, [vp]),
-            ("lto_codegen_add_module", b, [vp, vp]),
-            ("lto_codegen_add_must_preserve_symbol", None, [vp, cp]),
-            ("lto_codegen_set_pic_model", b, [vp, c.c_int]),
-            ("lto_codegen_set_cpu", None, [vp, cp]),
-            ("lto_codegen_set_diagnostic_handler", None, [vp, vp, vp]),
-            ("lto_codegen_optimize", b, [vp]),
-            ("lto_codegen_compile", vp, [vp, c.POINTER(sz)]),
-            ("lto_set_debug_options", None, [c.POINTER(cp), c.c_int]),
-            ("lto_get_version", cp, []),
-            (_SET_OPT_LEVEL, None, [vp, c.c_uint])):
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args
-    return lib
-
-
-def _compile(lib, request: dict) -> dict:
-    """One request: its output written, or why not."""
-    import ctypes as c
-
-    with open(request["source"], "rb") as f:
-        data = f.read()
-    said: list[tuple[int, str]] = []
-
-    def diagnostic(severity, message, _ctx):
-        said.append((severity, (message or b"").decode(errors="replace")))
-
-    # lto_diagnostic_handler_t (ctypes makes the type once)
-    handler = c.CFUNCTYPE(None, c.c_int, c.c_char_p, c.c_void_p)(diagnostic)
-    cg = lib.lto_codegen_create_in_local_context()
-    try:
-        lib.lto_codegen_set_diagnostic_handler(cg, c.cast(handler, c.c_void_p), None)
-        getattr(lib, _SET_OPT_LEVEL)(cg, 2)
-        module = lib.lto_module_create_in_codegen_context(data, len(data),
-                                                          request["source"].encode(), cg)
-        if not module:
-            return {"error": "libLTO refused the module"}
-        failed = lib.lto_codegen_add_module(cg, module)
-        lib.lto_module_dispose(module)
-        if failed:
-            return {"error": "libLTO could not link the module"}
-        for name in request["preserve"]:
-            lib.lto_codegen_add_must_preserve_symbol(cg, name.encode())
-        lib.lto_codegen_set_pic_model(cg, _PIC_MODEL_DYNAMIC)
-        if request["cpu"]:
-            lib.lto_codegen_set_cpu(cg, request["cpu"].encode())
-        size = c.c_size_t()
-        obj = lib.lto_codegen_compile(cg, c.byref(size))
-        errors = [m for s, m in said if s == 0]  # LTO_DS_ERROR
-        if not obj or errors:
-            return {"error": errors[0] if errors else "libLTO failed"}
-        with open(request["output"], "wb") as obj_file:
-            obj_file.write(c.string_at(obj, size.value))
-        return {"ok": True, "said": "".join(f"llvm-lto2: warning: {m}\n"
-                                             for s, m in said if s == 1)}  # LTO_DS_WARNING
-    finally:
-        lib.lto_codegen_dispose(cg)
-
-
-def _serve(path: str) -> int:
-    import ctypes as c
-
-    lib = _bind(path)
-    options = (c.c_char_p * 1)(b"-data-sections=0")
-    lib.lto_set_debug_options(options, 1)
-    first = lib.lto_codegen_create_in_local_context()  # takes libLTO's one-time setting
-    lib.lto_codegen_optimize(first)
-    lib.lto_codegen_dispose(first)
-    out = sys.stdout.buffer
-    lock = threading.Lock()
-
-    def one(request: dict) -> None:
-        try:
-            reply = _compile(lib, request)
-        except Exception as e:  # an unreadable source, an unwritable output
-            reply = {"error": f"{type(e).__name__}: {e}"}
-        reply["id"] = request["id"]
-        with lock:
-            try:
-                out.write(json.dumps(reply).encode() + b"\n")
-                out.flush()
-            except OSError:
-                pass  # offlink has gone
-
-    threads = []
-    for line in sys.stdin.buffer:
-        thread = threading.Thread(target=one, args=(json.loads(line),))
-        thread.start()
-        threads.append(thread)
-        threads = [t for t in threads if t.is_alive()]
-    for thread in threads:
-        thread.join()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_serve(sys.argv[1]))
