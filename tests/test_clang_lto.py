@@ -393,8 +393,12 @@ def test_the_worker_takes_only_llvm_lto2s_commands_of_its_shape():
 
 
 def test_the_worker_protocol_carries_any_name_but_nul_and_newline():
-    from offlink.targets.liblto_worker import (decode_reply, decode_request, encode_reply,
-                                               encode_request)
+    from offlink.targets.liblto_worker import (
+        decode_reply,
+        decode_request,
+        encode_reply,
+        encode_request,
+    )
 
     request = {"source": "w/a b.bc", "output": "w/a.o.0", "cpu": "",
                "preserve": ["k", "x,y", "_ZN1a1bE", "é"]}
