@@ -178,7 +178,9 @@ def _link_offload_options(link_args: list[str]) -> list[str]:
     same list for every object), not once per CU: a line of N objects has N words."""
     global _LINK_OPTIONS
     known = _LINK_OPTIONS
-    if known is None or known[0] is not link_args:
+    # Equal, not the same list: the dialects' cus_of passes each object a copy of the line
+    # (comparing N words that are the same objects is C-speed; the scan is N startswith).
+    if known is None or known[0] != link_args:
         known = (link_args, [a[len("-foffload-options="):] for a in link_args
                              if a.startswith("-foffload-options=")])
         _LINK_OPTIONS = known
