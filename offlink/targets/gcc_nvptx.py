@@ -18,10 +18,14 @@ from __future__ import annotations
 import functools
 import os
 import re
+from typing import TYPE_CHECKING
 
 from ..dialects import gcc
 from ..errors import ToolError, UsageError
 from . import Target
+
+if TYPE_CHECKING:
+    from ..link.cache import Cache
 
 NAME = gcc.TARGET
 DEFAULT_ISA = "-misa=sm_80"  # GCC 12's default (sm_30) is refused by CUDA 12+'s ptxas
@@ -41,6 +45,8 @@ class GccNvptxTarget(Target):
     def __init__(self) -> None:
         self._links: dict[str, list[tuple[str, str, list[gcc.Entry]]]] = {}
         self._found: set[str] = set()  # compilers found on PATH in this link
+        self._argvs: dict[str, list[str]] = {}  # output -> the image link image_argv made
+        self._cache: Cache | None = None  # the link's cache, given to prepare_image
 
     # -- offlink cc ----------------------------------------------------------------------
     def capture_argv(self, compiler, preprocess_args, language, source, output):
@@ -119,8 +125,47 @@ class GccNvptxTarget(Target):
         self._links[output] = cus
         lib = accel_libdir(compiled[0].cu.payload.compiler) if compiled else ""
         dirs = [f"-L{os.path.join(lib, 'mgomp')}", f"-L{lib}"] if lib else []
-        return ["nvptx-none-ld", "-o", output, *dirs, *(c.object_path for c in compiled),
+        argv = ["nvptx-none-ld", "-o", output, *dirs, *(c.object_path for c in compiled),
                 *link_opts, *MKOFFLOAD_LIBS]
+        self._argvs[output] = argv
+        return argv
+
+    def prepare_image(self, plan, compiled, workdir, cache):
+        self._cache = cache
+
+    def link_image(self, argv, output, compiled):
+        """nvptx-none-ld's image, with the part its libraries add taken from the cache when
+        an earlier link had the same one (a relink after one CU changed, usually).
+
+        nvptx-none-ld writes each object as it is, each followed by a NUL, then the library
+        members the objects need (nvptx-ld.cc): which members, and in which order, follows
+        from the `// BEGIN GLOBAL` lines of the objects alone, in order (what they define and
+        declare). So the libraries' part is that of a link of one file holding just those
+        lines (`symbol_lines`), kept in the cache by those lines, the libraries and the
+        linker; the image is the objects, NUL after each, then that part. Reading the
+        libraries (~3.5 MB of archives) was most of the link's ~30-40 ms."""
+        cache = self._cache
+        objects = _image_objects(argv, compiled) if self._argvs.get(output) == argv else None
+        if cache is None or objects is None:
+            return super().link_image(argv, output, compiled)
+        data = [c.data if c.data is not None else _read_bytes(c.object_path) for c in compiled]
+        if any(b"\0" in d or d.startswith(b"!<arch>\n") for d in data):
+            return super().link_image(argv, output, compiled)  # as nvptx-none-ld sees them
+        stub = b"".join(symbol_lines(d) for d in data) + b"\n"
+        key = _libraries_key(cache, argv, objects, stub)
+        hits = cache.hits
+        entry = cache.get(key) if key is not None else None
+        cache.hits = hits  # not the image's entry ("image from cache")
+        if entry is not None:
+            part = entry.data
+        else:
+            part = _libraries_part(argv, objects, output, stub)
+            if part is None:
+                return super().link_image(argv, output, compiled)  # reports its error
+            if key is not None:
+                cache.put(key, {"target": NAME, "libraries of": "nvptx-none-ld"}, part)
+        with open(output, "wb") as f:
+            f.write(b"".join(d + b"\0" for d in data) + part)
 
     def exports(self, image, path):
         return gcc.ptx_definitions(image)
@@ -147,6 +192,94 @@ class GccNvptxTarget(Target):
         hosts, functions = _host_side(cu)
         entries = gcc.pair(list(hosts), ptx, _tag(cu), cu.label, set(functions))
         return entries, ptx
+
+
+# nvptx-none-ld's process_refs_defs: a line after a newline, its rest says whether it defines or
+# declares a function or variable, and which (the name runs to the end of the line).
+_GLOBAL_LINE = re.compile(rb"\n// BEGIN GLOBAL [^\n]*")
+
+
+def symbol_lines(ptx: bytes) -> bytes:
+    """The lines of an object nvptx-none-ld reads for its symbols, each with the newline
+    before it, in order."""
+    return b"".join(_GLOBAL_LINE.findall(ptx))
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _image_objects(argv: list[str], compiled) -> tuple[int, int] | None:
+    """(index, count) of the objects in the image link `argv`, when every other word after
+    `-o OUT` is `-L<dir>` or `-l<name>` and the objects are the CUs', in order: then
+    link_image may put the image together itself. None otherwise."""
+    paths = [c.object_path for c in compiled]
+    if not paths or argv[1:2] != ["-o"] or paths[0] not in argv:
+        return None
+    start = argv.index(paths[0])
+    if argv[start:start + len(paths)] != paths:
+        return None
+    others = argv[3:start] + argv[start + len(paths):]
+    if not all(len(w) > 2 and w[:2] in ("-L", "-l") for w in others):
+        return None
+    return start, len(paths)
+
+
+def _libraries_key(cache: Cache, argv: list[str], objects: tuple[int, int],
+                   stub: bytes) -> str | None:
+    """The cache key of the libraries' part: the objects' symbol lines, the linker, the
+    options (library folders and names) and the archives they find (by stat stamp, as
+    nvptx-none-ld finds them: `lib<name>.a` in the first folder that has it). None when the
+    linker or an archive is not found (the link reports it)."""
+    import hashlib
+
+    from .. import __version__
+    from ..link.cache import file_stamp
+
+    linker = cache.tool_identity(argv[0])
+    if linker is None:
+        return None
+    start, count = objects
+    options = argv[3:start] + argv[start + count:]
+    dirs = [w[2:] for w in options if w.startswith("-L")]
+    h = hashlib.sha256(b"nvptx-none-ld libraries\0" + __version__.encode() + b"\0"
+                       + linker.encode() + b"\0" + "\0".join(options).encode() + b"\0"
+                       + hashlib.sha256(stub).digest())
+    for name in dict.fromkeys(w[2:] for w in options if w.startswith("-l")):
+        for d in dirs:
+            try:
+                st = os.stat(f"{d}/lib{name}.a")
+            except OSError:
+                continue
+            h.update(f"\0{d}/lib{name}.a\0{file_stamp(st)}".encode())
+            break
+        else:
+            return None
+    return h.hexdigest()
+
+
+def _libraries_part(argv: list[str], objects: tuple[int, int], output: str,
+                    stub: bytes) -> bytes | None:
+    """What nvptx-none-ld adds after the objects, from a link of `stub` (the objects'
+    symbol lines) in their place; None if that link fails (the real one then reports it)."""
+    from ..run import run
+
+    start, count = objects
+    stub_path, part_path = output + ".symbols", output + ".libraries"
+    with open(stub_path, "wb") as f:
+        f.write(stub)
+    try:
+        run([argv[0], "-o", part_path, *argv[3:start], stub_path, *argv[start + count:]],
+            f"device link for target {NAME}: its libraries")
+        out = _read_bytes(part_path)
+    except (ToolError, OSError):
+        return None
+    finally:
+        for p in (stub_path, part_path):
+            if os.path.exists(p):
+                os.unlink(p)
+    return out[len(stub) + 1:] if out.startswith(stub + b"\0") else None
 
 
 def _host_side(cu) -> tuple[tuple[gcc.HostEntry, ...], frozenset[str]]:
