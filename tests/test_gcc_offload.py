@@ -187,6 +187,74 @@ def test_relink_from_the_cache_is_byte_identical(offlink, sample, tmp_path):
     assert (tmp_path / "again").read_bytes() == (tmp_path / "first").read_bytes()
 
 
+@needs_gcc_offload
+@needs_ptxas
+def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothing(
+        sample, tmp_path, monkeypatch):
+    """After one CU changed, nvptx-none-ld does not run: the image is the objects, a NUL after
+    each, then what the libraries added in the earlier link (from the cache), byte for byte
+    the program a link without the cache gives; ptxas is not asked again about a preamble
+    it accepted. The first link gets the libraries' part from a link of the objects' symbol
+    lines alone, byte for byte too."""
+    from offlink import run as runner
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.targets import gcc_nvptx
+
+    for name in ("saxpy.c", "common.h"):
+        shutil.copy(sample / name, tmp_path)
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    objs = [str(sample / "build" / "main.o"), str(tmp_path / "saxpy.o"),
+            str(sample / "build" / "stats.o")]
+    ran: list[str] = []
+    real_run = runner.run
+    monkeypatch.setattr(runner, "run", lambda argv, *a, **k: ran.append(
+        os.path.basename(argv[0])) or real_run(argv, *a, **k))
+    asked: list[str] = []
+    refusal = gcc_nvptx._ptxas_refusal.__wrapped__  # without the per-process memo
+    monkeypatch.setattr(gcc_nvptx, "_ptxas_refusal", lambda p: asked.append(p) or refusal(p))
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+
+    def linked(name: str) -> bytes:
+        ran.clear()
+        asked.clear()
+        assert link(["gcc", "-fopenmp", "-foffload-options=-lm", *objs, "-o",
+                     str(tmp_path / name)], LinkOptions()) == 0
+        return (tmp_path / name).read_bytes()
+
+    def without_cache(name: str) -> bytes:  # nvptx-none-ld over every object
+        monkeypatch.setenv("OFFLINK_NO_CACHE", "1")
+        data = linked(name)
+        monkeypatch.delenv("OFFLINK_NO_CACHE")
+        assert ran.count("nvptx-none-ld") == 1
+        return data
+
+    first = linked("first")
+    assert ran.count("nvptx-none-ld") == 1 and len(asked) == 1  # the symbol lines' link
+    assert without_cache("first-plain") == first
+    with open(tmp_path / "saxpy.c", "a") as f:
+        f.write("int saxpy_edited = 1;\n")
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    again = linked("again")
+    assert "as" in ran and "nvptx-none-ld" not in ran and asked == []  # saxpy compiled
+    assert without_cache("again-plain") == again
+
+
+def test_the_image_is_put_together_only_from_a_command_it_understands():
+    from offlink.targets.gcc_nvptx import _image_objects, symbol_lines
+
+    cus = [type("C", (), {"object_path": p})() for p in ("a.o", "b.o")]
+    ld = ["nvptx-none-ld", "-o", "img", "-L/acc/mgomp", "-L/acc"]
+    assert _image_objects([*ld, "a.o", "b.o", "-lm", "-lgomp"], cus) == (5, 2)
+    assert _image_objects([*ld, "b.o", "a.o", "-lgomp"], cus) is None  # another order
+    assert _image_objects([*ld, "a.o", "b.o", "-v", "-lgomp"], cus) is None
+    assert _image_objects([*ld, "a.o", "b.o", "-l", "m"], cus) is None
+    assert _image_objects([*ld, "a.o", "x.o", "b.o"], cus) is None
+    ptx = (b"// BEGIN GLOBAL VAR DEF: at_start\n.x\n// BEGIN GLOBAL FUNCTION DECL: f\n"
+           b"// BEGIN FUNCTION DEF: local\n// BEGIN GLOBAL VAR DEF: g")
+    assert symbol_lines(ptx) == (b"\n// BEGIN GLOBAL FUNCTION DECL: f"
+                                 b"\n// BEGIN GLOBAL VAR DEF: g")
+
+
 def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
     build = sample / "build"
     shutil.copy(ROOT / "tests" / "gcc_offload" / "unused.c", tmp_path)

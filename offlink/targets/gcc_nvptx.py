@@ -88,15 +88,15 @@ class GccNvptxTarget(Target):
         return cu.payload.compiler
 
     def offers(self, cu, obj_path):
-        """The CU's entries, keyed by name. This is also the step after the compile: ptxas
-        checks the ISA, and the object's statics are renamed to their keys in place, before
-        a compile cache stores the object, so a cached object and its offers always agree."""
+        """The CU's entries, keyed by name. This is also the step after the compile: the
+        object's statics are renamed to their keys in place, before a compile cache stores
+        the object, so a cached object and its offers always agree (ptxas checks the ISA
+        in prepare_image, for cached objects too)."""
         from ..model import Offer
 
         if os.path.exists(obj_path + ".s"):  # lto1 ran alone (compile_argv): assemble
             assemble(cu, obj_path + ".s", obj_path)
         entries, ptx = self._pair(cu, obj_path)
-        check_ptx(cu.label, obj_path, ptx)
         renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
         if renames:
             renamed = gcc.rename(ptx, renames)
@@ -131,7 +131,16 @@ class GccNvptxTarget(Target):
         return argv
 
     def prepare_image(self, plan, compiled, workdir, cache):
+        """Whether ptxas accepts every CU's ISA and PTX version, once per preamble (the
+        cache remembers what a ptxas accepted, so a relink runs none)."""
         self._cache = cache
+        preambles: dict[bytes, str] = {}
+        for c in compiled:
+            m = _PREAMBLE.search(c.data if c.data is not None else _read_bytes(c.object_path))
+            if m is not None:
+                preambles.setdefault(m.group(0), c.cu.label)
+        for preamble, label in preambles.items():
+            check_ptx(label, preamble.decode("utf-8", "replace"), cache)
 
     def link_image(self, argv, output, compiled):
         """nvptx-none-ld's image, with the part its libraries add taken from the cache when
@@ -390,27 +399,62 @@ def accel_libdir(compiler: str) -> str:
     return os.path.dirname(path) if os.path.isabs(path) else ""
 
 
-def check_ptx(label: str, path: str, ptx: str) -> None:
-    """Whether the installed ptxas accepts the CU's ISA and PTX version (its preamble), as
+# A PTX file's preamble (nvptx-as verifies it like the rest with ptxas).
+_PREAMBLE = re.compile(rb"^\s*\.version\s+\S+\s+\.target\s+(sm_\d+)[^\n]*\s+\.address_size\s+\d+",
+                       re.M)
+
+
+def check_ptx(label: str, preamble: str, cache: Cache | None = None) -> None:
+    """Whether the installed ptxas accepts a CU's ISA and PTX version (its `preamble`), as
     nvptx-as would find out when verifying; an ISA it refuses gets an error naming the fix.
-    One ptxas run per preamble and link: verifying every CU's PTX in full cost more than the
-    accel compile itself (the tests compile whole images with ptxas)."""
-    m = re.search(r"^\s*\.version\s+\S+\s+\.target\s+(sm_\d+)[^\n]*\s+\.address_size\s+\d+",
-                  ptx, re.M)
-    if m is None:
-        return
-    output = _ptxas_refusal(" ".join(m.group(0).split()))
-    if output is None:
-        return
-    isa = m.group(1)
+    One ptxas run per preamble and link (verifying every CU's PTX in full cost more than
+    the accel compile itself; the tests compile whole images with ptxas), none where the
+    cache remembers that this ptxas, by its stat stamp, accepted it."""
     from ..run import which
 
+    ptxas = which("ptxas")
+    if ptxas is None:
+        return  # nvptx-as would not verify either
+    text = " ".join(preamble.split())
+    key = _accepted_key(ptxas, text) if cache is not None else None
+    if cache is not None and key is not None:
+        hits = cache.hits
+        found = cache.get(key)
+        cache.hits = hits  # not the image's entry ("image from cache")
+        if found is not None:
+            return
+    output = _ptxas_refusal(text)
+    if output is None:
+        if cache is not None and key is not None:
+            cache.put(key, {"ptxas accepts": text}, b"")
+        return
+    isa = text.split(".target", 1)[1].split()[0]
     if re.search(rf"'{isa}' is not defined|[Uu]nsupported \.target", output):
-        raise ToolError(f"target code of {label}: the installed ptxas ({which('ptxas')}) does "
+        raise ToolError(f"target code of {label}: the installed ptxas ({ptxas}) does "
                         f"not accept -misa={isa}; pass a newer ISA, e.g. "
                         f"-foffload-options=-misa=sm_80 on the link line", 1, output)
     raise ToolError(f"target code of {label}: the installed ptxas refuses its preamble "
-                    f"({m.group(0).split(chr(10))[0]} ...)", 1, output)
+                    f"({preamble.strip().splitlines()[0]} ...)", 1, output)
+
+
+def _accepted_key(ptxas: str, preamble: str) -> str | None:
+    """The cache key saying that this ptxas accepts `preamble`: the file by its stat stamp
+    (hashing ptxas, ~40 MB, would cost more than running it), None for a file changed in
+    the last seconds (a stamp may not yet tell it from its next version)."""
+    import hashlib
+    import time
+
+    from ..link.cache import file_stamp
+
+    real = os.path.realpath(ptxas)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    if time.time() - st.st_ctime < 2.0:
+        return None
+    return hashlib.sha256(f"ptxas accepts\0{real}\0{file_stamp(st)}\0{preamble}".encode()
+                          ).hexdigest()
 
 
 @functools.cache
