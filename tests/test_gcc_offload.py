@@ -456,6 +456,29 @@ def test_a_driver_that_runs_other_steps_runs_itself(tmp_path, monkeypatch):
         "-o", "out.o"]
 
 
+def test_the_library_folder_comes_from_the_drivers_library_path(tmp_path):
+    """The folder with libgomp.a whose `mgomp` multilib the image links: from the LIBRARY_PATH
+    the driver's `-###` shows (asked for the compiles already) where it is that folder's
+    mgomp then the folder; otherwise `-print-file-name=libgomp.a` asks the driver."""
+    from offlink.targets.gcc_nvptx import _library_dir
+
+    acc = tmp_path / "acc"
+    (acc / "mgomp").mkdir(parents=True)
+    (acc / "libgomp.a").write_bytes(b"!<arch>\n")
+
+    def driver(name: str, library_path: str) -> str:
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\ncase \"$*\" in *-print-file-name*) echo /asked/libgomp.a;;"
+                        f"\n*) echo 'LIBRARY_PATH={library_path}' >&2;; esac\n")
+        path.chmod(0o755)
+        return str(path)
+
+    assert _library_dir((driver("shown", f"{acc}/mgomp/:{acc}/"), "-xlto")) == str(acc)
+    assert _library_dir((driver("other", f"{acc}/mgomp/mptx-3.1/:{acc}/"), "-xlto")) == "/asked"
+    (acc / "libgomp.a").unlink()
+    assert _library_dir((driver("nolib", f"{acc}/mgomp/:{acc}/"), "-xlto")) == "/asked"
+
+
 # -- --gomp-register: the image registered with libgomp as GCC's mkoffload does ---------------
 
 @pytest.fixture(scope="module")

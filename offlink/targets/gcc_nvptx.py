@@ -123,7 +123,7 @@ class GccNvptxTarget(Target):
             if entries is not None:
                 cus.append((c.cu.label, c.cu.payload.source, entries))
         self._links[output] = cus
-        lib = accel_libdir(compiled[0].cu.payload.compiler) if compiled else ""
+        lib = _library_dir(tuple(compile_driver(compiled[0].cu))) if compiled else ""
         dirs = [f"-L{os.path.join(lib, 'mgomp')}", f"-L{lib}"] if lib else []
         argv = ["nvptx-none-ld", "-o", output, *dirs, *(c.object_path for c in compiled),
                 *link_opts, *MKOFFLOAD_LIBS]
@@ -337,14 +337,10 @@ def accel_steps(driver: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
     Asked once per link and set of options (`-###`: the driver runs nothing), so the driver's
     own start and its option handling (~2 ms a CU) are paid once, not per CU; lto1 and
     nvptx-as get the words the driver would give them, less the names of dump files."""
-    from ..run import run
-
-    try:
-        out = run([*driver, "-c", STEP_IN, "-o", STEP_OUT, "-###"], f"{driver[0]} -###")
-    except ToolError:
+    shown = _shown(driver)
+    if shown is None:
         return None
-    commands = [_driver_words(line) for line in out.stdout.decode(errors="replace").splitlines()
-                if line.startswith(" ")]
+    commands = [_driver_words(line) for line in shown.splitlines() if line.startswith(" ")]
     if len(commands) != 2 or not all(commands):
         return None
     lto1, asm = commands
@@ -360,6 +356,35 @@ def accel_steps(driver: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
         else:
             kept.append(w)
     return [*kept, STEP_ASM], [*asm[:-1], STEP_ASM]
+
+
+@functools.cache
+def _shown(driver: tuple[str, ...]) -> str | None:
+    """What the driver shows under `-###` for one CU's compile (it runs nothing), asked once
+    per link and set of options; None if it fails."""
+    from ..run import run
+
+    try:
+        out = run([*driver, "-c", STEP_IN, "-o", STEP_OUT, "-###"], f"{driver[0]} -###")
+    except ToolError:
+        return None
+    return out.stdout.decode(errors="replace")
+
+
+def _library_dir(driver: tuple[str, ...]) -> str:
+    """accel_libdir without a run of its own where the driver's `-###` (which the CUs'
+    compile commands have asked already) says the same: its LIBRARY_PATH is that folder's
+    `mgomp` multilib, then the folder, and the folder holds libgomp.a (what
+    `-print-file-name=libgomp.a` then finds first)."""
+    shown = _shown(driver) or ""
+    found = [line[len("LIBRARY_PATH="):] for line in shown.splitlines()
+             if line.startswith("LIBRARY_PATH=")]
+    dirs = list(dict.fromkeys(d.rstrip("/") for d in (found[-1] if found else "").split(":")
+                              if d.rstrip("/")))
+    if (len(dirs) == 2 and dirs[0] == os.path.join(dirs[1], "mgomp")
+            and os.path.isabs(dirs[1]) and os.path.isfile(os.path.join(dirs[1], "libgomp.a"))):
+        return dirs[1]
+    return accel_libdir(driver[0])
 
 
 def _driver_words(line: str) -> list[str]:
