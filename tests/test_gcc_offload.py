@@ -213,6 +213,16 @@ def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothin
     refusal = gcc_nvptx._ptxas_refusal.__wrapped__  # without the per-process memo
     monkeypatch.setattr(gcc_nvptx, "_ptxas_refusal", lambda p: asked.append(p) or refusal(p))
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    exported: list[int] = []
+    real_exports = gcc_nvptx.GccNvptxTarget.exports
+
+    def exports(self, image: bytes, path: str) -> set[str]:  # link_image's names: the same
+        found = real_exports(self, image, path)
+        assert found == gcc.ptx_definitions(image)
+        exported.append(len(found))
+        return found
+
+    monkeypatch.setattr(gcc_nvptx.GccNvptxTarget, "exports", exports)
 
     def linked(name: str) -> bytes:
         ran.clear()
@@ -237,6 +247,7 @@ def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothin
     again = linked("again")
     assert "as" in ran and "nvptx-none-ld" not in ran and asked == []  # saxpy compiled
     assert without_cache("again-plain") == again
+    assert len(exported) == 4 and exported[0] > 40  # libgomp and libc define some too
 
 
 def test_the_image_is_put_together_only_from_a_command_it_understands():

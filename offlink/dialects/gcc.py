@@ -372,9 +372,11 @@ def rename(ptx: str, renames: dict[str, str]) -> str:
     return token.sub(lambda m: renames[m.group(1)], ptx)
 
 
-def ptx_definitions(image: bytes) -> set[str]:
-    """Kernels and global variables an image (PTX text, files separated by NULs) defines."""
-    text = "\n" + image.decode("utf-8", "replace")
+def ptx_definitions(image: bytes, after_nul: bool = False) -> set[str]:
+    """Kernels and global variables an image (PTX text, files separated by NULs) defines.
+    `after_nul`: the text is the rest of an image after a NUL, where a definition on its
+    first line is not found (no match spans a NUL: the image's is the union of its parts')."""
+    text = ("" if after_nul else "\n") + image.decode("utf-8", "replace")
     return {a or b for a, b in _PTX_DEF.findall(text)}
 
 

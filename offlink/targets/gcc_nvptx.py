@@ -47,6 +47,7 @@ class GccNvptxTarget(Target):
         self._found: set[str] = set()  # compilers found on PATH in this link
         self._argvs: dict[str, list[str]] = {}  # output -> the image link image_argv made
         self._cache: Cache | None = None  # the link's cache, given to prepare_image
+        self._exports: dict[str, tuple[bytes, set[str]]] = {}  # link_image's images
 
     # -- offlink cc ----------------------------------------------------------------------
     def capture_argv(self, compiler, preprocess_args, language, source, output):
@@ -165,18 +166,27 @@ class GccNvptxTarget(Target):
         hits = cache.hits
         entry = cache.get(key) if key is not None else None
         cache.hits = hits  # not the image's entry ("image from cache")
-        if entry is not None:
+        defines = entry.meta.get("defines") if entry is not None else None
+        if entry is not None and isinstance(defines, list):
             part = entry.data
         else:
             part = _libraries_part(argv, objects, output, stub)
             if part is None:
                 return super().link_image(argv, output, compiled)  # reports its error
+            defines = sorted(gcc.ptx_definitions(part, after_nul=True))
             if key is not None:
-                cache.put(key, {"target": NAME, "libraries of": "nvptx-none-ld"}, part)
+                cache.put(key, {"target": NAME, "defines": defines}, part)
+        own = b"".join(d + b"\0" for d in data)
+        image = own + part
         with open(output, "wb") as f:
-            f.write(b"".join(d + b"\0" for d in data) + part)
+            f.write(image)
+        # What the image defines, for exports: the libraries' part's names come with it.
+        self._exports[output] = (image, gcc.ptx_definitions(own) | set(map(str, defines)))
 
     def exports(self, image, path):
+        made = self._exports.pop(path, None)  # link_image's, for the image it wrote
+        if made is not None and made[0] == image:
+            return made[1]
         return gcc.ptx_definitions(image)
 
     def host_link_args(self, plan) -> list[str]:
