@@ -153,14 +153,15 @@ class GccNvptxTarget(Target):
         declare). So the libraries' part is that of a link of one file holding just those
         lines (`symbol_lines`), kept in the cache by those lines, the libraries and the
         linker; the image is the objects, NUL after each, then that part. Reading the
-        libraries (~3.5 MB of archives) was most of the link's ~30-40 ms."""
+        libraries (~3.5 MB of archives) was most of the link's ~30-40 ms. A cached object is
+        taken from its CompiledCU, not read from its file."""
         cache = self._cache
         objects = _image_objects(argv, compiled) if self._argvs.get(output) == argv else None
         if cache is None or objects is None:
-            return super().link_image(argv, output, compiled)
+            return self._run(argv, output, compiled)
         data = [c.data if c.data is not None else _read_bytes(c.object_path) for c in compiled]
         if any(b"\0" in d or d.startswith(b"!<arch>\n") for d in data):
-            return super().link_image(argv, output, compiled)  # as nvptx-none-ld sees them
+            return self._run(argv, output, compiled)  # as nvptx-none-ld sees them
         stub = b"".join(symbol_lines(d) for d in data) + b"\n"
         key = _libraries_key(cache, argv, objects, stub)
         hits = cache.hits
@@ -172,7 +173,7 @@ class GccNvptxTarget(Target):
         else:
             part = _libraries_part(argv, objects, output, stub)
             if part is None:
-                return super().link_image(argv, output, compiled)  # reports its error
+                return self._run(argv, output, compiled)  # reports its error
             defines = sorted(gcc.ptx_definitions(part, after_nul=True))
             if key is not None:
                 cache.put(key, {"target": NAME, "defines": defines}, part)
@@ -182,6 +183,13 @@ class GccNvptxTarget(Target):
             f.write(image)
         # What the image defines, for exports: the libraries' part's names come with it.
         self._exports[output] = (image, gcc.ptx_definitions(own) | set(map(str, defines)))
+
+    def _run(self, argv, output, compiled) -> None:
+        """The image link run as its command, which reads every object's file."""
+        from ..model import write_objects
+
+        write_objects(compiled)
+        super().link_image(argv, output, compiled)
 
     def exports(self, image, path):
         made = self._exports.pop(path, None)  # link_image's, for the image it wrote
