@@ -48,6 +48,7 @@ class GccNvptxTarget(Target):
         self._argvs: dict[str, list[str]] = {}  # output -> the image link image_argv made
         self._cache: Cache | None = None  # the link's cache, given to prepare_image
         self._exports: dict[str, tuple[bytes, set[str]]] = {}  # link_image's images
+        self._objects: dict[str, bytes] = {}  # path -> object, of those compiled (offers)
 
     # -- offlink cc ----------------------------------------------------------------------
     def capture_argv(self, compiler, preprocess_args, language, source, output):
@@ -104,6 +105,10 @@ class GccNvptxTarget(Target):
             if renamed != ptx:
                 with open(obj_path, "w", encoding="utf-8", errors="surrogateescape") as f:
                     f.write(renamed)
+                ptx = renamed
+        # The object as the cache will store it, for prepare_image and link_image (which
+        # would otherwise read every file compiled in this link again).
+        self._objects[obj_path] = ptx.encode("utf-8", "surrogateescape")
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def image_argv(self, plan, compiled, output):
@@ -137,7 +142,7 @@ class GccNvptxTarget(Target):
         self._cache = cache
         preambles: dict[bytes, str] = {}
         for c in compiled:
-            m = _PREAMBLE.search(c.data if c.data is not None else _read_bytes(c.object_path))
+            m = _PREAMBLE.search(self._object(c))
             if m is not None:
                 preambles.setdefault(m.group(0), c.cu.label)
         for preamble, label in preambles.items():
@@ -159,7 +164,7 @@ class GccNvptxTarget(Target):
         objects = _image_objects(argv, compiled) if self._argvs.get(output) == argv else None
         if cache is None or objects is None:
             return self._run(argv, output, compiled)
-        data = [c.data if c.data is not None else _read_bytes(c.object_path) for c in compiled]
+        data = [self._object(c) for c in compiled]
         if any(b"\0" in d or d.startswith(b"!<arch>\n") for d in data):
             return self._run(argv, output, compiled)  # as nvptx-none-ld sees them
         stub = b"".join(symbol_lines(d) for d in data) + b"\n"
@@ -183,6 +188,13 @@ class GccNvptxTarget(Target):
             f.write(image)
         # What the image defines, for exports: the libraries' part's names come with it.
         self._exports[output] = (image, gcc.ptx_definitions(own) | set(map(str, defines)))
+
+    def _object(self, compiled) -> bytes:
+        """A compiled CU's object: the cache's bytes, those offers() left, or its file."""
+        if compiled.data is not None:
+            return compiled.data
+        found = self._objects.get(compiled.object_path)
+        return found if found is not None else _read_bytes(compiled.object_path)
 
     def _run(self, argv, output, compiled) -> None:
         """The image link run as its command, which reads every object's file."""
