@@ -674,6 +674,20 @@ def host(name: str, kind: str = "variable", size: int = 4, link: bool = False,
     return gcc.HostEntry(kind, name, size if kind == "variable" else 1, link, local, not local)
 
 
+@needs_gcc_offload
+def test_the_options_of_cus_compiled_alike_are_read_once(sample):
+    """The CUs of a program compiled with the same flags have the same `.opts` section and
+    `.comment`: each is read once per link, not once per CU."""
+    from offlink.dialects.gcc import _major_of, _options_of
+
+    _options_of.cache_clear()
+    _major_of.cache_clear()
+    cus = [gcc.gcc_cu(ElfFile.open(sample / "build" / f"{n}.o"), n, [])
+           for n in ("saxpy", "stats")]
+    assert cus[0].payload.options == cus[1].payload.options
+    assert _options_of.cache_info().hits == 1 and _major_of.cache_info().hits == 1
+
+
 def test_pairing_is_by_name_within_a_cu_not_by_position():
     # nvptx-as moves definitions, and their MAP lines with them: GCC's own link pairs this
     # CU's `squares` with `calls` (seen with -save-temps); offlink pairs by name.

@@ -156,9 +156,17 @@ def compile_options(elf: ElfFile) -> tuple[list[str], list[str]]:
     section = elf.section(OPTS_SECTION)
     if section is None:
         raise FormatError(f"{elf.name}: GCC offload object without {OPTS_SECTION}")
+    passed, offload = _options_of(bytes(elf.content(section)))
+    return list(passed), list(offload)
+
+
+@functools.lru_cache(maxsize=64)
+def _options_of(opts: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """compile_options of one `.opts` section's bytes: the CUs of a program compiled with the
+    same flags have the same section, read once per link, not once per CU."""
     passed: list[str] = []
     offload: list[str] = []
-    for chunk in bytes(elf.content(section)).split(b"\0"):
+    for chunk in opts.split(b"\0"):
         text = chunk.decode("utf-8", "replace")
         for m in _OPT_QUOTED.finditer(text):
             opt = m.group(1).replace("'\\''", "'")
@@ -167,7 +175,7 @@ def compile_options(elf: ElfFile) -> tuple[list[str], list[str]]:
             elif opt in _PASSED or opt.startswith(_PASSED_PREFIXES):
                 if opt not in passed or opt.startswith(("-O", "-g")):
                     passed.append(opt)
-    return passed, offload
+    return tuple(passed), tuple(offload)
 
 
 _LINK_OPTIONS: tuple[list[str], list[str]] | None = None  # (link_args, their values)
@@ -204,9 +212,13 @@ def offload_options(values: list[str], target: str) -> list[str]:
 def gcc_major(elf: ElfFile) -> str | None:
     """The GCC major version that wrote the object (its `.comment`), e.g. "12"."""
     section = elf.section(".comment")
-    if section is None:
-        return None
-    for text in bytes(elf.content(section)).split(b"\0"):
+    return None if section is None else _major_of(bytes(elf.content(section)))
+
+
+@functools.lru_cache(maxsize=64)
+def _major_of(comment: bytes) -> str | None:
+    """gcc_major of one `.comment` section's bytes (the same in most CUs of a program)."""
+    for text in comment.split(b"\0"):
         m = re.match(rb"GCC: \(.*\) (\d+)\.", text)
         if m:
             return m.group(1).decode()
