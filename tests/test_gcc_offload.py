@@ -187,6 +187,85 @@ def test_relink_from_the_cache_is_byte_identical(offlink, sample, tmp_path):
     assert (tmp_path / "again").read_bytes() == (tmp_path / "first").read_bytes()
 
 
+@needs_gcc_offload
+@needs_ptxas
+def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothing(
+        sample, tmp_path, monkeypatch):
+    """After one CU changed, nvptx-none-ld does not run: the image is the objects, a NUL after
+    each, then what the libraries added in the earlier link (from the cache), byte for byte
+    the program a link without the cache gives; ptxas is not asked again about a preamble
+    it accepted. The first link gets the libraries' part from a link of the objects' symbol
+    lines alone, byte for byte too."""
+    from offlink import run as runner
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.targets import gcc_nvptx
+
+    for name in ("saxpy.c", "common.h"):
+        shutil.copy(sample / name, tmp_path)
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    objs = [str(sample / "build" / "main.o"), str(tmp_path / "saxpy.o"),
+            str(sample / "build" / "stats.o")]
+    ran: list[str] = []
+    real_run = runner.run
+    monkeypatch.setattr(runner, "run", lambda argv, *a, **k: ran.append(
+        os.path.basename(argv[0])) or real_run(argv, *a, **k))
+    asked: list[str] = []
+    refusal = gcc_nvptx._ptxas_refusal.__wrapped__  # without the per-process memo
+    monkeypatch.setattr(gcc_nvptx, "_ptxas_refusal", lambda p: asked.append(p) or refusal(p))
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    exported: list[int] = []
+    real_exports = gcc_nvptx.GccNvptxTarget.exports
+
+    def exports(self, image: bytes, path: str) -> set[str]:  # link_image's names: the same
+        found = real_exports(self, image, path)
+        assert found == gcc.ptx_definitions(image)
+        exported.append(len(found))
+        return found
+
+    monkeypatch.setattr(gcc_nvptx.GccNvptxTarget, "exports", exports)
+
+    def linked(name: str) -> bytes:
+        ran.clear()
+        asked.clear()
+        assert link(["gcc", "-fopenmp", "-foffload-options=-lm", *objs, "-o",
+                     str(tmp_path / name)], LinkOptions()) == 0
+        return (tmp_path / name).read_bytes()
+
+    def without_cache(name: str) -> bytes:  # nvptx-none-ld over every object
+        monkeypatch.setenv("OFFLINK_NO_CACHE", "1")
+        data = linked(name)
+        monkeypatch.delenv("OFFLINK_NO_CACHE")
+        assert ran.count("nvptx-none-ld") == 1
+        return data
+
+    first = linked("first")
+    assert ran.count("nvptx-none-ld") == 1 and len(asked) == 1  # the symbol lines' link
+    assert without_cache("first-plain") == first
+    with open(tmp_path / "saxpy.c", "a") as f:
+        f.write("int saxpy_edited = 1;\n")
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    again = linked("again")
+    assert "as" in ran and "nvptx-none-ld" not in ran and asked == []  # saxpy compiled
+    assert without_cache("again-plain") == again
+    assert len(exported) == 4 and exported[0] > 40  # libgomp and libc define some too
+
+
+def test_the_image_is_put_together_only_from_a_command_it_understands():
+    from offlink.targets.gcc_nvptx import _image_objects, symbol_lines
+
+    cus = [type("C", (), {"object_path": p})() for p in ("a.o", "b.o")]
+    ld = ["nvptx-none-ld", "-o", "img", "-L/acc/mgomp", "-L/acc"]
+    assert _image_objects([*ld, "a.o", "b.o", "-lm", "-lgomp"], cus) == (5, 2)
+    assert _image_objects([*ld, "b.o", "a.o", "-lgomp"], cus) is None  # another order
+    assert _image_objects([*ld, "a.o", "b.o", "-v", "-lgomp"], cus) is None
+    assert _image_objects([*ld, "a.o", "b.o", "-l", "m"], cus) is None
+    assert _image_objects([*ld, "a.o", "x.o", "b.o"], cus) is None
+    ptx = (b"// BEGIN GLOBAL VAR DEF: at_start\n.x\n// BEGIN GLOBAL FUNCTION DECL: f\n"
+           b"// BEGIN FUNCTION DEF: local\n// BEGIN GLOBAL VAR DEF: g")
+    assert symbol_lines(ptx) == (b"\n// BEGIN GLOBAL FUNCTION DECL: f"
+                                 b"\n// BEGIN GLOBAL VAR DEF: g")
+
+
 def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
     build = sample / "build"
     shutil.copy(ROOT / "tests" / "gcc_offload" / "unused.c", tmp_path)
@@ -388,6 +467,29 @@ def test_a_driver_that_runs_other_steps_runs_itself(tmp_path, monkeypatch):
         "-o", "out.o"]
 
 
+def test_the_library_folder_comes_from_the_drivers_library_path(tmp_path):
+    """The folder with libgomp.a whose `mgomp` multilib the image links: from the LIBRARY_PATH
+    the driver's `-###` shows (asked for the compiles already) where it is that folder's
+    mgomp then the folder; otherwise `-print-file-name=libgomp.a` asks the driver."""
+    from offlink.targets.gcc_nvptx import _library_dir
+
+    acc = tmp_path / "acc"
+    (acc / "mgomp").mkdir(parents=True)
+    (acc / "libgomp.a").write_bytes(b"!<arch>\n")
+
+    def driver(name: str, library_path: str) -> str:
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\ncase \"$*\" in *-print-file-name*) echo /asked/libgomp.a;;"
+                        f"\n*) echo 'LIBRARY_PATH={library_path}' >&2;; esac\n")
+        path.chmod(0o755)
+        return str(path)
+
+    assert _library_dir((driver("shown", f"{acc}/mgomp/:{acc}/"), "-xlto")) == str(acc)
+    assert _library_dir((driver("other", f"{acc}/mgomp/mptx-3.1/:{acc}/"), "-xlto")) == "/asked"
+    (acc / "libgomp.a").unlink()
+    assert _library_dir((driver("nolib", f"{acc}/mgomp/:{acc}/"), "-xlto")) == "/asked"
+
+
 # -- --gomp-register: the image registered with libgomp as GCC's mkoffload does ---------------
 
 @pytest.fixture(scope="module")
@@ -570,6 +672,20 @@ def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():
 def host(name: str, kind: str = "variable", size: int = 4, link: bool = False,
          local: bool = False) -> gcc.HostEntry:
     return gcc.HostEntry(kind, name, size if kind == "variable" else 1, link, local, not local)
+
+
+@needs_gcc_offload
+def test_the_options_of_cus_compiled_alike_are_read_once(sample):
+    """The CUs of a program compiled with the same flags have the same `.opts` section and
+    `.comment`: each is read once per link, not once per CU."""
+    from offlink.dialects.gcc import _major_of, _options_of
+
+    _options_of.cache_clear()
+    _major_of.cache_clear()
+    cus = [gcc.gcc_cu(ElfFile.open(sample / "build" / f"{n}.o"), n, [])
+           for n in ("saxpy", "stats")]
+    assert cus[0].payload.options == cus[1].payload.options
+    assert _options_of.cache_info().hits == 1 and _major_of.cache_info().hits == 1
 
 
 def test_pairing_is_by_name_within_a_cu_not_by_position():

@@ -32,12 +32,15 @@ _PREFIXES = tuple(SECTIONS)
 
 def dialects_in(elf: ElfFile) -> list[str]:
     """The dialects whose sections an object has, in the order of their first section."""
-    found = (s.name for s in elf.sections if s.name.startswith(_PREFIXES))  # one test each
-    return list(dict.fromkeys(_dialect(name) for name in found))
-
-
-def _dialect(section_name: str) -> str:
-    return next(d for p, d in SECTIONS.items() if section_name.startswith(p))
+    out: list[str] = []
+    seen: tuple[str, ...] = ()  # the prefixes found: their other sections need no lookup
+    for s in elf.sections:
+        name = s.name
+        if name.startswith(_PREFIXES) and not (seen and name.startswith(seen)):
+            prefix = next(p for p in SECTIONS if name.startswith(p))
+            seen += (prefix,)
+            out.append(SECTIONS[prefix])
+    return out
 
 
 @functools.cache
@@ -55,16 +58,15 @@ def cus_of(elf: ElfFile, origin: str, link_args: Sequence[str] = (),
     """The CUs of one object, in the order of their sections. `link_args` and `lto` are the
     link line's, which a whole-object dialect may need (GCC's: -foffload-options)."""
     out: list[CU] = []
-    done: set[str] = set()
+    done: tuple[str, ...] = ()  # prefixes of the whole-object dialects read (GCC's: ~20 sections)
     for section in elf.sections:
-        if not section.name.startswith(_PREFIXES):  # most sections: one test, no call
-            continue
-        dialect = _dialect(section.name)
-        if dialect in done:
-            continue
-        reader = _module(dialect)
+        name = section.name
+        if not name.startswith(_PREFIXES) or (done and name.startswith(done)):
+            continue  # most sections: one test, no call
+        prefix = next(p for p in SECTIONS if name.startswith(p))
+        reader = _module(SECTIONS[prefix])
         if getattr(reader, "WHOLE_OBJECT", False):
-            done.add(dialect)
+            done += (prefix,)
             out.extend(reader.object_cus(elf, origin, list(link_args), lto))
         else:
             out.extend(reader.cus_of(elf, section, origin))

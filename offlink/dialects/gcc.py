@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import re
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..elf import (
     STB_GLOBAL,
@@ -61,8 +61,9 @@ _PTX_DEF = re.compile(r"\n\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
                       r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))")
 
 
-@dataclass(frozen=True)
-class HostEntry:
+# Named tuples, not frozen dataclasses: made per slot of every CU on every link, and each
+# frozen dataclass costs ~0.9 ms to define at import.
+class HostEntry(NamedTuple):
     """One slot of a CU's host table, with the host symbol its relocation names."""
 
     kind: str  # "function" or "variable"
@@ -73,8 +74,7 @@ class HostEntry:
     strong: bool  # STB_GLOBAL (a weak or unique definition may come from many CUs)
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """A host table slot paired with its device name, and the key the table uses for it."""
 
     host: HostEntry
@@ -156,9 +156,17 @@ def compile_options(elf: ElfFile) -> tuple[list[str], list[str]]:
     section = elf.section(OPTS_SECTION)
     if section is None:
         raise FormatError(f"{elf.name}: GCC offload object without {OPTS_SECTION}")
+    passed, offload = _options_of(bytes(elf.content(section)))
+    return list(passed), list(offload)
+
+
+@functools.lru_cache(maxsize=64)
+def _options_of(opts: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """compile_options of one `.opts` section's bytes: the CUs of a program compiled with the
+    same flags have the same section, read once per link, not once per CU."""
     passed: list[str] = []
     offload: list[str] = []
-    for chunk in bytes(elf.content(section)).split(b"\0"):
+    for chunk in opts.split(b"\0"):
         text = chunk.decode("utf-8", "replace")
         for m in _OPT_QUOTED.finditer(text):
             opt = m.group(1).replace("'\\''", "'")
@@ -167,7 +175,7 @@ def compile_options(elf: ElfFile) -> tuple[list[str], list[str]]:
             elif opt in _PASSED or opt.startswith(_PASSED_PREFIXES):
                 if opt not in passed or opt.startswith(("-O", "-g")):
                     passed.append(opt)
-    return passed, offload
+    return tuple(passed), tuple(offload)
 
 
 _LINK_OPTIONS: tuple[list[str], list[str]] | None = None  # (link_args, their values)
@@ -178,7 +186,9 @@ def _link_offload_options(link_args: list[str]) -> list[str]:
     same list for every object), not once per CU: a line of N objects has N words."""
     global _LINK_OPTIONS
     known = _LINK_OPTIONS
-    if known is None or known[0] is not link_args:
+    # Equal, not the same list: the dialects' cus_of passes each object a copy of the line
+    # (comparing N words that are the same objects is C-speed; the scan is N startswith).
+    if known is None or known[0] != link_args:
         known = (link_args, [a[len("-foffload-options="):] for a in link_args
                              if a.startswith("-foffload-options=")])
         _LINK_OPTIONS = known
@@ -202,9 +212,13 @@ def offload_options(values: list[str], target: str) -> list[str]:
 def gcc_major(elf: ElfFile) -> str | None:
     """The GCC major version that wrote the object (its `.comment`), e.g. "12"."""
     section = elf.section(".comment")
-    if section is None:
-        return None
-    for text in bytes(elf.content(section)).split(b"\0"):
+    return None if section is None else _major_of(bytes(elf.content(section)))
+
+
+@functools.lru_cache(maxsize=64)
+def _major_of(comment: bytes) -> str | None:
+    """gcc_major of one `.comment` section's bytes (the same in most CUs of a program)."""
+    for text in comment.split(b"\0"):
         m = re.match(rb"GCC: \(.*\) (\d+)\.", text)
         if m:
             return m.group(1).decode()
@@ -227,7 +241,7 @@ def accel_compiler(major: str | None) -> str:
 @functools.lru_cache(maxsize=16)
 def _accel_compiler(major: str | None, path: str) -> str:
     """One PATH search per GCC version (and PATH), not one per CU."""
-    machine = platform.machine()
+    machine = os.uname().machine  # platform.machine(), without importing platform (~1.5 ms)
     names = [f"{machine}-linux-gnu-accel-{TARGET}-gcc"]
     if major:
         names.insert(0, f"{names[0]}-{major}")
@@ -370,16 +384,17 @@ def rename(ptx: str, renames: dict[str, str]) -> str:
     return token.sub(lambda m: renames[m.group(1)], ptx)
 
 
-def ptx_definitions(image: bytes) -> set[str]:
-    """Kernels and global variables an image (PTX text, files separated by NULs) defines."""
-    text = "\n" + image.decode("utf-8", "replace")
+def ptx_definitions(image: bytes, after_nul: bool = False) -> set[str]:
+    """Kernels and global variables an image (PTX text, files separated by NULs) defines.
+    `after_nul`: the text is the rest of an image after a NUL, where a definition on its
+    first line is not found (no match spans a NUL: the image's is the union of its parts')."""
+    text = ("" if after_nul else "\n") + image.decode("utf-8", "replace")
     return {a or b for a, b in _PTX_DEF.findall(text)}
 
 
 # -- the linked host binary -------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Placed:
+class Placed(NamedTuple):
     address: int
     size: int
     kind: str

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from .. import run as runner
 from ..errors import LinkError
 from ..model import CompiledCU, Image, LinkPlan, Offer
 from ..targets import Target
@@ -80,7 +79,7 @@ def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], work
     for path, content in files.items():
         with open(path, "wb") as f:
             f.write(content)
-    runner.run(argv, f"device link for target {target.name}")
+    target.link_image(argv, out, compiled)
     with open(out, "rb") as f:
         data = f.read()
     offers, owners = image_offers(target, compiled, data, out, narrowing)

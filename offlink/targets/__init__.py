@@ -130,6 +130,14 @@ class Target:
         """Work the image link needs before its command is made (none by default; clang's
         nvptx64 OpenMP target compiles the device runtime's part, cached)."""
 
+    def link_image(self, argv: list[str], output: str, compiled: list[CompiledCU]) -> None:
+        """Run the image link `argv` (image_argv's or narrowed_image's), which writes
+        `output`. A target may write the same bytes another way: GCC's nvptx-none takes the
+        part its libraries add from an earlier link (targets/gcc_nvptx.py)."""
+        from ..run import run
+
+        run(argv, f"device link for target {self.name}")
+
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError
