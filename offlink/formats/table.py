@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = b"OFFLINK\0"
 VERSION = 1
@@ -103,8 +103,7 @@ SYMBOL_STRUCT = struct.Struct("<IIqQHH4x")
 CRC_OFFSET = 32
 
 
-@dataclass(frozen=True)
-class ImageSpec:
+class ImageSpec(NamedTuple):
     """One target's image as the writer sees it."""
 
     target: str
@@ -112,8 +111,7 @@ class ImageSpec:
     image: bytes
 
 
-@dataclass(frozen=True)
-class RowSpec:
+class RowSpec(NamedTuple):
     """One offered symbol as the writer sees it; host_offset is relative to the table."""
 
     name: str
@@ -131,8 +129,7 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """Where the images go and how big the table is, fixed before the host link."""
 
     image_offsets: tuple[int, ...]

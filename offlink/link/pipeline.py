@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import run as runner
@@ -23,23 +22,52 @@ from .plan import LinkPlan, host_link_argv, plan_link
 HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
 
 
-@dataclass
 class LinkOptions:
-    targets: list[str] = field(default_factory=list)  # empty: every target the inputs have
-    jobs: int = 0  # 0: OFFLINK_JOBS or the CPU count
-    save_temps: bool = False
-    dry_run: bool = False
-    timings: bool = False  # also OFFLINK_TIMINGS=1
-    cache: bool = True  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
-    launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
-    deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
-    offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
-    gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (registrations/)
-    time_trace: str = ""  # --time-trace FILE: a Chrome trace of the stages and compiles
-    host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
-    offload_symbols: list[str] = field(default_factory=list)  # --offload-symbol (link/narrow.py)
-    offload_symbol_lists: list[str] = field(default_factory=list)  # --offload-symbol-list
-    origin_names: dict[str, str] = field(default_factory=dict)  # temporary object -> source
+    """What `offlink link`'s own options ask for (a plain class: importing dataclasses costs
+    a relink more than the class saves)."""
+
+    def __init__(self,
+                 targets: list[str] | None = None,  # empty: every target the inputs have
+                 jobs: int = 0,  # 0: OFFLINK_JOBS or the CPU count
+                 save_temps: bool = False,
+                 dry_run: bool = False,
+                 timings: bool = False,  # also OFFLINK_TIMINGS=1
+                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
+                 launcher: list[str] | None = None,  # empty: OFFLINK_TARGET_LAUNCHER
+                 deep_verify: bool = False,  # --verify-deep; OFFLINK_VERIFY=deep (deep_verify.py)
+                 offload_options: list[str] | None = None,  # --offload-option (GCC syntax)
+                 gomp_register: bool = False,  # --gomp-register; OFFLINK_GOMP_REGISTER=1
+                 time_trace: str = "",  # --time-trace FILE: a Chrome trace of stages, compiles
+                 host_said: dict[str, str] | None = None,  # source -> its host compile's words
+                 offload_symbols: list[str] | None = None,  # --offload-symbol (link/narrow.py)
+                 offload_symbol_lists: list[str] | None = None,  # --offload-symbol-list
+                 origin_names: dict[str, str] | None = None):  # temporary object -> source
+        self.targets = targets if targets is not None else []
+        self.jobs = jobs
+        self.save_temps = save_temps
+        self.dry_run = dry_run
+        self.timings = timings
+        self.cache = cache
+        self.launcher = launcher if launcher is not None else []
+        self.deep_verify = deep_verify
+        self.offload_options = offload_options if offload_options is not None else []
+        self.gomp_register = gomp_register
+        self.time_trace = time_trace
+        self.host_said = host_said if host_said is not None else {}
+        self.offload_symbols = offload_symbols if offload_symbols is not None else []
+        self.offload_symbol_lists = offload_symbol_lists if offload_symbol_lists is not None \
+            else []
+        self.origin_names = origin_names if origin_names is not None else {}
+
+    def __repr__(self) -> str:
+        return "LinkOptions(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
@@ -111,11 +139,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
         # later offlink link reads CU by CU (no driver may link the device code here).
-        from dataclasses import replace
-
         from ..dialects import relocatable_argv
 
-        return _plain(replace(plan, argv=relocatable_argv(plan.argv)), options, timer)
+        return _plain(plan._replace(argv=relocatable_argv(plan.argv)), options, timer)
     from .narrow import Narrowing
     from .relink import extract  # from the last link's record when its inputs are unchanged
 
