@@ -177,22 +177,25 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
     """
     from ..errors import FormatError
 
-    ordered = sorted(rows, key=lambda r: name_key(r.name.encode()))
-    for a, b in zip(ordered, ordered[1:]):
-        if a.name == b.name:
-            raise FormatError(f"duplicate symbol name '{a.name}' in the offload table")
+    # Sorted by the encoded names (name_key), each encoded once: a relink writes thousands.
+    encoded = [r.name.encode() for r in rows]
+    order = sorted(range(len(rows)), key=encoded.__getitem__)
+    ordered = [rows[i] for i in order]
+    names = [encoded[i] for i in order]
+    if any(map(bytes.__eq__, names, names[1:])):
+        a = next(a for a, b in zip(ordered, ordered[1:]) if a.name == b.name)
+        raise FormatError(f"duplicate symbol name '{a.name}' in the offload table")
     pool = bytearray()
     offsets: dict[bytes, int] = {}
 
-    def intern(text: str) -> tuple[int, int]:
-        raw = text.encode()
+    def intern(raw: bytes) -> tuple[int, int]:
         if raw not in offsets:
             offsets[raw] = len(pool)
             pool.extend(raw + b"\0")
         return offsets[raw], len(raw)
 
-    target_names = [intern(img.target) for img in images]
-    row_names = [intern(r.name) for r in ordered]
+    target_names = [intern(img.target.encode()) for img in images]
+    row_names = [intern(raw) for raw in names]
     lay = _meta_layout(len(images), len(ordered), len(pool))
     meta_size = lay["meta_size"]
 
@@ -216,13 +219,13 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
         )
         out[ioff : ioff + len(img.image)] = img.image
         pos += TARGET_SIZE
-    pos = lay["symbols_off"]
-    for row, (noff, nlen) in zip(ordered, row_names):
-        if row.kind not in SYMBOL_KINDS:
-            raise FormatError(f"unknown symbol kind '{row.kind}' for '{row.name}'")
-        SYMBOL_STRUCT.pack_into(out, pos, noff, nlen, row.host_offset, row.size,
-                                SYMBOL_KINDS[row.kind], 0)
-        pos += SYMBOL_SIZE
+    bad = next((row for row in ordered if row.kind not in SYMBOL_KINDS), None)
+    if bad is not None:
+        raise FormatError(f"unknown symbol kind '{bad.kind}' for '{bad.name}'")
+    pack, kinds = SYMBOL_STRUCT.pack, SYMBOL_KINDS
+    symbols = b"".join([pack(noff, nlen, row.host_offset, row.size, kinds[row.kind], 0)
+                        for row, (noff, nlen) in zip(ordered, row_names)])
+    out[lay["symbols_off"] : lay["symbols_off"] + len(symbols)] = symbols
     pairs = sorted((row.host_offset, i, row.size) for i, row in enumerate(ordered))
     index = build_index(pairs)
     out[lay["index_off"] : lay["index_off"] + len(index)] = index

@@ -210,7 +210,7 @@ class Cache:
         self.stored = 0
         self.hits = 0
         self._identities: dict[str, str | None] = {}
-        self._prefixes: dict[tuple[str, ...], Any] = {}  # hashlib's objects
+        self._prefixes: dict[tuple, Any] = {}  # hashlib's objects, by what object_key hashed
         self._lock = threading.Lock()
 
     @classmethod
@@ -274,22 +274,24 @@ class Cache:
     def object_key(self, target: Target, cu: CU, argv: Sequence[str], paths: dict[str, str],
                    compiler: str, tmp: str = "") -> str:
         p = cu.payload
-        cwd = os.getcwd() if _uses_debug_info(argv) else ""
-        # Everything but the code is shared by most CUs of a link: hashed once (`_prefix`).
-        return _hash_from(self._prefix(
-            ("object", str(FORMAT), __version__, type(target).__qualname__, target.name,
-             p.code_kind, "\0".join(normalise(argv, paths, tmp)), "\0".join(p.options),
-             "\0".join(p.offered), compiler, cwd)), p.code_id)
-
-    def _prefix(self, parts: tuple[str, ...]):
-        """A SHA-256 that has taken `parts` as `_hash` does, made once per distinct parts."""
+        words = tuple(normalise(argv, paths, tmp))
+        # Everything but the code is shared by most CUs of a link: hashed once per distinct
+        # command (`_prefixes`), so a CU costs its command's normalising and one hash update.
+        # (The working directory is in the memo's key, one getcwd a CU; in the hash only
+        # with -g, whose debug info records it.)
+        here = os.getcwd()
+        shared = (type(target), target.name, p.code_kind, words, tuple(p.options),
+                  tuple(p.offered), compiler, here)
         with self._lock:
-            h = self._prefixes.get(parts)
+            h = self._prefixes.get(shared)
         if h is None:
-            h = _hasher(*parts)
+            cwd = here if _uses_debug_info(words) else ""
+            h = _hasher("object", str(FORMAT), __version__, type(target).__qualname__,
+                        target.name, p.code_kind, "\0".join(words), "\0".join(p.options),
+                        "\0".join(p.offered), compiler, cwd)
             with self._lock:
-                self._prefixes[parts] = h
-        return h
+                self._prefixes[shared] = h
+        return _hash_from(h, p.code_id)
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:
@@ -587,21 +589,24 @@ def _image_meta(image, compiled) -> dict:
 
 
 def _offers_of(meta: dict, compiled):
-    """(offers, owners) as `_image_meta` keeps them; None if not kept."""
+    """(offers, owners) as `_image_meta` keeps them; None if not kept.
+
+    The entry is ours (its SHA-256 checked, its layout fixed by FORMAT): the values are taken
+    as JSON gave them, and only an owner is checked, which indexes the CUs."""
     from .compile import Offer
 
     offers, owners = {}, {}
     labels: dict[int, str] = {}  # a CU's label made once, not once per name it offers
+    n = len(compiled)
     try:
         for name, kind, size, strong, owner in meta["offers"]:
-            name, owner = str(name), int(owner)
-            if not 0 <= owner < len(compiled):
-                return None
-            offers[name] = Offer(name, str(kind), int(size), bool(strong))
+            offers[name] = Offer(name, kind, size, strong)
             label = labels.get(owner)
             if label is None:
+                if type(owner) is not int or not 0 <= owner < n:
+                    return None
                 label = labels[owner] = compiled[owner].cu.label
             owners[name] = label
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError):
         return None
     return offers, owners
