@@ -134,7 +134,7 @@ class _Timer:
 def link(argv: list[str], options: LinkOptions) -> int:
     timer = _Timer(options.timings)
     plan = plan_link(argv)
-    check_output(plan)
+    stats = check_output(plan)
     timer.stage("plan")
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
@@ -146,7 +146,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     from .relink import extract  # from the last link's record when its inputs are unchanged
 
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
-    cus = extract(plan, options.offload_options, options.cache)
+    cus = extract(plan, options.offload_options, options.cache, stats)
     timer.stage("extract")
     if not cus:
         return _plain(plan, options, timer)
@@ -295,13 +295,17 @@ def link(argv: list[str], options: LinkOptions) -> int:
                 signal.signal(sig, handler)
 
 
-def check_output(plan: LinkPlan) -> None:
+def check_output(plan: LinkPlan) -> dict[str, os.stat_result]:
     """Refuse, before any work, an output that is a folder or one of the inputs (through any
-    name: device and inode compared), which the link would replace (gcc refuses it too)."""
+    name: device and inode compared), which the link would replace (gcc refuses it too).
+
+    Gives the inputs' stats it took, by path, which the relink's extract uses rather than
+    asking for each again (1000 inputs: ~2 ms)."""
+    stats: dict[str, os.stat_result] = {}
     try:
         out = os.stat(plan.output)
     except OSError:
-        return  # not there yet (a missing folder is reported when the output is written)
+        return stats  # not there yet (a missing folder is reported when the output is written)
     import stat
 
     if stat.S_ISDIR(out.st_mode):
@@ -311,12 +315,13 @@ def check_output(plan: LinkPlan) -> None:
         if i.kind != "file":
             continue
         try:
-            st = os.stat(i.path)
+            st = stats[i.path] = os.stat(i.path)
         except OSError:
             continue  # the linker says what is missing
         if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
             same = "" if i.path == plan.output else f" '{plan.output}'"
             raise UsageError(f"input file '{i.path}' is the same as output file{same}")
+    return stats
 
 
 def _host_link(host: list[str]) -> None:
