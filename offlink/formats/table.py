@@ -81,8 +81,12 @@ def build_index(pairs: Sequence[tuple[int, int, int]]) -> bytes:
         return b""
     blocks = index_layers(n)[0]
     pad = blocks * INDEX_FANOUT - n
-    keys = [index_key(h) for h, _r, _s in pairs] + [KEY_PAD] * pad
-    entries = [v for _h, r, s in pairs for v in (r, index_span(s))] + [0] * (2 * pad)
+    # index_key and index_span, inline: a relink indexes thousands of rows.
+    keys = [KEY_MIN if h < KEY_MIN else KEY_MAX if h > KEY_MAX else h for h, _r, _s in pairs]
+    keys += [KEY_PAD] * pad
+    entries = [0] * (2 * (n + pad))
+    entries[0 : 2 * n : 2] = [r for _h, r, _s in pairs]
+    entries[1 : 2 * n : 2] = [s if s < SPAN_MAX else SPAN_MAX for _h, _r, s in pairs]
     nodes = [k for layer in internal_keys(keys, n) for k in layer]
     out = bytearray(struct.pack(f"<{len(nodes)}i", *nodes))
     leaf = struct.Struct(f"<{INDEX_FANOUT}i{2 * INDEX_FANOUT}I")
@@ -226,7 +230,8 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
     symbols = b"".join([pack(noff, nlen, row.host_offset, row.size, kinds[row.kind], 0)
                         for row, (noff, nlen) in zip(ordered, row_names)])
     out[lay["symbols_off"] : lay["symbols_off"] + len(symbols)] = symbols
-    pairs = sorted((row.host_offset, i, row.size) for i, row in enumerate(ordered))
+    pairs = sorted(zip([row.host_offset for row in ordered], range(len(ordered)),
+                       [row.size for row in ordered]))
     index = build_index(pairs)
     out[lay["index_off"] : lay["index_off"] + len(index)] = index
     out[lay["strings_off"] : meta_size] = pool
