@@ -211,6 +211,7 @@ class Cache:
         self.hits = 0
         self._identities: dict[str, str | None] = {}
         self._prefixes: dict[tuple, Any] = {}  # hashlib's objects, by what object_key hashed
+        self._debug: dict[tuple, bool] = {}  # whether a command records the working directory
         self._lock = threading.Lock()
 
     @classmethod
@@ -277,20 +278,24 @@ class Cache:
         words = tuple(normalise(argv, paths, tmp))
         # Everything but the code is shared by most CUs of a link: hashed once per distinct
         # command (`_prefixes`), so a CU costs its command's normalising and one hash update.
-        # (The working directory is in the memo's key, one getcwd a CU; in the hash only
-        # with -g, whose debug info records it.)
-        here = os.getcwd()
+        # (Reads of the memos need no lock: a dict's get is atomic; a miss is made under it.)
         shared = (type(target), target.name, p.code_kind, words, tuple(p.options),
-                  tuple(p.offered), compiler, here)
-        with self._lock:
-            h = self._prefixes.get(shared)
+                  tuple(p.offered), compiler)
+        debug = self._debug.get(shared)
+        if debug is None:
+            debug = _uses_debug_info(words)
+            with self._lock:
+                self._debug[shared] = debug
+        # The working directory is in the key only with -g, whose debug info records it.
+        cwd = os.getcwd() if debug else ""
+        memo = (shared, cwd)
+        h = self._prefixes.get(memo)
         if h is None:
-            cwd = here if _uses_debug_info(words) else ""
             h = _hasher("object", str(FORMAT), __version__, type(target).__qualname__,
                         target.name, p.code_kind, "\0".join(words), "\0".join(p.options),
                         "\0".join(p.offered), compiler, cwd)
             with self._lock:
-                self._prefixes[shared] = h
+                self._prefixes[memo] = h
         return _hash_from(h, p.code_id)
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
