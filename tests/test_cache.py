@@ -822,3 +822,40 @@ def test_relink_sees_a_library_found_elsewhere_on_the_search_path(offlink, forty
     # (offlink cc compiled the new CU into the same cache: a new image of cached objects)
     assert "2 CUs, 0 compiled, 2 from cache; image linked" in capfd.readouterr().err
     assert run([tmp_path / "prog"]).stdout == "54 54 table\n"
+
+
+def test_trim_scans_only_when_the_noted_total_nears_the_limit_or_is_old(tmp_path, monkeypatch):
+    """A link that stored a little adds it to the total the last scan noted: no scan of
+    every entry (1000 entries ~8 ms) until that reaches the limit or _RESCAN has passed."""
+    from offlink.link import cache as cache_mod
+
+    cache = Cache(str(tmp_path), limit=10000)  # entries are ~1050 bytes
+    for i in range(3):
+        cache.put(f"{i:02x}" + "0" * 62, {}, bytes(1000))
+    scans = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p: scans.append(p) or real_scandir(p))
+    cache.trim()  # nothing noted yet: a scan, which notes the total
+    assert scans
+    total = sum(f.stat().st_size for f in Path(cache.dir).rglob("*") if f.is_file())
+    assert (tmp_path / "size").read_text().split()[0] == str(total)
+
+    def store(i: int) -> Cache:
+        later = Cache(str(tmp_path), limit=10000)  # the next link
+        later.put(f"{i:02x}" + "0" * 62, {}, bytes(1000))
+        return later
+
+    scans.clear()
+    store(3).trim()
+    assert not scans  # 4 entries of ~1050 bytes: well under the limit
+    assert int((tmp_path / "size").read_text().split()[0]) == total * 4 // 3
+    for i in range(4, 9):
+        store(i).trim()
+    assert not scans
+    store(9).trim()  # the note reaches the limit: a scan, which removes the oldest
+    assert scans
+    assert len(list(Path(cache.dir).rglob("*" + "0" * 62))) < 10
+    scans.clear()
+    monkeypatch.setattr(cache_mod, "_RESCAN", 0.0)  # the note is too old to trust
+    store(10).trim()
+    assert scans
