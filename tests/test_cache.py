@@ -697,6 +697,29 @@ def test_relink_over_its_output_stats_each_input_once(offlink, forty, tmp_path, 
     assert sorted(seen) == sorted(objects)
 
 
+def test_relink_from_the_image_entry_refreshes_old_object_entries(offlink, forty, tmp_path,
+                                                                   monkeypatch):
+    """The objects a relink took from the image's entry stay recently used (the eviction
+    order): refreshed when the first is older than _REFRESH, left alone when it is not."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    link = in_process(monkeypatch, cache)
+    args = inputs(forty, offlink)
+    assert link(["gcc", *args, "-o", tmp_path / "prog"]) == 0
+    assert link(["gcc", *args, "-o", tmp_path / "prog"]) == 0
+    objects = [p for p in (cache / "objects").rglob("*") if p.is_file()
+               and set(Cache._decode(p.read_bytes()).meta) == {"offers"}]  # not the image's
+    assert len(objects) == N + 1
+    for p in objects:
+        os.utime(p, (1000, 1000))
+    assert link(["gcc", *args, "-o", tmp_path / "prog"]) == 0
+    assert all(p.stat().st_mtime > time.time() - 60 for p in objects)
+    for p in objects:
+        os.utime(p, (time.time() - 60,) * 2)
+    assert link(["gcc", *args, "-o", tmp_path / "prog"]) == 0
+    assert all(p.stat().st_mtime < time.time() - 30 for p in objects)
+
+
 def same_size_versions(d: Path, offlink: str) -> tuple[bytes, bytes]:
     """unit17.o as built, and built from other code (a changed constant), padded with zero
     bytes past the ELF contents (which ld and offlink ignore) to the same size."""
