@@ -74,9 +74,12 @@ def target_launcher(options: LinkOptions) -> list[str]:
     """The command prefix for target compiles: --target-launcher or OFFLINK_TARGET_LAUNCHER."""
     if options.launcher:
         return options.launcher
+    text = os.environ.get("OFFLINK_TARGET_LAUNCHER", "")
+    if not text.strip():
+        return []
     import shlex
 
-    return shlex.split(os.environ.get("OFFLINK_TARGET_LAUNCHER", ""))
+    return shlex.split(text)
 
 
 class _Timer:
