@@ -327,6 +327,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
 
     import pytest
 
+    from offlink import registrations
     from offlink.errors import LinkError
     from offlink.link import pipeline
     from offlink.registrations import gomp as gomp_register
@@ -355,7 +356,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
             return False
 
     monkeypatch.setattr(pipeline, "_host_link", host_link)
-    monkeypatch.setattr(gomp_register, "enabled", lambda flag: True)
+    monkeypatch.setattr(registrations, "enabled", lambda asked: True)
     monkeypatch.setattr(gomp_register.Registration, "for_link",
                         classmethod(lambda cls, *args: NeverSettles()))
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
