@@ -110,17 +110,21 @@ def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: 
         return (names[cu.origin] if cu.origin in names
                 else names[path] + sep + record if sep and path in names else cu.origin)
 
-    origin = {c.cu.label: named(c.cu) for c in compiled}
+    labels = [c.cu.label for c in compiled]  # each made once (a relink has thousands)
+    origin = dict(zip(labels, [named(c.cu) for c in compiled]))
     rows: dict[str, str] = {}
     for img in images:  # a name in several images: the first image's CU, as fill names it
+        if not rows:
+            rows = {name: origin.get(label, label) for name, label in img.owners.items()}
+            continue
         for name, label in img.owners.items():
             rows.setdefault(name, origin.get(label, label))
     left_out: dict[str, str] = {}
     if narrowing.active:
         offered: dict[str, str] = {}
-        for c in compiled:
+        for c, label in zip(compiled, labels):
             for o in c.offers:
-                offered.setdefault(o.name, origin[c.cu.label])
+                offered.setdefault(o.name, origin[label])
         kept = narrowing.select(offered) or frozenset()
         left_out = {n: cu for n, cu in offered.items() if n not in kept and n not in rows}
-    return origins_format.encode(rows, left_out, [origin[c.cu.label] for c in compiled])
+    return origins_format.encode(rows, left_out, [origin[label] for label in labels])
