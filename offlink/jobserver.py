@@ -16,8 +16,7 @@ import signal
 import stat
 import sys
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import ToolError
 
@@ -32,8 +31,7 @@ if TYPE_CHECKING:  # typing costs start-up time a cached relink skips
         def finished(self, ok: bool) -> None: ...
 
 
-@dataclass(frozen=True)
-class JobserverAuth:
+class JobserverAuth(NamedTuple):
     """Where make's tokens are: a fifo path (make 4.4) or a pipe's two fds (make 4.3)."""
 
     fifo: str = ""

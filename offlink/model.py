@@ -3,13 +3,16 @@ other: the link plan, a CU's target code, what a compiled CU offers, a target's 
 
 It sits below link/, dialects/, targets/ and registrations/ and imports none of them (only for
 annotations), so they all can import it and none needs another's module for its types.
+
+Named tuples and plain classes, no dataclasses: every link makes these, a relink of 1000 CUs
+a few thousand of them, and `dataclasses` (with `inspect`) plus ~0.4 ms per class at import
+were a tenth of a relink's own time (issue 11).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -19,8 +22,7 @@ if TYPE_CHECKING:
 
 # -- stage 1, plan ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Input:
+class Input(NamedTuple):
     """A file or -l library on the link line, in order, with the archive modes in force."""
 
     kind: str  # "file" or "library" (-lNAME; path is NAME, or ":file" for -l:file)
@@ -30,8 +32,7 @@ class Input:
     group: int = 0  # --start-group number, 0 outside any group
 
 
-@dataclass(frozen=True)
-class LinkPlan:
+class LinkPlan(NamedTuple):
     driver: str
     argv: list[str]  # the command as given
     output: str
@@ -42,9 +43,9 @@ class LinkPlan:
     lto: bool
     inputs: list[Input]
     lib_dirs: list[str]
-    base_args: list[str] = field(default_factory=list)  # args without -o and strip options
+    base_args: list[str]  # args without -o and strip options
     # base_args as the host link gets them: an @file offlink keeps whole is passed as written
-    host_args: list[str] = field(default_factory=list)
+    host_args: list[str]
 
 
 def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
@@ -61,16 +62,49 @@ def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
 
 # -- stage 2, extract ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class CU:
-    """One compilation unit's target code for one target, and where it came from."""
+    """One compilation unit's target code for one target, and where it came from (a plain
+    class, not a named tuple: dialects add fields in subclasses, GccCU)."""
 
+    __slots__ = ("origin", "payload")
     origin: str  # "a.o", "libx.a(m.o)", with "#N" when a file holds several records
     payload: Payload
+
+    def __init__(self, origin: str, payload: Payload):
+        _set(self, "origin", origin)
+        _set(self, "payload", payload)
+
+    def _names(self) -> list[str]:
+        """The fields, a subclass's after its bases' (as a dataclass orders them)."""
+        return [n for c in reversed(type(self).__mro__) for n in getattr(c, "__slots__", ())]
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, n) for n in self._names())
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}(" + \
+            ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names()) + ")"
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"cannot assign to field '{name}'")  # frozen
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field '{name}'")
 
     @property
     def label(self) -> str:
         return f"{self.payload.source} ({self.origin})"
+
+
+_set = object.__setattr__
 
 
 # -- stage 3, compile ------------------------------------------------------------------------
@@ -85,8 +119,7 @@ class Offer(NamedTuple):
     strong: bool  # STB_GLOBAL (a weak or COMDAT definition may appear in many CUs)
 
 
-@dataclass(frozen=True)
-class CompiledCU:
+class CompiledCU(NamedTuple):
     cu: CU
     target: Target
     object_path: str
@@ -96,7 +129,7 @@ class CompiledCU:
     # A cached object's bytes: written to object_path only when something reads the file (the
     # device link of an image not in the cache, write_objects), so a relink with nothing
     # changed writes no object into the work folder.
-    data: bytes | None = field(default=None, repr=False, compare=False)
+    data: bytes | None = None
     warnings: str = ""  # what the target compiler said (shown by show_warnings)
     span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
 
@@ -111,8 +144,7 @@ def write_objects(compiled: Sequence[CompiledCU]) -> None:
 
 # -- stage 4, device link --------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Image:
+class Image(NamedTuple):
     target: Target
     path: str
     data: bytes

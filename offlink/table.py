@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import FormatError, TableError
 from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
@@ -54,8 +54,7 @@ def backend() -> str:
     return _core().backend
 
 
-@dataclass(frozen=True)
-class Symbol:
+class Symbol(NamedTuple):
     name: str
     address: int  # as in the file's symbol table (st_value), or relative to `base`
     size: int
@@ -67,8 +66,7 @@ def _make_symbol(name: bytes, address: int, size: int, kind: int, host_offset: i
     return Symbol(name.decode(), address, size, SYMBOL_KIND_NAMES[kind], host_offset)
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     name: str
     kind: str
     image: bytes

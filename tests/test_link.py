@@ -280,8 +280,6 @@ def test_deep_verify_with_lief(offlink, tmp_path):
 
 
 def test_deep_verify_catches_a_table_that_does_not_match(offlink, tmp_path):
-    import dataclasses
-
     import pytest
 
     from offlink.elf import ElfFile
@@ -302,10 +300,10 @@ def test_deep_verify_catches_a_table_that_does_not_match(offlink, tmp_path):
                   sec.sh_offset)
     deep_verify(prog, good)
     for bad, what in (
-            (dataclasses.replace(good, rows=[RowSpec("lib_twice", 8, 1, "function")]),
+            (good._replace(rows=[RowSpec("lib_twice", 8, 1, "function")]),
              "'lib_twice' is at"),
-            (dataclasses.replace(good, table=good.table[:-1] + b"\1"), "does not hold"),
-            (dataclasses.replace(good, section_addr=good.section_addr + 64), "expected")):
+            (good._replace(table=good.table[:-1] + b"\1"), "does not hold"),
+            (good._replace(section_addr=good.section_addr + 64), "expected")):
         with pytest.raises(LinkError, match=what):
             deep_verify(prog, bad)
 
@@ -329,6 +327,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
 
     import pytest
 
+    from offlink import registrations
     from offlink.errors import LinkError
     from offlink.link import pipeline
     from offlink.registrations import gomp as gomp_register
@@ -357,7 +356,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
             return False
 
     monkeypatch.setattr(pipeline, "_host_link", host_link)
-    monkeypatch.setattr(gomp_register, "enabled", lambda flag: True)
+    monkeypatch.setattr(registrations, "enabled", lambda asked: True)
     monkeypatch.setattr(gomp_register.Registration, "for_link",
                         classmethod(lambda cls, *args: NeverSettles()))
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}

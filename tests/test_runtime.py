@@ -16,7 +16,7 @@ import struct
 import subprocess
 import sys
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -88,9 +88,9 @@ def fill(path: Path, rows: dict[str, str], images: list[ImageSpec],
     # After the link the hidden symbol is local, at the start of the section.
     assert [s.st_value for s in elf.symbols() if s.name == SYMBOL] == [sec.sh_addr]
     specs = [
-        replace(RowSpec(name, syms[name].st_value - sec.sh_addr,
-                        1 if kind.endswith("function") else syms[name].st_size, kind),
-                **(change or {}).get(name, {}))
+        RowSpec(name, syms[name].st_value - sec.sh_addr,
+                1 if kind.endswith("function") else syms[name].st_size, kind)._replace(
+                    **(change or {}).get(name, {}))
         for name, kind in rows.items()
     ]
     table = build_table(images, specs)

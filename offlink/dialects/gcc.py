@@ -86,13 +86,22 @@ class Entry(NamedTuple):
         return "link-variable" if self.host.link else self.host.kind
 
 
-@dataclass(frozen=True)
 class GccCU(CU):
     """A GCC offload object's CU, with what its host side says (read once, at extract): the
     host table entries in table order and the external functions it defines."""
 
-    host_entries: tuple[HostEntry, ...] | None = None  # None: unreadable, reported when used
-    global_functions: frozenset[str] = frozenset()
+    __slots__ = ("host_entries", "global_functions")
+    host_entries: tuple[HostEntry, ...] | None  # None: unreadable, reported when used
+    global_functions: frozenset[str]
+
+    def __init__(self, origin: str, payload, host_entries: tuple[HostEntry, ...] | None = None,
+                 global_functions: frozenset[str] = frozenset()):
+        super().__init__(origin, payload)
+        _set(self, "host_entries", host_entries)
+        _set(self, "global_functions", global_functions)
+
+
+_set = object.__setattr__
 
 
 # -- the host object -------------------------------------------------------------------------

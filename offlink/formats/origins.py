@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import FormatError
 
@@ -18,8 +18,7 @@ MAGIC = b"offlink.origins "  # then the version in decimal and a newline, then J
 VERSION = 1
 
 
-@dataclass(frozen=True)
-class Origins:
+class Origins(NamedTuple):
     rows: dict[str, str]  # row name -> the CU that offered it
     left_out: dict[str, str]  # offered name the narrowing left out -> its CU
     cus: tuple[str, ...]  # every CU named above, in link-line order

@@ -15,7 +15,7 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import FormatError
 from . import PAYLOAD_SECTION_PREFIX
@@ -84,8 +84,7 @@ def declarations():
 _DECLS = None
 
 
-@dataclass(frozen=True)
-class Stored:
+class Stored(NamedTuple):
     """A record's code as stored (compressed or not), inflated only when read (`_code`)."""
 
     data: bytes
@@ -147,9 +146,9 @@ class _Code:
         obj.__dict__[self.slot] = value
 
 
-@dataclass(frozen=True)
 class Payload:
-    """One CU's target code for one target."""
+    """One CU's target code for one target (a plain class, frozen as a dataclass would be:
+    importing dataclasses cost a relink more than the class saves; see model.py)."""
 
     target: str
     code_kind: str
@@ -157,7 +156,41 @@ class Payload:
     compiler: str  # the compiler driver that made the host object
     options: tuple[str, ...]  # options the target compile must use
     code: bytes = _Code()  # type: ignore[assignment]  # e.g. preprocessed source
-    offered: tuple[str, ...] = field(default=())  # empty: every external definition
+    offered: tuple[str, ...]  # empty: every external definition
+
+    def __init__(self, target: str, code_kind: str, source: str, compiler: str,
+                 options: tuple[str, ...], code: bytes | Stored | Deferred,
+                 offered: tuple[str, ...] = ()):
+        d = self.__dict__
+        d["target"] = target
+        d["code_kind"] = code_kind
+        d["source"] = source
+        d["compiler"] = compiler
+        d["options"] = options
+        d["_code"] = code  # the _Code descriptor's slot
+        d["offered"] = offered
+
+    def _values(self) -> tuple:
+        return (self.target, self.code_kind, self.source, self.compiler, self.options,
+                self.code, self.offered)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        names = ("target", "code_kind", "source", "compiler", "options", "code", "offered")
+        return "Payload(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._values())) + ")"
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"cannot assign to field '{name}'")  # frozen
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field '{name}'")
 
     @property
     def section_name(self) -> str:

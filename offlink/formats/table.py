@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAGIC = b"OFFLINK\0"
 VERSION = 1
@@ -81,8 +81,12 @@ def build_index(pairs: Sequence[tuple[int, int, int]]) -> bytes:
         return b""
     blocks = index_layers(n)[0]
     pad = blocks * INDEX_FANOUT - n
-    keys = [index_key(h) for h, _r, _s in pairs] + [KEY_PAD] * pad
-    entries = [v for _h, r, s in pairs for v in (r, index_span(s))] + [0] * (2 * pad)
+    # index_key and index_span, inline: a relink indexes thousands of rows.
+    keys = [KEY_MIN if h < KEY_MIN else KEY_MAX if h > KEY_MAX else h for h, _r, _s in pairs]
+    keys += [KEY_PAD] * pad
+    entries = [0] * (2 * (n + pad))
+    entries[0 : 2 * n : 2] = [r for _h, r, _s in pairs]
+    entries[1 : 2 * n : 2] = [s if s < SPAN_MAX else SPAN_MAX for _h, _r, s in pairs]
     nodes = [k for layer in internal_keys(keys, n) for k in layer]
     out = bytearray(struct.pack(f"<{len(nodes)}i", *nodes))
     leaf = struct.Struct(f"<{INDEX_FANOUT}i{2 * INDEX_FANOUT}I")
@@ -103,8 +107,7 @@ SYMBOL_STRUCT = struct.Struct("<IIqQHH4x")
 CRC_OFFSET = 32
 
 
-@dataclass(frozen=True)
-class ImageSpec:
+class ImageSpec(NamedTuple):
     """One target's image as the writer sees it."""
 
     target: str
@@ -112,8 +115,7 @@ class ImageSpec:
     image: bytes
 
 
-@dataclass(frozen=True)
-class RowSpec:
+class RowSpec(NamedTuple):
     """One offered symbol as the writer sees it; host_offset is relative to the table."""
 
     name: str
@@ -131,8 +133,7 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """Where the images go and how big the table is, fixed before the host link."""
 
     image_offsets: tuple[int, ...]
@@ -180,22 +181,25 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
     """
     from ..errors import FormatError
 
-    ordered = sorted(rows, key=lambda r: name_key(r.name.encode()))
-    for a, b in zip(ordered, ordered[1:]):
-        if a.name == b.name:
-            raise FormatError(f"duplicate symbol name '{a.name}' in the offload table")
+    # Sorted by the encoded names (name_key), each encoded once: a relink writes thousands.
+    encoded = [r.name.encode() for r in rows]
+    order = sorted(range(len(rows)), key=encoded.__getitem__)
+    ordered = [rows[i] for i in order]
+    names = [encoded[i] for i in order]
+    if any(map(bytes.__eq__, names, names[1:])):
+        a = next(a for a, b in zip(ordered, ordered[1:]) if a.name == b.name)
+        raise FormatError(f"duplicate symbol name '{a.name}' in the offload table")
     pool = bytearray()
     offsets: dict[bytes, int] = {}
 
-    def intern(text: str) -> tuple[int, int]:
-        raw = text.encode()
+    def intern(raw: bytes) -> tuple[int, int]:
         if raw not in offsets:
             offsets[raw] = len(pool)
             pool.extend(raw + b"\0")
         return offsets[raw], len(raw)
 
-    target_names = [intern(img.target) for img in images]
-    row_names = [intern(r.name) for r in ordered]
+    target_names = [intern(img.target.encode()) for img in images]
+    row_names = [intern(raw) for raw in names]
     lay = _meta_layout(len(images), len(ordered), len(pool))
     meta_size = lay["meta_size"]
 
@@ -219,14 +223,15 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
         )
         out[ioff : ioff + len(img.image)] = img.image
         pos += TARGET_SIZE
-    pos = lay["symbols_off"]
-    for row, (noff, nlen) in zip(ordered, row_names):
-        if row.kind not in SYMBOL_KINDS:
-            raise FormatError(f"unknown symbol kind '{row.kind}' for '{row.name}'")
-        SYMBOL_STRUCT.pack_into(out, pos, noff, nlen, row.host_offset, row.size,
-                                SYMBOL_KINDS[row.kind], 0)
-        pos += SYMBOL_SIZE
-    pairs = sorted((row.host_offset, i, row.size) for i, row in enumerate(ordered))
+    bad = next((row for row in ordered if row.kind not in SYMBOL_KINDS), None)
+    if bad is not None:
+        raise FormatError(f"unknown symbol kind '{bad.kind}' for '{bad.name}'")
+    pack, kinds = SYMBOL_STRUCT.pack, SYMBOL_KINDS
+    symbols = b"".join([pack(noff, nlen, row.host_offset, row.size, kinds[row.kind], 0)
+                        for row, (noff, nlen) in zip(ordered, row_names)])
+    out[lay["symbols_off"] : lay["symbols_off"] + len(symbols)] = symbols
+    pairs = sorted(zip([row.host_offset for row in ordered], range(len(ordered)),
+                       [row.size for row in ordered]))
     index = build_index(pairs)
     out[lay["index_off"] : lay["index_off"] + len(index)] = index
     out[lay["strings_off"] : meta_size] = pool

@@ -19,8 +19,9 @@ renamed, so links sharing the cache never see half an entry; a corrupt entry is 
 rebuilt. The SHA-256 catches damage, not forgery: folders are made 0700 and a cache folder
 others can write to is refused, unless OFFLINK_CACHE_SHARED=1 says its writers are trusted.
 The total size is kept under `OFFLINK_CACHE_SIZE` (default 1G) by removing the least recently
-used entries (a hit refreshes an entry's mtime). `--no-cache` or `OFFLINK_NO_CACHE=1` turn
-the cache off.
+used entries (a hit refreshes an entry's mtime); the total a scan found is noted in `size`, so
+links that store little need not scan every entry (Cache.trim). `--no-cache` or
+`OFFLINK_NO_CACHE=1` turn the cache off.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ DEFAULT_SIZE = 1 << 30
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _STALE_TEMP = 3600  # seconds after which a temporary file is taken as a crashed writer's
 _SETTLED = 2.0  # seconds since a tool's last change after which its stat stamp is trusted
+_RESCAN = 600.0  # seconds after which trim counts the entries again (Cache.trim)
 
 
 def parse_size(text: str) -> int:
@@ -210,7 +212,8 @@ class Cache:
         self.stored = 0
         self.hits = 0
         self._identities: dict[str, str | None] = {}
-        self._prefixes: dict[tuple[str, ...], Any] = {}  # hashlib's objects
+        self._prefixes: dict[tuple, Any] = {}  # hashlib's objects, by what object_key hashed
+        self._debug: dict[tuple, bool] = {}  # whether a command records the working directory
         self._lock = threading.Lock()
 
     @classmethod
@@ -274,22 +277,28 @@ class Cache:
     def object_key(self, target: Target, cu: CU, argv: Sequence[str], paths: dict[str, str],
                    compiler: str, tmp: str = "") -> str:
         p = cu.payload
-        cwd = os.getcwd() if _uses_debug_info(argv) else ""
-        # Everything but the code is shared by most CUs of a link: hashed once (`_prefix`).
-        return _hash_from(self._prefix(
-            ("object", str(FORMAT), __version__, type(target).__qualname__, target.name,
-             p.code_kind, "\0".join(normalise(argv, paths, tmp)), "\0".join(p.options),
-             "\0".join(p.offered), compiler, cwd)), p.code_id)
-
-    def _prefix(self, parts: tuple[str, ...]):
-        """A SHA-256 that has taken `parts` as `_hash` does, made once per distinct parts."""
-        with self._lock:
-            h = self._prefixes.get(parts)
-        if h is None:
-            h = _hasher(*parts)
+        words = tuple(normalise(argv, paths, tmp))
+        # Everything but the code is shared by most CUs of a link: hashed once per distinct
+        # command (`_prefixes`), so a CU costs its command's normalising and one hash update.
+        # (Reads of the memos need no lock: a dict's get is atomic; a miss is made under it.)
+        shared = (type(target), target.name, p.code_kind, words, tuple(p.options),
+                  tuple(p.offered), compiler)
+        debug = self._debug.get(shared)
+        if debug is None:
+            debug = _uses_debug_info(words)
             with self._lock:
-                self._prefixes[parts] = h
-        return h
+                self._debug[shared] = debug
+        # The working directory is in the key only with -g, whose debug info records it.
+        cwd = os.getcwd() if debug else ""
+        memo = (shared, cwd)
+        h = self._prefixes.get(memo)
+        if h is None:
+            h = _hasher("object", str(FORMAT), __version__, type(target).__qualname__,
+                        target.name, p.code_kind, "\0".join(words), "\0".join(p.options),
+                        "\0".join(p.offered), compiler, cwd)
+            with self._lock:
+                self._prefixes[memo] = h
+        return _hash_from(h, p.code_id)
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:
@@ -369,18 +378,48 @@ class Cache:
     def trim(self) -> None:
         """Remove least recently used entries while the cache is over its limit.
 
-        Run after a link that stored something. Other links may trim at the same time: a
-        file already gone is fine, and a reader keeps a file it has open.
+        Run after a link that stored something. A scan of every entry (1000 entries: ~8 ms
+        CPU, 10000: ~80) notes the total it leaves in `size`; a later link adds what it
+        stored to that note and scans only once the note says the limit is reached or the
+        scan is _RESCAN seconds old. (Links storing at once may each add to the same total,
+        and one addition is lost: the next scan counts again.) Other links may trim at the
+        same time: a file already gone is fine, and a reader keeps a file it has open.
         """
         if not self.stored:
             return
+        now = time.time()
+        noted = self._noted_size()
+        if noted is not None:
+            total, scanned = noted
+            if 0 <= now - scanned < _RESCAN and total + self.stored <= self.limit:
+                self._note_size(total + self.stored, scanned)
+                return
+        left = self._scan_and_trim(now)
+        if left is not None:
+            self._note_size(left, now)
+
+    def _noted_size(self) -> tuple[int, float] | None:
+        """(total bytes, when it was scanned) as the last trim noted them, or None."""
+        try:
+            with open(os.path.join(self.root, "size"), encoding="ascii") as f:
+                total, scanned = f.read().split()
+            return int(total), float(scanned)
+        except (OSError, ValueError):
+            return None
+
+    def _note_size(self, total: int, scanned: float) -> None:
+        _write_atomic(os.path.join(self.root, "size"), f"{total} {scanned!r}\n".encode())
+
+    def _scan_and_trim(self, now: float) -> int | None:
+        """Every entry's size and time: the least recently used removed while over the limit
+        (to 90% of it, so the next links do not trim again); the total left, None if the
+        folder cannot be listed."""
         entries = []
         total = 0
-        now = time.time()
         try:
             subdirs = list(os.scandir(self.dir))
         except OSError:
-            return
+            return None
         for sub in subdirs:
             if not sub.is_dir(follow_symlinks=False):
                 continue
@@ -400,13 +439,14 @@ class Cache:
                 entries.append((st.st_mtime, f.path, st.st_size))
                 total += st.st_size
         if total <= self.limit:
-            return
-        goal = self.limit * 9 // 10  # some room, so the next links do not trim again
+            return total
+        goal = self.limit * 9 // 10
         for _mtime, path, size in sorted(entries):
             if total <= goal:
                 break
             if _unlink(path):
                 total -= size
+        return total
 
 
 def _version(tool: str) -> bytes:
@@ -535,7 +575,7 @@ def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
     if entry is None or found is None:
         return None
     offers, owners = found
-    _refresh([cache._path(c.key) for c in compiled])
+    _refresh(cache, [c.key for c in compiled])
     with open(out, "wb") as f:
         f.write(entry.data)
     if runner.VERBOSE:
@@ -546,18 +586,19 @@ def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
 _REFRESH = 600.0  # seconds: entries used together are refreshed at most this often
 
 
-def _refresh(paths: list[str]) -> None:
+def _refresh(cache: Cache, keys: list[str]) -> None:
     """Refresh the times of entries a link used together (least recently used goes first),
     unless the first was refreshed less than _REFRESH seconds ago: they were all refreshed
-    then, and the eviction order misses nothing by ten minutes (1000 utimes cost ~5 ms)."""
+    then, and the eviction order misses nothing by ten minutes (1000 utimes cost ~5 ms; the
+    other paths are not even made then, ~1 ms)."""
     try:
-        if paths and time.time() - os.stat(paths[0]).st_mtime < _REFRESH:
+        if keys and time.time() - os.stat(cache._path(keys[0])).st_mtime < _REFRESH:
             return
     except OSError:
         pass
-    for path in paths:
+    for key in keys:
         try:
-            os.utime(path)
+            os.utime(cache._path(key))
         except OSError:
             pass  # gone (trimmed by another link): the image stands without it
 
@@ -587,21 +628,24 @@ def _image_meta(image, compiled) -> dict:
 
 
 def _offers_of(meta: dict, compiled):
-    """(offers, owners) as `_image_meta` keeps them; None if not kept."""
+    """(offers, owners) as `_image_meta` keeps them; None if not kept.
+
+    The entry is ours (its SHA-256 checked, its layout fixed by FORMAT): the values are taken
+    as JSON gave them, and only an owner is checked, which indexes the CUs."""
     from .compile import Offer
 
     offers, owners = {}, {}
     labels: dict[int, str] = {}  # a CU's label made once, not once per name it offers
+    n = len(compiled)
     try:
         for name, kind, size, strong, owner in meta["offers"]:
-            name, owner = str(name), int(owner)
-            if not 0 <= owner < len(compiled):
-                return None
-            offers[name] = Offer(name, str(kind), int(size), bool(strong))
+            offers[name] = Offer(name, kind, size, strong)
             label = labels.get(owner)
             if label is None:
+                if type(owner) is not int or not 0 <= owner < n:
+                    return None
                 label = labels[owner] = compiled[owner].cu.label
             owners[name] = label
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError):
         return None
     return offers, owners

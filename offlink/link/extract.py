@@ -10,7 +10,6 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from .. import dialects
 from ..elf import (
@@ -27,12 +26,14 @@ from ..model import CU, Input, LinkPlan, find_library
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
 
 
-@dataclass
 class _Obj:
-    origin: str
-    elf: ElfFile
-    defined: set[str]
-    undefined: set[str]
+    __slots__ = ("origin", "elf", "defined", "undefined")
+
+    def __init__(self, origin: str, elf: ElfFile, defined: set[str], undefined: set[str]):
+        self.origin = origin
+        self.elf = elf
+        self.defined = defined
+        self.undefined = undefined
 
 
 def _read(path: str) -> bytes | memoryview:
@@ -97,15 +98,21 @@ def _lto_symbols(elf: ElfFile) -> tuple[set[str], set[str]]:
     return defined, undefined
 
 
-@dataclass(frozen=True)
 class _File:
-    inp: Input
-    path: str
-    archive: bool
-    objects: list[tuple[str, ElfFile]]  # (origin, object): the members, or the file itself
-    index: int = 0  # in input_paths(plan)
-    places: tuple[int, ...] = (0,)  # each object's place among the archive's members
-    thin: bool = False  # a thin archive: its members are files of their own
+    __slots__ = ("inp", "path", "archive", "objects", "index", "places", "thin")
+
+    def __init__(self, inp: Input, path: str, archive: bool,
+                 objects: list[tuple[str, ElfFile]],  # (origin, object): members, or the file
+                 index: int = 0,  # in input_paths(plan)
+                 places: tuple[int, ...] = (0,),  # each object's place among the members
+                 thin: bool = False):  # a thin archive: its members are files of their own
+        self.inp = inp
+        self.path = path
+        self.archive = archive
+        self.objects = objects
+        self.index = index
+        self.places = places
+        self.thin = thin
 
 
 def input_paths(plan: LinkPlan) -> list[tuple[Input, str]]:

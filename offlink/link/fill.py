@@ -6,7 +6,6 @@ Only the section's bytes are written (at its file offset); no other byte of the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..elf import (
@@ -28,8 +27,7 @@ from ..model import Image
 _GLOBAL_BINDS = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)  # Symbol.is_global, without a call
 
 
-@dataclass(frozen=True)
-class Filled:
+class Filled(NamedTuple):
     table: bytes
     rows: list[RowSpec]
     dropped: list[str]  # offered names the host binary does not define (discarded, inlined)
@@ -38,7 +36,7 @@ class Filled:
     placed: frozenset[str] = frozenset()  # rows whose target found the host side itself
     # host_symbols of the binary, and the symbol and string tables read for it (verify uses
     # them where the file still holds those bytes instead of parsing them again)
-    host: HostSymbols | None = field(default=None, repr=False, compare=False)
+    host: HostSymbols | None = None
 
 
 class HostSymbols(NamedTuple):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import LinkError, UsageError
 
@@ -44,8 +44,7 @@ def read_list(path: str) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
-class Narrowing:
+class Narrowing(NamedTuple):
     """The names and patterns a link offers; empty: every offered name (the default)."""
 
     words: tuple[str, ...] = ()

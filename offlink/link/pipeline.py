@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import run as runner
@@ -23,32 +22,64 @@ from .plan import LinkPlan, host_link_argv, plan_link
 HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
 
 
-@dataclass
 class LinkOptions:
-    targets: list[str] = field(default_factory=list)  # empty: every target the inputs have
-    jobs: int = 0  # 0: OFFLINK_JOBS or the CPU count
-    save_temps: bool = False
-    dry_run: bool = False
-    timings: bool = False  # also OFFLINK_TIMINGS=1
-    cache: bool = True  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
-    launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
-    deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (link/deep_verify.py)
-    offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
-    gomp_register: bool = False  # --gomp-register; OFFLINK_GOMP_REGISTER=1 (registrations/)
-    time_trace: str = ""  # --time-trace FILE: a Chrome trace of the stages and compiles
-    host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
-    offload_symbols: list[str] = field(default_factory=list)  # --offload-symbol (link/narrow.py)
-    offload_symbol_lists: list[str] = field(default_factory=list)  # --offload-symbol-list
-    origin_names: dict[str, str] = field(default_factory=dict)  # temporary object -> source
+    """What `offlink link`'s own options ask for (a plain class: importing dataclasses costs
+    a relink more than the class saves)."""
+
+    def __init__(self,
+                 targets: list[str] | None = None,  # empty: every target the inputs have
+                 jobs: int = 0,  # 0: OFFLINK_JOBS or the CPU count
+                 save_temps: bool = False,
+                 dry_run: bool = False,
+                 timings: bool = False,  # also OFFLINK_TIMINGS=1
+                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
+                 launcher: list[str] | None = None,  # empty: OFFLINK_TARGET_LAUNCHER
+                 deep_verify: bool = False,  # --verify-deep; OFFLINK_VERIFY=deep (deep_verify.py)
+                 offload_options: list[str] | None = None,  # --offload-option (GCC syntax)
+                 gomp_register: bool = False,  # --gomp-register; OFFLINK_GOMP_REGISTER=1
+                 time_trace: str = "",  # --time-trace FILE: a Chrome trace of stages, compiles
+                 host_said: dict[str, str] | None = None,  # source -> its host compile's words
+                 offload_symbols: list[str] | None = None,  # --offload-symbol (link/narrow.py)
+                 offload_symbol_lists: list[str] | None = None,  # --offload-symbol-list
+                 origin_names: dict[str, str] | None = None):  # temporary object -> source
+        self.targets = targets if targets is not None else []
+        self.jobs = jobs
+        self.save_temps = save_temps
+        self.dry_run = dry_run
+        self.timings = timings
+        self.cache = cache
+        self.launcher = launcher if launcher is not None else []
+        self.deep_verify = deep_verify
+        self.offload_options = offload_options if offload_options is not None else []
+        self.gomp_register = gomp_register
+        self.time_trace = time_trace
+        self.host_said = host_said if host_said is not None else {}
+        self.offload_symbols = offload_symbols if offload_symbols is not None else []
+        self.offload_symbol_lists = offload_symbol_lists if offload_symbol_lists is not None \
+            else []
+        self.origin_names = origin_names if origin_names is not None else {}
+
+    def __repr__(self) -> str:
+        return "LinkOptions(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
     """The command prefix for target compiles: --target-launcher or OFFLINK_TARGET_LAUNCHER."""
     if options.launcher:
         return options.launcher
+    text = os.environ.get("OFFLINK_TARGET_LAUNCHER", "")
+    if not text.strip():
+        return []
     import shlex
 
-    return shlex.split(os.environ.get("OFFLINK_TARGET_LAUNCHER", ""))
+    return shlex.split(text)
 
 
 class _Timer:
@@ -106,21 +137,19 @@ class _Timer:
 def link(argv: list[str], options: LinkOptions) -> int:
     timer = _Timer(options.timings)
     plan = plan_link(argv)
-    check_output(plan)
+    stats = check_output(plan)
     timer.stage("plan")
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
         # later offlink link reads CU by CU (no driver may link the device code here).
-        from dataclasses import replace
-
         from ..dialects import relocatable_argv
 
-        return _plain(replace(plan, argv=relocatable_argv(plan.argv)), options, timer)
+        return _plain(plan._replace(argv=relocatable_argv(plan.argv)), options, timer)
     from .narrow import Narrowing
     from .relink import extract  # from the last link's record when its inputs are unchanged
 
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
-    cus = extract(plan, options.offload_options, options.cache)
+    cus = extract(plan, options.offload_options, options.cache, stats)
     timer.stage("extract")
     if not cus:
         return _plain(plan, options, timer)
@@ -269,13 +298,17 @@ def link(argv: list[str], options: LinkOptions) -> int:
                 signal.signal(sig, handler)
 
 
-def check_output(plan: LinkPlan) -> None:
+def check_output(plan: LinkPlan) -> dict[str, os.stat_result]:
     """Refuse, before any work, an output that is a folder or one of the inputs (through any
-    name: device and inode compared), which the link would replace (gcc refuses it too)."""
+    name: device and inode compared), which the link would replace (gcc refuses it too).
+
+    Gives the inputs' stats it took, by path, which the relink's extract uses rather than
+    asking for each again (1000 inputs: ~2 ms)."""
+    stats: dict[str, os.stat_result] = {}
     try:
         out = os.stat(plan.output)
     except OSError:
-        return  # not there yet (a missing folder is reported when the output is written)
+        return stats  # not there yet (a missing folder is reported when the output is written)
     import stat
 
     if stat.S_ISDIR(out.st_mode):
@@ -285,12 +318,13 @@ def check_output(plan: LinkPlan) -> None:
         if i.kind != "file":
             continue
         try:
-            st = os.stat(i.path)
+            st = stats[i.path] = os.stat(i.path)
         except OSError:
             continue  # the linker says what is missing
         if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
             same = "" if i.path == plan.output else f" '{plan.output}'"
             raise UsageError(f"input file '{i.path}' is the same as output file{same}")
+    return stats
 
 
 def _host_link(host: list[str]) -> None:
@@ -384,7 +418,13 @@ def _show_dry(argv: list[str]) -> str:
 def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
     """The host link without the driver words a target replaces (words that would make the
     driver run its own device link and registration as well)."""
-    return [argv[0], *(w for w in argv[1:] if not any(t.host_link_drops(w) for t in targets))]
+    from ..targets import Target
+
+    # Only targets that drop words are asked (most drop none: 1000 objects, 1000 calls each).
+    drops = [t for t in targets if type(t).host_link_drops is not Target.host_link_drops]
+    if not drops:
+        return list(argv)
+    return [argv[0], *(w for w in argv[1:] if not any(t.host_link_drops(w) for t in drops))]
 
 
 def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:

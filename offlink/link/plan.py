@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
 from ..errors import UsageError
 from ..gccargs import expand_with_origins, linker_options, respelled, words
@@ -113,7 +112,7 @@ def plan_link(argv: list[str]) -> LinkPlan:
         elif opt in ("-o", "-s"):
             parts.append((w.index, w.count, []))
     if static:  # gcc applies -static to the whole line, also to -l words before it
-        inputs = [replace(i, static=True) for i in inputs]
+        inputs = [i._replace(static=True) for i in inputs]
     return LinkPlan(driver, list(argv), output, mode, static, pie, strip, lto, inputs, lib_dirs,
                     base, respelled(argv[1:], args, origins, parts))
 

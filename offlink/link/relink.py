@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .. import __version__
 from ..errors import FormatError, UsageError
@@ -34,20 +34,22 @@ from .extract import CU, cus_of, extract_from, input_paths, object_at
 from .plan import LinkPlan
 
 
-def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool = True
-            ) -> list[CU]:
-    """The link's CUs (extract.extract), from the record of the last link when it holds."""
+def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool = True,
+            known: Mapping[str, os.stat_result] | None = None) -> list[CU]:
+    """The link's CUs (extract.extract), from the record of the last link when it holds.
+    `known`: stats of input files taken just before (pipeline.check_output), not taken again."""
     cache = _cache(enabled)
     if cache is None:
         return extract_from(plan, offload_options)[0]
     key = _key(plan, offload_options)
     paths = [p for _, p in input_paths(plan)]
     link_args = _link_args(plan, offload_options)
-    found = _recorded(cache, key, paths, link_args, plan.lto)
+    stats = _stats(paths, known)
+    found = _recorded(cache, key, paths, stats, link_args, plan.lto)
     if found is not None:
         return found
     now = time.time_ns()
-    before = _stats(paths)
+    before = stats
     cus, where = extract_from(plan, offload_options)
     if before is not None and where is not None:
         _record(cache, key, paths, before, now, cus, where)
@@ -77,32 +79,33 @@ def _key(plan: LinkPlan, offload_options: Sequence[str]) -> str:
                  str(plan.lto))
 
 
-def _stats(paths: list[str]) -> list[os.stat_result] | None:
+def _stats(paths: list[str], known: Mapping[str, os.stat_result] | None = None
+           ) -> list[os.stat_result] | None:
     try:
+        if known:
+            return [known.get(p) or os.stat(p) for p in paths]
         return [os.stat(p) for p in paths]
     except OSError:
         return None  # extract reports what is missing
 
 
-def _recorded(cache: Cache, key: str, paths: list[str], link_args: list[str],
-              lto: bool) -> list[CU] | None:
+def _recorded(cache: Cache, key: str, paths: list[str], stats: list[os.stat_result] | None,
+              link_args: list[str], lto: bool) -> list[CU] | None:
     entry = cache.get(key)
     if entry is None:
         return None
-    stats = _stats(paths)
     try:
         if stats is None or entry.meta["paths"] != paths or \
                 entry.meta["stamps"] != [file_stamp(st) for st in stats]:
             return None
+        # The entry is ours (its SHA-256 checked, its layout fixed by the key's FORMAT): the
+        # values are taken as JSON gave them; a file index out of range fails below.
         cus = []
         for (origin, target, kind, source, compiler, options, offered, code_id, file, place,
              k) in entry.meta["cus"]:
-            code = Deferred(str(code_id), _loader(paths[file], int(place), int(k), link_args, lto),
-                            str(origin))
-            cus.append(CU(str(origin), Payload(str(target), str(kind), str(source),
-                                               str(compiler), tuple(map(str, options)),
-                                               code,  # type: ignore[arg-type]
-                                               tuple(map(str, offered)))))
+            code = Deferred(code_id, _loader(paths[file], place, k, link_args, lto), origin)
+            cus.append(CU(origin, Payload(target, kind, source, compiler, tuple(options),
+                                          code, tuple(offered))))
         return cus
     except (KeyError, TypeError, ValueError, IndexError):
         return None

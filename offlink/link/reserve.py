@@ -41,9 +41,6 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
                        origins: bytes = b"") -> bytes:
     """A relocatable ELF64 LE object; deterministic for the same inputs. `origins`, when
     given, is the content of `.offlink.origins`."""
-    content = bytearray(layout.total_size)
-    for off, img in zip(layout.image_offsets, images):
-        content[off : off + len(img)] = img
     shstrtab = b"\0" + SECTION.encode() + b"\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0"
     if origins:
         shstrtab += origins_format.SECTION.encode() + b"\0"
@@ -63,7 +60,10 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
         parts.append((at, data))
         off += len(data)
         return at
-    o_content = place(bytes(content), SECTION_ALIGN)
+    # The section's content is zeros but for the images, written straight into the file's
+    # bytes below (a 1 MB image is copied once, not four times).
+    o_content = place(b"", SECTION_ALIGN)
+    off += layout.total_size
     o_symtab = place(symtab, 8)
     o_strtab = place(strtab, 1)
     o_shstr = place(shstrtab, 1)
@@ -73,7 +73,7 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
     headers = [
         bytes(shdr.size),
         shdr.pack(name(SECTION), SHT_PROGBITS, SHF_ALLOC | SHF_GNU_RETAIN, 0, o_content,
-                  len(content), 0, 0, SECTION_ALIGN, 0),
+                  layout.total_size, 0, 0, SECTION_ALIGN, 0),
         shdr.pack(name(".note.GNU-stack"), SHT_PROGBITS, 0, 0, o_content, 0, 0, 0, 1, 0),
         shdr.pack(name(".symtab"), SHT_SYMTAB, 0, 0, o_symtab, len(symtab), 4, 1, 8, sym.size),
         shdr.pack(name(".strtab"), SHT_STRTAB, 0, 0, o_strtab, len(strtab), 0, 0, 1, 0),
@@ -90,6 +90,10 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
     out[:64] = ehdr
     for at, data in parts:
         out[at : at + len(data)] = data
+    for at, img in zip(layout.image_offsets, images):
+        if at + len(img) > layout.total_size:
+            raise ValueError("an image does not fit the layout reserved for it")
+        out[o_content + at : o_content + at + len(img)] = img
     out[shoff:] = b"".join(headers)
     return bytes(out)
 
@@ -106,17 +110,21 @@ def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: 
         return (names[cu.origin] if cu.origin in names
                 else names[path] + sep + record if sep and path in names else cu.origin)
 
-    origin = {c.cu.label: named(c.cu) for c in compiled}
+    labels = [c.cu.label for c in compiled]  # each made once (a relink has thousands)
+    origin = dict(zip(labels, [named(c.cu) for c in compiled]))
     rows: dict[str, str] = {}
     for img in images:  # a name in several images: the first image's CU, as fill names it
+        if not rows:
+            rows = {name: origin.get(label, label) for name, label in img.owners.items()}
+            continue
         for name, label in img.owners.items():
             rows.setdefault(name, origin.get(label, label))
     left_out: dict[str, str] = {}
     if narrowing.active:
         offered: dict[str, str] = {}
-        for c in compiled:
+        for c, label in zip(compiled, labels):
             for o in c.offers:
-                offered.setdefault(o.name, origin[c.cu.label])
+                offered.setdefault(o.name, origin[label])
         kept = narrowing.select(offered) or frozenset()
         left_out = {n: cu for n, cu in offered.items() if n not in kept and n not in rows}
-    return origins_format.encode(rows, left_out, [origin[c.cu.label] for c in compiled])
+    return origins_format.encode(rows, left_out, [origin[label] for label in labels])

@@ -11,6 +11,7 @@ for on the command line; it names no runtime itself.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,8 +43,13 @@ def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
     GCC's image (`asked`: --gomp-register; OFFLINK_GOMP_REGISTER=1 too). The pipeline builds
     it, puts it into the host link (`host_argv`) and relinks until `check` accepts the order
     of the linked binary's host table; `option` names it in messages."""
-    from . import gomp
-
-    if not gomp.enabled(asked):
+    if not enabled(asked):
         return None
+    from . import gomp  # only now: a link that asks for none does not import it
+
     return gomp.Registration.for_link(plan, images, workdir, asked)
+
+
+def enabled(asked: bool) -> bool:
+    """Whether libgomp's registration is asked for: --gomp-register or OFFLINK_GOMP_REGISTER=1."""
+    return asked or os.environ.get("OFFLINK_GOMP_REGISTER", "") not in ("", "0")

@@ -41,10 +41,6 @@ SOURCE = "offlink-gomp-register.c"
 CRT_BEGIN, CRT_END = "crtoffloadbegin.o", "crtoffloadend.o"
 
 
-def enabled(flag: bool) -> bool:
-    return flag or os.environ.get("OFFLINK_GOMP_REGISTER", "") not in ("", "0")
-
-
 def ptx_parts(image: bytes) -> list[bytes]:
     """The image's PTX files, as mkoffload cuts them (at each NUL; none after a final NUL)."""
     if not image:
