@@ -269,14 +269,14 @@ def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
 
 
 def store(cache: Cache, key: str, fat: str, said: str) -> None:
-    """Keep the fat object at `fat` and what the host compile said; never an error."""
+    """Keep the fat object at `fat` and what the host compile said; never an error. The
+    caller trims the cache once it has stored all it will (the target compile's objects)."""
     try:
         with open(fat, "rb") as f:
             data = f.read()
     except OSError:
         return
     cache.put(key, {"kind": "cc-object", "said": said}, data)
-    cache.trim()
 
 
 class Job:
