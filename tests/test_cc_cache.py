@@ -428,3 +428,23 @@ def test_a_compile_trims_the_cache_once(project, monkeypatch):
     assert done.value.code in (0, None)
     assert len(cc_entries(project)) == 1  # the fat object and the target object were stored
     assert len(trims) == 1
+
+
+def test_the_compiler_gets_sigpipe_at_its_default(project):
+    """Python ignores SIGPIPE and an ignored signal stays ignored across exec: the tools
+    offlink cc starts (the preprocessing, the host compile) get it back, as subprocess gives
+    it and as a plain compile has it."""
+    import signal
+    import sys
+
+    log = project.parent / "sigign"
+    cc = project.parent / "cc-sig"
+    cc.write_text(f'#!/bin/sh\ngrep SigIgn /proc/$$/status >> {log}\nexec gcc "$@"\n')
+    cc.chmod(0o755)
+    env = env_for(project, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    run([sys.executable, "-m", "offlink", "cc", cc, "-O2", "-c", "unit.c", "-o", "unit.o"],
+        cwd=project, env=env)
+    masks = [int(line.split()[1], 16) for line in log.read_text().splitlines()]
+    assert len(masks) >= 2  # the target preprocessing and the host compile
+    for mask in masks:
+        assert not mask & (1 << (signal.SIGPIPE - 1)), hex(mask)
