@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import objcache
@@ -22,6 +21,7 @@ from .objcache import Job
 
 if TYPE_CHECKING:
     from .formats.payload import Payload
+    from .link.cache import Cache
     from .link.staging import OutputSlot
     from .objcache import Started
 from .targets import Target, resolve
@@ -39,25 +39,35 @@ NOT_FOR_TARGET = {"-c", "-o", "-x", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-
                   "-pie", "-shared", "-fsyntax-only"}
 
 
-@dataclass(frozen=True)
+# Plain classes, not dataclasses: every `offlink cc` builds these, and creating a dataclass
+# costs ~0.5-0.7 ms of start-up each.
 class Source:
-    path: str
-    language: str  # 'c' or 'c++'
-    output: str  # the object the host compile writes
+    __slots__ = ("path", "language", "output")
+
+    def __init__(self, path: str, language: str, output: str):
+        self.path = path
+        self.language = language  # 'c' or 'c++'
+        self.output = output  # the object the host compile writes
 
 
-@dataclass(frozen=True)
 class CompilePlan:
-    compiler: str
-    argv: list[str]  # the host compile, exactly as given
-    expanded: list[str]  # its arguments with response files expanded (what they mean)
-    sources: list[Source]
-    targets: list[Target]
-    preprocess_args: list[str]  # options for `-E` (without -o, -c, inputs, dependency flags)
-    target_options: list[str]  # options stored in the payload for the link-time compile
-    offered: tuple[str, ...]
-    output_given: bool  # -o was given (then there is exactly one source)
-    origins: list[int]  # for each word of `expanded`, the index in argv[1:] it came from
+    __slots__ = ("compiler", "argv", "expanded", "sources", "targets", "preprocess_args",
+                 "target_options", "offered", "output_given", "origins")
+
+    def __init__(self, compiler: str, argv: list[str], expanded: list[str],
+                 sources: list[Source], targets: list[Target], preprocess_args: list[str],
+                 target_options: list[str], offered: tuple[str, ...], output_given: bool,
+                 origins: list[int]):
+        self.compiler = compiler
+        self.argv = argv  # the host compile, exactly as given
+        self.expanded = expanded  # its arguments with response files expanded (their meaning)
+        self.sources = sources
+        self.targets = targets
+        self.preprocess_args = preprocess_args  # for `-E` (no -o, -c, inputs, dependency flags)
+        self.target_options = target_options  # stored in the payload for the link-time compile
+        self.offered = offered
+        self.output_given = output_given  # -o was given (then there is exactly one source)
+        self.origins = origins  # for each word of `expanded`, the index in argv[1:] it came from
 
 
 def plan_compile(argv: list[str], targets: list[str],
@@ -92,15 +102,18 @@ def plan_compile(argv: list[str], targets: list[str],
                        tgt, tuple(offered), output is not None, origins)
 
 
-@dataclass(frozen=True)
 class OneStepPlan:
     """`COMPILER a.c b.c -o app` (compile and link in one step) as offlink does it: each
     source compiled to a fat object, then `offlink link` of the same command with the
     objects in the sources' places."""
 
-    compiles: list[list[str]]  # `COMPILER ... -c SOURCE -o OBJECT`, one per source
-    link: list[str]
-    sources: dict[str, str] = field(default_factory=dict)  # OBJECT -> its SOURCE, as given
+    __slots__ = ("compiles", "link", "sources")
+
+    def __init__(self, compiles: list[list[str]], link: list[str],
+                 sources: dict[str, str] | None = None):
+        self.compiles = compiles  # `COMPILER ... -c SOURCE -o OBJECT`, one per source
+        self.link = link
+        self.sources = sources or {}  # OBJECT -> its SOURCE, as given
 
 
 TWO_STEPS = ("compile each source with `offlink cc COMPILER -c SOURCE -o OBJECT`, then link "
@@ -275,15 +288,16 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
         if not jobs:
             _start_preprocessing(plan, tmp, jobs)
         host_said = ""
+        log = os.path.join(tmp, "host.out")
         if single:
             try:
-                host_said = _host_compile(host_argv(plan, staged))
+                host_said = _host_compile(host_argv(plan, staged), log)
             except ToolError as e:
                 raise ToolError(f"host compile failed (exit status {e.exit_code}): "
                                 f"{runner.show(plan.argv)}", e.exit_code, e.output) from None
         said = _wait(jobs)
         if not single:
-            host_said = _host_compile(plan.argv)
+            host_said = _host_compile(plan.argv, log)
         show_target_warnings(said, host_said)
         if host_said_by_source is not None:
             for src in plan.sources:
@@ -294,7 +308,9 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
                 objcache.store(cache, key, fat, host_said)
             _install(fat, slot, src.output)
         if target_compile:
-            _target_compile(plan, tmp, host_said)
+            _target_compile(plan, tmp, host_said, cache)
+        elif cache is not None:
+            cache.trim()
     finally:
         for job in jobs:  # after a failure: no preprocessor outlives its folder
             job.kill()
@@ -358,14 +374,49 @@ def _host_preprocessing(plan: CompilePlan, jobs: list[Job], deps: list[str], dep
     return host_capture(argv, 1 + len(plan.preprocess_args), target.defines(), host_deps)
 
 
-def _host_compile(argv: list[str]) -> str:
+def _host_compile(argv: list[str], log: str) -> str:
     """The host compile; what it says is shown and returned (to leave the target side's
     identical warnings out)."""
-    proc = runner.run(argv, "host compile")
-    said = proc.stdout.decode(errors="replace") if proc.stdout else ""
+    said = _spawn(argv, "host compile", log)
     if said:
         sys.stderr.write(said)
         sys.stderr.flush()
+    return said
+
+
+def _spawn(argv: list[str], what: str, log: str) -> str:
+    """Run a tool as runner.run does (stdin inherited, stdout and stderr together, a missing
+    tool or a failure one ToolError naming `what` and carrying the output), what it said
+    going through the file `log`: with objcache.spawn, as objcache.Job runs the
+    preprocessing, so that a compile whose target code is cached imports no subprocess
+    (~5 ms of every `offlink cc`)."""
+    if runner.VERBOSE:
+        print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
+    actions = [(os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+               (os.POSIX_SPAWN_DUP2, 1, 2)]
+    try:
+        pid = objcache.spawn(argv, actions)
+    except FileNotFoundError:
+        raise ToolError(f"{what}: '{argv[0]}' not found") from None
+    except PermissionError:
+        raise ToolError(f"{what}: '{argv[0]}' is not executable") from None
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # Ctrl-C: no compiler outlives its work folder
+        import signal
+
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.waitpid(pid, 0)
+        raise
+    code = os.waitstatus_to_exitcode(status)
+    with open(log, "rb") as f:
+        said = f.read().decode(errors="replace")
+    if code != 0:
+        raise ToolError(f"{what} failed (exit status {code}): {runner.show(argv)}",
+                        exit_code=code if code > 0 else 128 - code, output=said)
     return said
 
 
@@ -413,7 +464,8 @@ def _fat_object(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str
                  "--set-section-flags", f"{name}=exclude,readonly,contents"]
     host_obj = host_obj or src.output
     fat = os.path.join(tmp, f"{si}-fat.o")
-    runner.run(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}")
+    _spawn(["objcopy", *args, host_obj, fat], f"adding target code to {src.output}",
+           os.path.join(tmp, f"{si}-objcopy.out"))
     os.chmod(fat, 0o666 & ~_umask())
     return fat
 
@@ -440,7 +492,8 @@ def _payload(plan: CompilePlan, si: int, src: Source, target: Target, tmp: str) 
                    tuple(target.payload_options(plan.target_options)), code, plan.offered)
 
 
-def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
+def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "",
+                    cache: Cache | None = None) -> None:
     """Compile each new fat object's target code now and leave it in the link cache.
 
     The link looks its CUs up by the same key (link/cache.py), so after a build system's
@@ -453,24 +506,32 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "") -> None:
     compiler says is shown here, as a device compile's warnings are, less what the host
     compile said already (the link shows no cached CU's warnings again).
     OFFLINK_CC_TARGET_COMPILE=0, OFFLINK_NO_CACHE=1 or OFFLINK_CACHE_SIZE=0 turn it off.
+    `cache`: the object cache's, where it stored the fat object (one opening, one trim of
+    the cache folder, which lists every entry, per compile).
     """
     if os.environ.get("OFFLINK_CC_TARGET_COMPILE", "") == "0":
+        if cache is not None:
+            cache.trim()
         return
-    import shlex
-
     from .formats.payload import parse_records
-    from .link.cache import Cache
     from .link.compile import fill_cache
     from .model import CU
 
-    try:
-        cache = Cache.open()
-    except UsageError:  # a cache folder the link refuses too: it says so there
-        return
     if cache is None:
-        return
+        from .link.cache import Cache
+
+        try:
+            cache = Cache.open()
+        except UsageError:  # a cache folder the link refuses too: it says so there
+            return
+        if cache is None:
+            return
     # cc has no --target-launcher: the environment decides (pipeline.target_launcher)
-    launcher = shlex.split(os.environ.get("OFFLINK_TARGET_LAUNCHER", ""))
+    launcher: list[str] = []
+    if os.environ.get("OFFLINK_TARGET_LAUNCHER", ""):
+        import shlex
+
+        launcher = shlex.split(os.environ["OFFLINK_TARGET_LAUNCHER"])
     said: list[str] = []
     for si, src in enumerate(plan.sources):
         for target in plan.targets:

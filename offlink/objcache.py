@@ -269,14 +269,25 @@ def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
 
 
 def store(cache: Cache, key: str, fat: str, said: str) -> None:
-    """Keep the fat object at `fat` and what the host compile said; never an error."""
+    """Keep the fat object at `fat` and what the host compile said; never an error. The
+    caller trims the cache once it has stored all it will (the target compile's objects)."""
     try:
         with open(fat, "rb") as f:
             data = f.read()
     except OSError:
         return
     cache.put(key, {"kind": "cc-object", "said": said}, data)
-    cache.trim()
+
+
+def spawn(argv: list[str], file_actions: list) -> int:
+    """Start a tool with os.posix_spawnp (subprocess costs ~5 ms of start-up to import): its
+    pid. Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec;
+    the tool gets them back at their defaults, as subprocess (restore_signals) and a plain
+    compile give them."""
+    import signal
+
+    return os.posix_spawnp(argv[0], argv, os.environ, file_actions=file_actions,
+                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
 
 
 class Job:
@@ -297,7 +308,7 @@ class Job:
         actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                    (os.POSIX_SPAWN_OPEN, 2, self.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
                     0o600)]
-        self.pid = os.posix_spawnp(self.argv[0], self.argv, os.environ, file_actions=actions)
+        self.pid = spawn(self.argv, actions)
 
     def wait(self) -> int:
         if self.returncode is None:

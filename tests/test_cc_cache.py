@@ -370,3 +370,81 @@ def test_the_host_preprocessing_is_the_target_one_without_its_defines():
     assert host_capture(capture, 3, defines, ["-MD", "-MF", "w/host-code.d"]) == [
         "gcc", "-O2", "-D__OFFLINK_TARGET_HOST__=1", "-x", "c", "-E", "a.c", "-o",
         "w/host-code.i", "-MD", "-MF", "w/host-code.d"]
+
+
+# `offlink cc` in a fresh interpreter, saying at exit which of these modules it imported.
+IMPORTS_SAID = """import atexit, sys
+def said(names=sys.argv[1].split(","), path=sys.argv[2]):
+    with open(path, "w") as f:
+        print(sorted(set(names) & set(sys.modules)), file=f)
+atexit.register(said)
+sys.argv = ["offlink", *sys.argv[3:]]
+from offlink.cli import main
+main()
+"""
+
+
+def test_a_compile_whose_target_code_is_cached_imports_no_subprocess(project):
+    """The host compile and objcopy run with posix_spawn (as the preprocessing does): a
+    compile that starts no target compile (the static object of a source whose shared one
+    compiled the target code, or OFFLINK_CC_TARGET_COMPILE=0) imports no subprocess."""
+    import sys
+
+    env = env_for(project, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    said = project.parent / "said"
+
+    def cc(*args: str, **extra: str) -> str:
+        run([sys.executable, "-c", IMPORTS_SAID, "subprocess", said, "cc", "gcc", "-O2",
+             *args, "-c", "unit.c"], cwd=project, env={**env, **extra})
+        return said.read_text().strip()
+
+    cc("-fPIC", "-o", "shared.o", OFFLINK_CC_TARGET_COMPILE="1")  # probes gcc, compiles
+    assert cc("-o", "static.o", OFFLINK_CC_TARGET_COMPILE="1") == "[]"
+    assert cc("-DOTHER", "-o", "other.o") == "[]"
+    # the objects are what they were: the fat object's host code is gcc's own
+    run(["gcc", "-O2", "-c", "unit.c", "-o", "plain.o"], cwd=project)
+    host = run(["objcopy", "--remove-section", "gnu.target_lto_x86_64-pc-linux-gnu",
+                "static.o", "host.o"], cwd=project)
+    assert host.returncode == 0
+    assert (project / "host.o").read_bytes() == (project / "plain.o").read_bytes()
+
+
+def test_a_compile_trims_the_cache_once(project, monkeypatch):
+    """Trimming lists every entry of the cache: a compile that stores its fat object and its
+    target object trims once, not once per entry it stored."""
+    from offlink import cli
+    from offlink.link.cache import Cache
+
+    trims = []
+    real = Cache.trim
+    monkeypatch.setattr(Cache, "trim", lambda self: (trims.append(1), real(self)))
+    for name, value in env_for(project, OFFLINK_CC_TARGET_COMPILE="1").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(project)
+    monkeypatch.setattr("sys.argv", ["offlink", "cc", "gcc", "-O2", "-c", "unit.c", "-o",
+                                     "unit.o"])
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code in (0, None)
+    assert len(cc_entries(project)) == 1  # the fat object and the target object were stored
+    assert len(trims) == 1
+
+
+def test_the_compiler_gets_sigpipe_at_its_default(project):
+    """Python ignores SIGPIPE and an ignored signal stays ignored across exec: the tools
+    offlink cc starts (the preprocessing, the host compile) get it back, as subprocess gives
+    it and as a plain compile has it."""
+    import signal
+    import sys
+
+    log = project.parent / "sigign"
+    cc = project.parent / "cc-sig"
+    cc.write_text(f'#!/bin/sh\ngrep SigIgn /proc/$$/status >> {log}\nexec gcc "$@"\n')
+    cc.chmod(0o755)
+    env = env_for(project, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    run([sys.executable, "-m", "offlink", "cc", cc, "-O2", "-c", "unit.c", "-o", "unit.o"],
+        cwd=project, env=env)
+    masks = [int(line.split()[1], 16) for line in log.read_text().splitlines()]
+    assert len(masks) >= 2  # the target preprocessing and the host compile
+    for mask in masks:
+        assert not mask & (1 << (signal.SIGPIPE - 1)), hex(mask)

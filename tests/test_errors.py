@@ -312,6 +312,18 @@ def test_cc_killed_during_the_host_compile_leaves_nothing_after_the_next_one(ws)
     assert "gnu.target_lto_" in run(["readelf", "-S", "-W", ws.root / "b.o"]).stdout
 
 
+def test_failing_host_compile_says_the_compiler_message_once_and_keeps_its_status(ws):
+    ws.write("a.c", "int f(void) { return undeclared; }\n")
+    (ws.root / "a.o").write_text("previous output")
+    proc = ws.cc("gcc", "-c", "a.c", "-o", "a.o", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.count("undeclared (first use in this function)") == 1, proc.stderr
+    assert proc.stderr.splitlines()[-1] == \
+        "offlink: error: host compile failed (exit status 1): gcc -c a.c -o a.o"
+    assert (ws.root / "a.o").read_text() == "previous output"
+    assert list(ws.tmp.iterdir()) == []
+
+
 def test_extract_to_a_directory_is_one_line(ws):
     ws.write("a.c", GOOD)
     ws.cc("gcc", "-c", "a.c", "-o", "a.o")
