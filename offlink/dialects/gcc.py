@@ -17,7 +17,6 @@ import os
 import re
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..elf import (
