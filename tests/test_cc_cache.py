@@ -421,10 +421,8 @@ def test_a_compile_trims_the_cache_once(project, monkeypatch):
     for name, value in env_for(project, OFFLINK_CC_TARGET_COMPILE="1").items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(project)
-    monkeypatch.setattr("sys.argv", ["offlink", "cc", "gcc", "-O2", "-c", "unit.c", "-o",
-                                     "unit.o"])
     with pytest.raises(SystemExit) as done:
-        cli.main()
+        cli.main(["cc", "gcc", "-O2", "-c", "unit.c", "-o", "unit.o"])
     assert done.value.code in (0, None)
     assert len(cc_entries(project)) == 1  # the fat object and the target object were stored
     assert len(trims) == 1

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import __version__
 from .. import run as runner
 from ..errors import UsageError
+from ..model import file_stamp
 
 if TYPE_CHECKING:
     from ..targets import Target
@@ -125,13 +126,6 @@ def trusted_root(root: str) -> str:
                          f"link; choose another OFFLINK_CACHE_DIR, or set OFFLINK_CACHE_SHARED=1 "
                          f"if everyone who can write there is trusted")
     return root
-
-
-def file_stamp(st: os.stat_result) -> str:
-    """What tells one version of a file from the next without reading it: device, inode,
-    size, and mtime and ctime in nanoseconds (a same-size rewrite that puts the old mtime
-    back still moves ctime, which no user can set)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def _content_hash(path: str) -> str:

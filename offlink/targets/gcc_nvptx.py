@@ -274,7 +274,7 @@ def _libraries_key(cache: Cache, argv: list[str], objects: tuple[int, int],
     import hashlib
 
     from .. import __version__
-    from ..link.cache import file_stamp
+    from ..model import file_stamp
 
     linker = cache.tool_identity(argv[0])
     if linker is None:
@@ -464,14 +464,14 @@ def check_ptx(label: str, preamble: str, cache: Cache | None = None) -> None:
     nvptx-as would find out when verifying; an ISA it refuses gets an error naming the fix.
     One ptxas run per preamble and link (verifying every CU's PTX in full cost more than
     the accel compile itself; the tests compile whole images with ptxas), none where the
-    cache remembers that this ptxas, by its stat stamp, accepted it."""
+    cache remembers that this ptxas (by its identity) accepted it."""
     from ..run import which
 
     ptxas = which("ptxas")
     if ptxas is None:
         return  # nvptx-as would not verify either
     text = " ".join(preamble.split())
-    key = _accepted_key(ptxas, text) if cache is not None else None
+    key = _accepted_key(cache, ptxas, text) if cache is not None else None
     if cache is not None and key is not None:
         hits = cache.hits
         found = cache.get(key)
@@ -492,24 +492,16 @@ def check_ptx(label: str, preamble: str, cache: Cache | None = None) -> None:
                     f"({preamble.strip().splitlines()[0]} ...)", 1, output)
 
 
-def _accepted_key(ptxas: str, preamble: str) -> str | None:
-    """The cache key saying that this ptxas accepts `preamble`: the file by its stat stamp
-    (hashing ptxas, ~40 MB, would cost more than running it), None for a file changed in
-    the last seconds (a stamp may not yet tell it from its next version)."""
+def _accepted_key(cache: Cache, ptxas: str, preamble: str) -> str | None:
+    """The cache key saying that this ptxas accepts `preamble`: the tool by its identity
+    (cache.tool_identity, remembered across links by the file's stat stamp, so a relink
+    neither hashes nor runs it), None when it is not found."""
     import hashlib
-    import time
 
-    from ..link.cache import file_stamp
-
-    real = os.path.realpath(ptxas)
-    try:
-        st = os.stat(real)
-    except OSError:
+    ident = cache.tool_identity(ptxas)
+    if ident is None:
         return None
-    if time.time() - st.st_ctime < 2.0:
-        return None
-    return hashlib.sha256(f"ptxas accepts\0{real}\0{file_stamp(st)}\0{preamble}".encode()
-                          ).hexdigest()
+    return hashlib.sha256(f"ptxas accepts\0{ident}\0{preamble}".encode()).hexdigest()
 
 
 @functools.cache
