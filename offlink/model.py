@@ -15,6 +15,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from .formats import Frozen
+
 if TYPE_CHECKING:
     from .formats.payload import Payload
     from .targets import Target
@@ -62,7 +64,7 @@ def find_library(name: str, plan: LinkPlan, static: bool) -> str | None:
 
 # -- stage 2, extract ------------------------------------------------------------------------
 
-class CU:
+class CU(Frozen):
     """One compilation unit's target code for one target, and where it came from (a plain
     class, not a named tuple: dialects add fields in subclasses, GccCU)."""
 
@@ -81,23 +83,9 @@ class CU:
     def _values(self) -> tuple:
         return tuple(getattr(self, n) for n in self._names())
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
     def __repr__(self) -> str:
         return f"{type(self).__qualname__}(" + \
             ", ".join(f"{n}={getattr(self, n)!r}" for n in self._names()) + ")"
-
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError(f"cannot assign to field '{name}'")  # frozen
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field '{name}'")
 
     @property
     def label(self) -> str:

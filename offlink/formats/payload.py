@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..errors import FormatError
-from . import PAYLOAD_SECTION_PREFIX
+from . import PAYLOAD_SECTION_PREFIX, Frozen
 
 MAGIC = b"OFLKCU\0\1"
 VERSION = 2
@@ -146,7 +146,7 @@ class _Code:
         obj.__dict__[self.slot] = value
 
 
-class Payload:
+class Payload(Frozen):
     """One CU's target code for one target (a plain class, frozen as a dataclass would be:
     importing dataclasses cost a relink more than the class saves; see model.py)."""
 
@@ -174,23 +174,9 @@ class Payload:
         return (self.target, self.code_kind, self.source, self.compiler, self.options,
                 self.code, self.offered)
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
     def __repr__(self) -> str:
         names = ("target", "code_kind", "source", "compiler", "options", "code", "offered")
         return "Payload(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._values())) + ")"
-
-    def __setattr__(self, name: str, value) -> None:
-        raise AttributeError(f"cannot assign to field '{name}'")  # frozen
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field '{name}'")
 
     @property
     def section_name(self) -> str:
