@@ -250,6 +250,57 @@ def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothin
     assert len(exported) == 4 and exported[0] > 40  # libgomp and libc define some too
 
 
+@needs_gcc_offload
+@pytest.mark.parametrize("fallback", [False, True])
+def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, monkeypatch,
+                                                             fallback):
+    """The image of a relink after one CU changed is linked without writing the cached
+    objects into the work folder (nvptx-none's link_image joins their bytes); where it falls
+    back to running nvptx-none-ld, it writes them itself. Either way byte for byte the
+    program a link without the cache gives."""
+    import tempfile
+
+    from offlink import run as runner
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.targets import gcc_nvptx
+
+    for name in ("saxpy.c", "common.h"):
+        shutil.copy(sample / name, tmp_path)
+    objs = [str(sample / "build" / "main.o"), str(tmp_path / "saxpy.o"),
+            str(sample / "build" / "stats.o")]
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    ran: list[str] = []
+    real_run = runner.run
+    monkeypatch.setattr(runner, "run", lambda argv, *a, **k: ran.append(
+        os.path.basename(argv[0])) or real_run(argv, *a, **k))
+
+    def linked(name: str, keep: bool = False) -> bytes:
+        ran.clear()
+        argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)]
+        assert link(argv, LinkOptions(save_temps=keep)) == 0
+        return (tmp_path / name).read_bytes()
+
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    linked("first")
+    with open(tmp_path / "saxpy.c", "a") as f:
+        f.write("int saxpy_edited = 2;\n")
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    if fallback:  # a command link_image does not put together itself: nvptx-none-ld runs
+        monkeypatch.setattr(gcc_nvptx, "_image_objects", lambda argv, compiled: None)
+    again = linked("again", keep=True)
+    assert ("nvptx-none-ld" in ran) == fallback
+    [kept] = (tmp_path / "tmp").iterdir()
+    objects = sorted(p.name for p in (kept / gcc_nvptx.NAME).glob("*.o")
+                     if not p.name.endswith(".host.o"))
+    assert objects == (["0000-main.c.o", "0001-saxpy.c.o", "0002-stats.c.o"] if fallback
+                       else ["0001-saxpy.c.o"])  # the changed CU's, compiled here
+    shutil.rmtree(kept)
+    monkeypatch.setenv("OFFLINK_NO_CACHE", "1")
+    assert linked("again-plain") == again
+
+
 def test_the_image_is_put_together_only_from_a_command_it_understands():
     from offlink.targets.gcc_nvptx import _image_objects, symbol_lines
 

@@ -524,7 +524,8 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
         return device.device_link(plan, target, compiled, workdir, narrowing)  # reports it
     entry = cache.get(key)
     if entry is None:
-        write_objects(compiled)  # only now: a cached image needs none of them
+        if target.link_image_reads_objects:
+            write_objects(compiled)  # only now: a cached image needs none of them
         image = device.device_link(plan, target, compiled, workdir, narrowing, (argv, files))
         cache.put(key, _image_meta(image, compiled), image.data)
         return image
