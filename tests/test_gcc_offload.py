@@ -301,6 +301,36 @@ def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, m
     assert linked("again-plain") == again
 
 
+@needs_gcc_offload
+def test_relink_from_the_cache_takes_the_images_offers_whole_links_only(sample, tmp_path,
+                                                                        monkeypatch):
+    """An image from the cache comes with the offers its entry keeps, so a relink does not
+    search the image for its definitions again; a narrowed link's image has the same key
+    (nvptx-none links it whole) but its kept offers are not the whole link's."""
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.targets import gcc_nvptx
+
+    objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+
+    def rows(name: str, **options) -> set[str]:
+        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+                    LinkOptions(**options)) == 0
+        return {s.name for s in Table.open(tmp_path / name).symbols}
+
+    narrowed = rows("narrowed", offload_symbols=["scale"])
+    assert narrowed == {"scale"}
+    whole = rows("whole")  # the image from the cache, its offers searched for once more
+    assert whole > narrowed
+    searched: list[int] = []
+    real = gcc_nvptx.GccNvptxTarget.exports
+    monkeypatch.setattr(gcc_nvptx.GccNvptxTarget, "exports",
+                        lambda self, *a: searched.append(1) or real(self, *a))
+    assert rows("again") == whole and searched == []
+    assert (tmp_path / "again").read_bytes() == (tmp_path / "whole").read_bytes()
+    assert rows("narrowed-again", offload_symbols=["scale"]) == narrowed and searched
+
+
 def test_the_image_is_put_together_only_from_a_command_it_understands():
     from offlink.targets.gcc_nvptx import _image_objects, symbol_lines
 
