@@ -132,12 +132,14 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     host tables and the pairing share it) and finds the cached image without re-reading and
     re-pairing any CU's PTX."""
     from offlink import elf as elf_module
+    from offlink.link import relink
     from offlink.link.pipeline import LinkOptions, link
     from offlink.targets.gcc_nvptx import GccNvptxTarget
 
     build = sample / "build"
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(relink, "_SETTLED", 1e9)  # no record of the inputs: extract reads them
     argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")]
     assert link(argv, LinkOptions()) == 0  # fills the cache
 
@@ -329,6 +331,71 @@ def test_relink_from_the_cache_takes_the_images_offers_whole_links_only(sample, 
     assert rows("again") == whole and searched == []
     assert (tmp_path / "again").read_bytes() == (tmp_path / "whole").read_bytes()
     assert rows("narrowed-again", offload_symbols=["scale"]) == narrowed and searched
+
+
+@needs_gcc_offload
+def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monkeypatch, capfd):
+    """GCC's CUs are in the relink's record of its inputs: a relink whose inputs have their
+    stamps reads none of them (extract), and a CU that must be compiled again (its object gone
+    from the cache) reads its object then, refused unless it has the recorded code; an input
+    rewritten is read again."""
+    from offlink.link import extract, relink
+    from offlink.link.cache import Cache
+    from offlink.link.pipeline import LinkOptions, link
+
+    for name in ("saxpy.c", "common.h"):
+        shutil.copy(sample / name, tmp_path)
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    objs = [str(sample / "build" / "main.o"), str(tmp_path / "saxpy.o"),
+            str(sample / "build" / "stats.o")]
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(cache))
+    monkeypatch.setenv("OFFLINK_PROGRESS", "0")
+    monkeypatch.setattr(relink, "_SETTLED", 0.0)  # stamps trusted at once
+
+    def linked(name: str) -> tuple[bytes, str]:
+        capfd.readouterr()
+        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+                    LinkOptions(timings=True)) == 0
+        return (tmp_path / name).read_bytes(), capfd.readouterr().err
+
+    first = linked("first")[0]  # makes the cache folder
+    assert linked("first")[0] == first  # records its inputs
+    reads: list[str] = []
+    real_read = extract._read
+    monkeypatch.setattr(extract, "_read", lambda p: reads.append(p) or real_read(p))
+    again, said = linked("again")
+    assert reads == [] and again == first
+    assert "3 CUs, 0 compiled, 3 from cache; image from cache" in said
+    for p in (cache / "objects").rglob("*"):  # every entry but the record of the inputs
+        if p.is_file() and "paths" not in Cache._decode(p.read_bytes()).meta:
+            p.unlink()
+    compiled, said = linked("compiled")
+    assert "3 CUs, 3 compiled, 0 from cache" in said and compiled == first
+    assert sorted(reads) == sorted(objs)  # each compiled CU's code, read when needed
+    reads.clear()
+    with open(tmp_path / "saxpy.c", "a") as f:
+        f.write("int saxpy_edited = 3;\n")
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    changed, said = linked("changed")
+    assert "3 CUs, 1 compiled, 2 from cache" in said and len(reads) == 3
+    monkeypatch.setenv("OFFLINK_NO_CACHE", "1")
+    assert linked("changed-plain")[0] == changed
+
+
+def test_a_gcc_cus_recorded_code_is_refused_when_the_object_changed(sample, tmp_path):
+    """The recorded CU's object, read again where it is compiled, must be the one recorded."""
+    from offlink.errors import FormatError
+    from offlink.formats.payload import Payload, Stored
+    from offlink.link.relink import _DeferredBytes
+
+    data = (sample / "build" / "saxpy.o").read_bytes()
+    code_id = Payload("", "", "", "", (), data).code_id
+    ok = _DeferredBytes(code_id, lambda: Stored(data, False, None, "x.o"), "x.o")
+    assert ok.stored().data == data
+    bad = _DeferredBytes(code_id, lambda: Stored(data + b"\0", False, None, "x.o"), "x.o")
+    with pytest.raises(FormatError, match="x.o: changed while being linked"):
+        bad.stored()
 
 
 def test_the_image_is_put_together_only_from_a_command_it_understands():

@@ -89,15 +89,17 @@ class GccCU(CU):
     """A GCC offload object's CU, with what its host side says (read once, at extract): the
     host table entries in table order and the external functions it defines."""
 
-    __slots__ = ("host_entries", "global_functions")
+    __slots__ = ("host_entries", "global_functions", "tag")
     host_entries: tuple[HostEntry, ...] | None  # None: unreadable, reported when used
     global_functions: frozenset[str]
+    tag: str  # cu_tag of its object ("": made from the code when asked)
 
     def __init__(self, origin: str, payload, host_entries: tuple[HostEntry, ...] | None = None,
-                 global_functions: frozenset[str] = frozenset()):
+                 global_functions: frozenset[str] = frozenset(), tag: str = ""):
         super().__init__(origin, payload)
         _set(self, "host_entries", host_entries)
         _set(self, "global_functions", global_functions)
+        _set(self, "tag", tag)
 
 
 _set = object.__setattr__
@@ -278,13 +280,35 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     passed, offload = compile_options(elf)
     options = tuple(passed + offload_options(offload + _link_offload_options(link_args), TARGET))
     source = source_name(elf, origin)
-    payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options,
-                      bytes(elf.data))
+    code = bytes(elf.data)
+    payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options, code)
     try:
         entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))
     except FormatError:  # the link reports it where it needs the tables; inspect does not
         entries = None
-    return GccCU(origin, payload, entries, frozenset(global_functions(elf)))
+    return GccCU(origin, payload, entries, frozenset(global_functions(elf)),
+                 cu_tag(source, code))
+
+
+# -- a relink's record of its inputs (link/relink.py) ----------------------------------------
+
+def relink_state(cu: CU) -> list | None:
+    """What a GccCU holds besides its payload, as JSON values, for the relink's record; None
+    for any other CU (its dialect's own)."""
+    if not isinstance(cu, GccCU):
+        return None
+    hosts = None if cu.host_entries is None else [list(e) for e in cu.host_entries]
+    return [hosts, sorted(cu.global_functions), cu.tag]
+
+
+def relink_cu(origin: str, payload, state: list) -> GccCU:
+    """The GccCU `relink_state` recorded, with its payload (whose code is read again only
+    where it is needed: link/relink.py)."""
+    hosts, functions, tag = state
+    entries = None if hosts is None else tuple(HostEntry(str(k), str(n), int(s), bool(li),
+                                                         bool(lo), bool(st))
+                                               for k, n, s, li, lo, st in hosts)
+    return GccCU(origin, payload, entries, frozenset(map(str, functions)), str(tag))
 
 
 # -- pairing with the device side ------------------------------------------------------------

@@ -333,6 +333,8 @@ def _host_side(cu) -> tuple[tuple[gcc.HostEntry, ...], frozenset[str]]:
 
 
 def _tag(cu) -> str:
+    if isinstance(cu, gcc.GccCU) and cu.tag:  # made at extract, or kept by a relink's record
+        return cu.tag
     return gcc.cu_tag(cu.payload.source, cu.payload.code)
 
 
