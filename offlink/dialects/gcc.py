@@ -458,13 +458,17 @@ def place(elf: ElfFile, cus: list[tuple[str, str, list[Entry]]]) -> dict[str, Pl
     by symbol name, a static by its CU's source file among the binary's local symbols; that
     must then be unambiguous. An entry the link discarded is left out.
     """
-    at, by_name, by_file = _symbols(elf)
+    tables = _tables(elf)
+    at = _symbols_at(elf, {a for _, _, slots in tables for a, _ in slots})
+    names: tuple[dict[str, set[int]], dict[tuple[str, str], set[int]]] | None = None
     out: dict[str, Placed] = {}
-    for kind, name, step in (("function", FUNCS_SECTION, 8), ("variable", VARS_SECTION, 16)):
-        slots = table_slots(elf, name, step) or []
+    for kind, name, slots in tables:
         matched, pending = _match_runs(cus, kind, slots, at)
         for pos, e in matched.items():
             out[e.key] = _placed(e, slots[pos][0])
+        if pending and names is None:
+            names = _symbols(elf)
+        by_name, by_file = names or ({}, {})
         for label, source, entries in pending:
             for e in entries:
                 found = by_name.get(e.host.host_name, set())
@@ -484,18 +488,39 @@ def slot_keys(elf: ElfFile, cus: list[tuple[str, str, list[Entry]]]
     """The key of every slot of the linked `.gnu.offload_funcs` ("function") and
     `.gnu.offload_vars` ("variable"), in table order: what libgomp pairs position by position
     with a registration's names. None for a slot offlink does not know."""
-    at = _symbols(elf)[0]
+    tables = _tables(elf)
+    at = _symbols_at(elf, {a for _, _, slots in tables for a, _ in slots})
     out: dict[str, list[str | None]] = {}
-    for kind, name, step in (("function", FUNCS_SECTION, 8), ("variable", VARS_SECTION, 16)):
-        slots = table_slots(elf, name, step) or []
+    for kind, _, slots in tables:
         matched = _match_runs(cus, kind, slots, at)[0]
         out[kind] = [matched[i].key if i in matched else None for i in range(len(slots))]
     return out
 
 
-def _symbols(elf: ElfFile):
-    """(address -> names, name -> addresses, (STT_FILE, local name) -> addresses)."""
+def _tables(elf: ElfFile) -> list[tuple[str, str, list[tuple[int, int]]]]:
+    """(kind, section name, slots) of the linked binary's two host tables."""
+    return [(kind, name, table_slots(elf, name, step) or [])
+            for kind, name, step in (("function", FUNCS_SECTION, 8),
+                                     ("variable", VARS_SECTION, 16))]
+
+
+def _symbols_at(elf: ElfFile, addresses: set[int]) -> dict[int, set[str]]:
+    """address -> the names of the symbols defined there, for the table slots' addresses only
+    (a program of 300 CUs has ~10k symbols; the slots' runs are checked against a few)."""
     at: dict[int, set[str]] = {}
+    for s in elf.symbols():
+        if s.st_value in addresses and s.defined and s.name and \
+                s.st_type not in (STT_SECTION, STT_FILE):
+            at.setdefault(s.st_value, set()).add(s.name)
+    for s in elf.symbols(dynamic=True):
+        if s.st_value in addresses and s.defined and s.name:
+            at.setdefault(s.st_value, set()).add(s.name)
+    return at
+
+
+def _symbols(elf: ElfFile):
+    """(name -> addresses, (STT_FILE, local name) -> addresses): for entries whose table the
+    link dropped (-Wl,--gc-sections)."""
     by_name: dict[str, set[int]] = {}
     by_file: dict[tuple[str, str], set[int]] = {}  # (STT_FILE, name) of local symbols
     file = ""
@@ -504,15 +529,13 @@ def _symbols(elf: ElfFile):
             file = s.name
         if not s.defined or not s.name or s.st_type in (STT_SECTION, STT_FILE):
             continue
-        at.setdefault(s.st_value, set()).add(s.name)
         by_name.setdefault(s.name, set()).add(s.st_value)
         if s.st_bind == STB_LOCAL:
             by_file.setdefault((file, s.name), set()).add(s.st_value)
     for s in elf.symbols(dynamic=True):
         if s.defined and s.name:
-            at.setdefault(s.st_value, set()).add(s.name)
             by_name.setdefault(s.name, set()).add(s.st_value)
-    return at, by_name, by_file
+    return by_name, by_file
 
 
 def _match_runs(cus: list[tuple[str, str, list[Entry]]], kind: str,
