@@ -4,13 +4,15 @@ change of forty, corrupt entries rebuilt, links sharing a cache at once, evictio
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import run
+from conftest import needs_tool, run
 
 from offlink.link import cache as cache_module
 from offlink.link.cache import Cache, parse_size
@@ -882,3 +884,34 @@ def test_trim_scans_only_when_the_noted_total_nears_the_limit_or_is_old(tmp_path
     monkeypatch.setattr(cache_mod, "_RESCAN", 0.0)  # the note is too old to trust
     store(10).trim()
     assert scans
+
+
+_CLANG_OFFLOAD = ["-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu", "-foffload-lto"]
+
+
+@needs_tool(shutil.which("clang-19") is None or
+            not Path("/usr/lib/llvm-19/lib/libomptarget.so").exists(),
+            "clang-19 or libomptarget missing (apt-get install clang-19 libomp-19-dev)")
+def test_a_whole_link_after_a_narrowed_one_gets_every_row(offlink, tmp_path):
+    """A clang -foffload-lto image is linked whole by a narrowed link too, so both have one
+    image key; the whole link from the cache (cache.cached_image) must not take the narrowed
+    link's offers that the entry kept (it gave the table no row for `g`)."""
+    (tmp_path / "k.c").write_text(
+        "#include <stdio.h>\n#pragma omp declare target\nint g = 3;\n"
+        "int twice(int x) { return 2 * x + g; }\n#pragma omp end declare target\n"
+        "int main(void) { int r = 0;\n#pragma omp target map(tofrom: r)\n  r = twice(4);\n"
+        "  printf(\"%d\\n\", r); return 0; }\n")
+    run(["clang-19", "-O2", *_CLANG_OFFLOAD, "-c", "k.c", "-o", "k.o"], cwd=tmp_path)
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    link = [offlink, "link", "clang-19", *_CLANG_OFFLOAD, "k.o", "-o", "prog"]
+
+    def rows() -> set[str]:
+        table = json.loads(run([offlink, "inspect", "--json", "prog"], cwd=tmp_path).stdout)
+        return {s["name"] for s in table["table"]["symbols"]}
+
+    for _ in range(2):
+        run([*link[:2], "--offload-symbol", "__omp_offloading_*", *link[2:]], cwd=tmp_path,
+            env=env)
+    assert "g" not in rows()
+    run(link, cwd=tmp_path, env=env)
+    assert "g" in rows() and any(r.startswith("__omp_offloading_") for r in rows())

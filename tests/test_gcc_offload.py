@@ -132,12 +132,14 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     host tables and the pairing share it) and finds the cached image without re-reading and
     re-pairing any CU's PTX."""
     from offlink import elf as elf_module
+    from offlink.link import relink
     from offlink.link.pipeline import LinkOptions, link
     from offlink.targets.gcc_nvptx import GccNvptxTarget
 
     build = sample / "build"
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(relink, "_SETTLED", 1e9)  # no record of the inputs: extract reads them
     argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")]
     assert link(argv, LinkOptions()) == 0  # fills the cache
 
@@ -248,6 +250,152 @@ def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothin
     assert "as" in ran and "nvptx-none-ld" not in ran and asked == []  # saxpy compiled
     assert without_cache("again-plain") == again
     assert len(exported) == 4 and exported[0] > 40  # libgomp and libc define some too
+
+
+@needs_gcc_offload
+@pytest.mark.parametrize("fallback", [False, True])
+def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, monkeypatch,
+                                                             fallback):
+    """The image of a relink after one CU changed is linked without writing the cached
+    objects into the work folder (nvptx-none's link_image joins their bytes); where it falls
+    back to running nvptx-none-ld, it writes them itself. Either way byte for byte the
+    program a link without the cache gives."""
+    import tempfile
+
+    from offlink import run as runner
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.targets import gcc_nvptx
+
+    for name in ("saxpy.c", "common.h"):
+        shutil.copy(sample / name, tmp_path)
+    objs = [str(sample / "build" / "main.o"), str(tmp_path / "saxpy.o"),
+            str(sample / "build" / "stats.o")]
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    ran: list[str] = []
+    real_run = runner.run
+    monkeypatch.setattr(runner, "run", lambda argv, *a, **k: ran.append(
+        os.path.basename(argv[0])) or real_run(argv, *a, **k))
+
+    def linked(name: str, keep: bool = False) -> bytes:
+        ran.clear()
+        argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)]
+        assert link(argv, LinkOptions(save_temps=keep)) == 0
+        return (tmp_path / name).read_bytes()
+
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    linked("first")
+    with open(tmp_path / "saxpy.c", "a") as f:
+        f.write("int saxpy_edited = 2;\n")
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    if fallback:  # a command link_image does not put together itself: nvptx-none-ld runs
+        monkeypatch.setattr(gcc_nvptx, "_image_objects", lambda argv, compiled: None)
+    again = linked("again", keep=True)
+    assert ("nvptx-none-ld" in ran) == fallback
+    [kept] = (tmp_path / "tmp").iterdir()
+    objects = sorted(p.name for p in (kept / gcc_nvptx.NAME).glob("*.o")
+                     if not p.name.endswith(".host.o"))
+    assert objects == (["0000-main.c.o", "0001-saxpy.c.o", "0002-stats.c.o"] if fallback
+                       else ["0001-saxpy.c.o"])  # the changed CU's, compiled here
+    shutil.rmtree(kept)
+    monkeypatch.setenv("OFFLINK_NO_CACHE", "1")
+    assert linked("again-plain") == again
+
+
+@needs_gcc_offload
+def test_relink_from_the_cache_takes_the_images_offers_whole_links_only(sample, tmp_path,
+                                                                        monkeypatch):
+    """An image from the cache comes with the offers its entry keeps, so a relink does not
+    search the image for its definitions again; a narrowed link's image has the same key
+    (nvptx-none links it whole) but its kept offers are not the whole link's."""
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.targets import gcc_nvptx
+
+    objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+
+    def rows(name: str, **options) -> set[str]:
+        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+                    LinkOptions(**options)) == 0
+        return {s.name for s in Table.open(tmp_path / name).symbols}
+
+    narrowed = rows("narrowed", offload_symbols=["scale"])
+    assert narrowed == {"scale"}
+    whole = rows("whole")  # the image from the cache, its offers searched for once more
+    assert whole > narrowed
+    searched: list[int] = []
+    real = gcc_nvptx.GccNvptxTarget.exports
+    monkeypatch.setattr(gcc_nvptx.GccNvptxTarget, "exports",
+                        lambda self, *a: searched.append(1) or real(self, *a))
+    assert rows("again") == whole and searched == []
+    assert (tmp_path / "again").read_bytes() == (tmp_path / "whole").read_bytes()
+    assert rows("narrowed-again", offload_symbols=["scale"]) == narrowed and searched
+
+
+@needs_gcc_offload
+def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monkeypatch, capfd):
+    """GCC's CUs are in the relink's record of its inputs: a relink whose inputs have their
+    stamps reads none of them (extract), and a CU that must be compiled again (its object gone
+    from the cache) reads its object then, refused unless it has the recorded code; an input
+    rewritten is read again."""
+    from offlink.link import extract, relink
+    from offlink.link.cache import Cache
+    from offlink.link.pipeline import LinkOptions, link
+
+    for name in ("saxpy.c", "common.h"):
+        shutil.copy(sample / name, tmp_path)
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    objs = [str(sample / "build" / "main.o"), str(tmp_path / "saxpy.o"),
+            str(sample / "build" / "stats.o")]
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(cache))
+    monkeypatch.setenv("OFFLINK_PROGRESS", "0")
+    monkeypatch.setattr(relink, "_SETTLED", 0.0)  # stamps trusted at once
+
+    def linked(name: str) -> tuple[bytes, str]:
+        capfd.readouterr()
+        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+                    LinkOptions(timings=True)) == 0
+        return (tmp_path / name).read_bytes(), capfd.readouterr().err
+
+    first = linked("first")[0]  # makes the cache folder
+    assert linked("first")[0] == first  # records its inputs
+    reads: list[str] = []
+    real_read = extract._read
+    monkeypatch.setattr(extract, "_read", lambda p: reads.append(p) or real_read(p))
+    again, said = linked("again")
+    assert reads == [] and again == first
+    assert "3 CUs, 0 compiled, 3 from cache; image from cache" in said
+    for p in (cache / "objects").rglob("*"):  # every entry but the record of the inputs
+        if p.is_file() and "paths" not in Cache._decode(p.read_bytes()).meta:
+            p.unlink()
+    compiled, said = linked("compiled")
+    assert "3 CUs, 3 compiled, 0 from cache" in said and compiled == first
+    assert sorted(reads) == sorted(objs)  # each compiled CU's code, read when needed
+    reads.clear()
+    with open(tmp_path / "saxpy.c", "a") as f:
+        f.write("int saxpy_edited = 3;\n")
+    run(["gcc", *CFLAGS, "-c", "saxpy.c", "-o", "saxpy.o"], cwd=tmp_path)
+    changed, said = linked("changed")
+    assert "3 CUs, 1 compiled, 2 from cache" in said and len(reads) == 3
+    monkeypatch.setenv("OFFLINK_NO_CACHE", "1")
+    assert linked("changed-plain")[0] == changed
+
+
+def test_a_gcc_cus_recorded_code_is_refused_when_the_object_changed(sample, tmp_path):
+    """The recorded CU's object, read again where it is compiled, must be the one recorded."""
+    from offlink.errors import FormatError
+    from offlink.formats.payload import Payload, Stored
+    from offlink.link.relink import _DeferredBytes
+
+    data = (sample / "build" / "saxpy.o").read_bytes()
+    code_id = Payload("", "", "", "", (), data).code_id
+    ok = _DeferredBytes(code_id, lambda: Stored(data, False, None, "x.o"), "x.o")
+    assert ok.stored().data == data
+    bad = _DeferredBytes(code_id, lambda: Stored(data + b"\0", False, None, "x.o"), "x.o")
+    with pytest.raises(FormatError, match="x.o: changed while being linked"):
+        bad.stored()
 
 
 def test_the_image_is_put_together_only_from_a_command_it_understands():

@@ -89,15 +89,17 @@ class GccCU(CU):
     """A GCC offload object's CU, with what its host side says (read once, at extract): the
     host table entries in table order and the external functions it defines."""
 
-    __slots__ = ("host_entries", "global_functions")
+    __slots__ = ("host_entries", "global_functions", "tag")
     host_entries: tuple[HostEntry, ...] | None  # None: unreadable, reported when used
     global_functions: frozenset[str]
+    tag: str  # cu_tag of its object ("": made from the code when asked)
 
     def __init__(self, origin: str, payload, host_entries: tuple[HostEntry, ...] | None = None,
-                 global_functions: frozenset[str] = frozenset()):
+                 global_functions: frozenset[str] = frozenset(), tag: str = ""):
         super().__init__(origin, payload)
         _set(self, "host_entries", host_entries)
         _set(self, "global_functions", global_functions)
+        _set(self, "tag", tag)
 
 
 _set = object.__setattr__
@@ -278,13 +280,35 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     passed, offload = compile_options(elf)
     options = tuple(passed + offload_options(offload + _link_offload_options(link_args), TARGET))
     source = source_name(elf, origin)
-    payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options,
-                      bytes(elf.data))
+    code = bytes(elf.data)
+    payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options, code)
     try:
         entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))
     except FormatError:  # the link reports it where it needs the tables; inspect does not
         entries = None
-    return GccCU(origin, payload, entries, frozenset(global_functions(elf)))
+    return GccCU(origin, payload, entries, frozenset(global_functions(elf)),
+                 cu_tag(source, code))
+
+
+# -- a relink's record of its inputs (link/relink.py) ----------------------------------------
+
+def relink_state(cu: CU) -> list | None:
+    """What a GccCU holds besides its payload, as JSON values, for the relink's record; None
+    for any other CU (its dialect's own)."""
+    if not isinstance(cu, GccCU):
+        return None
+    hosts = None if cu.host_entries is None else [list(e) for e in cu.host_entries]
+    return [hosts, sorted(cu.global_functions), cu.tag]
+
+
+def relink_cu(origin: str, payload, state: list) -> GccCU:
+    """The GccCU `relink_state` recorded, with its payload (whose code is read again only
+    where it is needed: link/relink.py)."""
+    hosts, functions, tag = state
+    entries = None if hosts is None else tuple(HostEntry(str(k), str(n), int(s), bool(li),
+                                                         bool(lo), bool(st))
+                                               for k, n, s, li, lo, st in hosts)
+    return GccCU(origin, payload, entries, frozenset(map(str, functions)), str(tag))
 
 
 # -- pairing with the device side ------------------------------------------------------------
@@ -434,13 +458,17 @@ def place(elf: ElfFile, cus: list[tuple[str, str, list[Entry]]]) -> dict[str, Pl
     by symbol name, a static by its CU's source file among the binary's local symbols; that
     must then be unambiguous. An entry the link discarded is left out.
     """
-    at, by_name, by_file = _symbols(elf)
+    tables = _tables(elf)
+    at = _symbols_at(elf, {a for _, _, slots in tables for a, _ in slots})
+    names: tuple[dict[str, set[int]], dict[tuple[str, str], set[int]]] | None = None
     out: dict[str, Placed] = {}
-    for kind, name, step in (("function", FUNCS_SECTION, 8), ("variable", VARS_SECTION, 16)):
-        slots = table_slots(elf, name, step) or []
+    for kind, name, slots in tables:
         matched, pending = _match_runs(cus, kind, slots, at)
         for pos, e in matched.items():
             out[e.key] = _placed(e, slots[pos][0])
+        if pending and names is None:
+            names = _symbols(elf)
+        by_name, by_file = names or ({}, {})
         for label, source, entries in pending:
             for e in entries:
                 found = by_name.get(e.host.host_name, set())
@@ -460,18 +488,39 @@ def slot_keys(elf: ElfFile, cus: list[tuple[str, str, list[Entry]]]
     """The key of every slot of the linked `.gnu.offload_funcs` ("function") and
     `.gnu.offload_vars` ("variable"), in table order: what libgomp pairs position by position
     with a registration's names. None for a slot offlink does not know."""
-    at = _symbols(elf)[0]
+    tables = _tables(elf)
+    at = _symbols_at(elf, {a for _, _, slots in tables for a, _ in slots})
     out: dict[str, list[str | None]] = {}
-    for kind, name, step in (("function", FUNCS_SECTION, 8), ("variable", VARS_SECTION, 16)):
-        slots = table_slots(elf, name, step) or []
+    for kind, _, slots in tables:
         matched = _match_runs(cus, kind, slots, at)[0]
         out[kind] = [matched[i].key if i in matched else None for i in range(len(slots))]
     return out
 
 
-def _symbols(elf: ElfFile):
-    """(address -> names, name -> addresses, (STT_FILE, local name) -> addresses)."""
+def _tables(elf: ElfFile) -> list[tuple[str, str, list[tuple[int, int]]]]:
+    """(kind, section name, slots) of the linked binary's two host tables."""
+    return [(kind, name, table_slots(elf, name, step) or [])
+            for kind, name, step in (("function", FUNCS_SECTION, 8),
+                                     ("variable", VARS_SECTION, 16))]
+
+
+def _symbols_at(elf: ElfFile, addresses: set[int]) -> dict[int, set[str]]:
+    """address -> the names of the symbols defined there, for the table slots' addresses only
+    (a program of 300 CUs has ~10k symbols; the slots' runs are checked against a few)."""
     at: dict[int, set[str]] = {}
+    for s in elf.symbols():
+        if s.st_value in addresses and s.defined and s.name and \
+                s.st_type not in (STT_SECTION, STT_FILE):
+            at.setdefault(s.st_value, set()).add(s.name)
+    for s in elf.symbols(dynamic=True):
+        if s.st_value in addresses and s.defined and s.name:
+            at.setdefault(s.st_value, set()).add(s.name)
+    return at
+
+
+def _symbols(elf: ElfFile):
+    """(name -> addresses, (STT_FILE, local name) -> addresses): for entries whose table the
+    link dropped (-Wl,--gc-sections)."""
     by_name: dict[str, set[int]] = {}
     by_file: dict[tuple[str, str], set[int]] = {}  # (STT_FILE, name) of local symbols
     file = ""
@@ -480,15 +529,13 @@ def _symbols(elf: ElfFile):
             file = s.name
         if not s.defined or not s.name or s.st_type in (STT_SECTION, STT_FILE):
             continue
-        at.setdefault(s.st_value, set()).add(s.name)
         by_name.setdefault(s.name, set()).add(s.st_value)
         if s.st_bind == STB_LOCAL:
             by_file.setdefault((file, s.name), set()).add(s.st_value)
     for s in elf.symbols(dynamic=True):
         if s.defined and s.name:
-            at.setdefault(s.st_value, set()).add(s.name)
             by_name.setdefault(s.name, set()).add(s.st_value)
-    return at, by_name, by_file
+    return by_name, by_file
 
 
 def _match_runs(cus: list[tuple[str, str, list[Entry]]], kind: str,

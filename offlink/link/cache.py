@@ -507,6 +507,7 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     from .narrow import EVERY
 
     narrowing = narrowing or EVERY
+    whole = not narrowing.words  # the image's offers are every CU's
     if cache is None or not compiled or not all(c.key for c in compiled):
         write_objects(compiled)
         target.prepare_image(plan, compiled, workdir, cache)
@@ -524,18 +525,24 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
         return device.device_link(plan, target, compiled, workdir, narrowing)  # reports it
     entry = cache.get(key)
     if entry is None:
-        write_objects(compiled)  # only now: a cached image needs none of them
+        if target.link_image_reads_objects:
+            write_objects(compiled)  # only now: a cached image needs none of them
         image = device.device_link(plan, target, compiled, workdir, narrowing, (argv, files))
-        cache.put(key, _image_meta(image, compiled), image.data)
+        cache.put(key, _image_meta(image, compiled, whole), image.data)
         return image
     with open(out, "wb") as f:
         f.write(entry.data)
-    offers, owners = device.image_offers(target, compiled, entry.data, out, narrowing)
+    # The offers the entry keeps, when they are the whole link's (a narrowed link's image
+    # may have the same key): the image is not searched for its definitions again.
+    found = _offers_of(entry.meta, compiled) if whole else None
+    if found is None:
+        found = device.image_offers(target, compiled, entry.data, out, narrowing)
+    offers, owners = found
     if runner.VERBOSE:
         print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
     image = device.Image(target, out, entry.data, offers, owners)
-    if _offers_of(entry.meta, compiled) is None:  # an entry from before offers were kept
-        cache.put(key, _image_meta(image, compiled), entry.data)
+    if entry.meta.get("whole") is not True and (whole or "whole" not in entry.meta):
+        cache.put(key, _image_meta(image, compiled, whole), entry.data)  # an older entry
     return image
 
 
@@ -610,19 +617,22 @@ def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str
     return cache.image_key(target, argv, paths, linker, workdir)
 
 
-def _image_meta(image, compiled) -> dict:
+def _image_meta(image, compiled, whole: bool) -> dict:
     """An image entry's metadata: its target and its offers in order, each with its owner as
-    a CU position (labels are the link's own file names, which the key leaves out)."""
+    a CU position (labels are the link's own file names, which the key leaves out), and
+    whether they are every offer (`whole`) or a narrowed link's, whose image can have the
+    same key (a target without its own narrowed_image links the image whole)."""
     first: dict[str, int] = {}
     for i, c in enumerate(compiled):
         first.setdefault(c.cu.label, i)
-    return {"target": image.target.name,
+    return {"target": image.target.name, "whole": whole,
             "offers": [[o.name, o.kind, o.size, o.strong, first[image.owners[o.name]]]
                        for o in image.offers.values()]}
 
 
 def _offers_of(meta: dict, compiled):
-    """(offers, owners) as `_image_meta` keeps them; None if not kept.
+    """(offers, owners) of the whole link as `_image_meta` keeps them; None if not kept (or
+    kept by a narrowed link).
 
     The entry is ours (its SHA-256 checked, its layout fixed by FORMAT): the values are taken
     as JSON gave them, and only an owner is checked, which indexes the CUs."""
@@ -631,6 +641,8 @@ def _offers_of(meta: dict, compiled):
     offers, owners = {}, {}
     labels: dict[int, str] = {}  # a CU's label made once, not once per name it offers
     n = len(compiled)
+    if meta.get("whole") is not True:
+        return None
     try:
         for name, kind, size, strong, owner in meta["offers"]:
             offers[name] = Offer(name, kind, size, strong)

@@ -3,10 +3,11 @@ they were, without opening one of them.
 
 The extract stage reads every object and archive a link names (headers, payload records and,
 for archive member choice, symbol tables): ~0.1 ms an object, 100 ms at 1000 CUs. A link
-whose CUs are all offlink payload records leaves a record of them in the cache, keyed by
-what extract depends on (the command as planned, the working directory, offlink's version)
-and holding each file's stamp; the next link with the same key uses it when every file it
-would read has the same stamp.
+whose CUs are all offlink payload records or GCC offload objects (whose dialect records
+what it read besides the payload: dialects/gcc.py `relink_state`) leaves a record of them in
+the cache, keyed by what extract depends on (the command as planned, the working directory,
+PATH, offlink's version) and holding each file's stamp; the next link with the same key uses
+it when every file it would read has the same stamp. LLVM's CUs are not recorded.
 
 A stamp is the file's device, inode, size, and mtime and ctime in nanoseconds (cache.file_stamp):
 stricter than make and ld's users expect (make compares mtimes alone). A rewrite of any
@@ -17,11 +18,13 @@ written only when every file it stamps was last changed more than _SETTLED secon
 was read; otherwise the next link reads the files and writes the record. Nothing here trusts
 a stamp for more than the extract stage: the CUs' codes are keyed by their SHA-256 as before
 (Payload.code_id, recorded), and a CU that must be compiled (its object not in the cache)
-reads its record from the file again, refused unless it has the recorded SHA-256.
+reads its record (a GCC CU: its object) from the file again, refused unless it has the
+recorded SHA-256.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -74,9 +77,10 @@ def _link_args(plan: LinkPlan, offload_options: Sequence[str]) -> list[str]:
 
 
 def _key(plan: LinkPlan, offload_options: Sequence[str]) -> str:
+    # PATH: a GCC CU's compiler is the accel compiler found on it (dialects/gcc.py).
     return _hash("inputs", str(FORMAT), __version__, os.getcwd(), repr(plan.inputs),
                  "\0".join(plan.lib_dirs), "\0".join(_link_args(plan, offload_options)),
-                 str(plan.lto))
+                 str(plan.lto), os.environ.get("PATH", ""))
 
 
 def _stats(paths: list[str], known: Mapping[str, os.stat_result] | None = None
@@ -102,13 +106,41 @@ def _recorded(cache: Cache, key: str, paths: list[str], stats: list[os.stat_resu
         # values are taken as JSON gave them; a file index out of range fails below.
         cus = []
         for (origin, target, kind, source, compiler, options, offered, code_id, file, place,
-             k) in entry.meta["cus"]:
-            code = Deferred(code_id, _loader(paths[file], place, k, link_args, lto), origin)
-            cus.append(CU(origin, Payload(target, kind, source, compiler, tuple(options),
-                                          code, tuple(offered))))
+             k, dialect) in entry.meta["cus"]:
+            load = _loader(paths[file], place, k, link_args, lto)
+            code = Deferred(code_id, load, origin) if not dialect else \
+                _DeferredBytes(code_id, load, origin)
+            payload = Payload(target, kind, source, compiler, tuple(options), code,
+                              tuple(offered))
+            cus.append(CU(origin, payload) if not dialect
+                       else _dialect(dialect[0]).relink_cu(origin, payload, dialect[1]))
         return cus
-    except (KeyError, TypeError, ValueError, IndexError):
+    except (KeyError, TypeError, ValueError, IndexError, ImportError):
         return None
+
+
+@functools.cache
+def _dialect(name: str):
+    """The dialect module (offlink/dialects/NAME.py) that recorded a CU's own state (once
+    per name: import_module costs ~20 us a call)."""
+    import importlib
+
+    from ..dialects import SECTIONS
+
+    if name not in SECTIONS.values():
+        raise ValueError(name)
+    return importlib.import_module(f"..dialects.{name}", __package__)
+
+
+class _DeferredBytes(Deferred):
+    """A CU's code that is plain bytes (a GCC CU's: the object itself), known by its code_id
+    (Payload.code_id of bytes) until it is needed."""
+
+    def stored(self) -> Stored:
+        stored = self._load()
+        if Payload("", "", "", "", (), stored.data).code_id != self.code_id:
+            raise FormatError(f"{self.where}: changed while being linked; link again")
+        return stored
 
 
 def _loader(path: str, place: int, k: int, link_args: list[str], lto: bool):
@@ -116,6 +148,8 @@ def _loader(path: str, place: int, k: int, link_args: list[str], lto: bool):
         origin, elf = object_at(path, place)
         found = cus_of(elf, origin, link_args, lto)
         stored = found[k].payload.__dict__.get("_code") if k < len(found) else None
+        if isinstance(stored, bytes):
+            return Stored(stored, False, None, origin)
         if not isinstance(stored, Stored):
             raise FormatError(f"{origin}: changed while being linked; link again")
         return stored
@@ -126,9 +160,10 @@ def _loader(path: str, place: int, k: int, link_args: list[str], lto: bool):
 def _record(cache: Cache, key: str, paths: list[str], before: list[os.stat_result], now: int,
             cus: list[CU], where: list[tuple[int, int, int]]) -> None:
     """Keep the CUs for the next link, if every file was settled and none moved meanwhile,
-    and every CU is an offlink payload record (other dialects read their objects anew)."""
-    if not cus or any(not isinstance(cu.payload, Payload) or
-                      not isinstance(cu.payload.__dict__.get("_code"), Stored) for cu in cus):
+    and every CU is an offlink payload record or a CU its dialect can record (GCC's:
+    `relink_state`); LLVM's read their objects anew."""
+    dialects = [_state(cu) for cu in cus]
+    if not cus or any(d is None for d in dialects):
         return
     if any(now - st.st_ctime_ns <= _SETTLED * 1e9 for st in before):
         return
@@ -137,8 +172,30 @@ def _record(cache: Cache, key: str, paths: list[str], before: list[os.stat_resul
     if after is None or [file_stamp(st) for st in after] != stamps:
         return
     rows = []
-    for cu, w in zip(cus, where):
+    for cu, w, d in zip(cus, where, dialects):
         p = cu.payload
         rows.append([cu.origin, p.target, p.code_kind, p.source, p.compiler, list(p.options),
-                     list(p.offered), p.code_id, *w])
+                     list(p.offered), p.code_id, *w, d])
     cache.put(key, {"paths": paths, "stamps": stamps, "cus": rows}, b"")
+
+
+def _state(cu: CU) -> list | str | None:
+    """A CU as its row records what its payload does not say: "" for an offlink payload
+    record (its code Stored), [dialect, state] for a dialect's own CU whose code is bytes,
+    None for one that cannot be recorded."""
+    p = cu.payload
+    code = p.__dict__.get("_code") if isinstance(p, Payload) else None
+    if type(cu) is CU:
+        return "" if isinstance(code, Stored) else None
+    if not isinstance(code, bytes):
+        return None
+    name = type(cu).__module__.rpartition(".")[2]
+    state = getattr(_dialect_or_none(name), "relink_state", lambda cu: None)(cu)
+    return None if state is None else [name, state]
+
+
+def _dialect_or_none(name: str):
+    try:
+        return _dialect(name)
+    except (ValueError, ImportError):
+        return None

@@ -50,6 +50,10 @@ class Target:
     # True: image_argv reads the CUs' offers (CompiledCU.offers), so a relink cannot take the
     # image from the cache before the objects' entries are read (link/cache.cached_image).
     image_argv_reads_offers = False
+    # False: link_image reads no CU's object file (it takes CompiledCU.data, and writes the
+    # files itself where it runs a command that reads them), so the device link of an image
+    # not in the cache writes no cached object into the work folder.
+    link_image_reads_objects = True
     # Whether a distributed compile engine used as the target launcher (distcc, icecream,
     # sccache) can send this target's per-CU compile to another machine or a shared cache:
     # True for a self-contained compile of preprocessed C/C++ with a plain `CC -c FILE.i`;

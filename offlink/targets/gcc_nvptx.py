@@ -38,6 +38,7 @@ class GccNvptxTarget(Target):
     macro = "__OFFLINK_TARGET_NVPTX_NONE__"
     image_argv_reads_objects = False  # a CU's pairing comes from its offers (_restored)
     image_argv_reads_offers = True
+    link_image_reads_objects = False  # it joins the objects' bytes; _run writes the files
     distributable = False
     not_distributable_because = ("its compile is GCC's accel compiler reading LTO bytecode "
                                  "(-xlto), which distcc and sccache run locally")
@@ -332,6 +333,8 @@ def _host_side(cu) -> tuple[tuple[gcc.HostEntry, ...], frozenset[str]]:
 
 
 def _tag(cu) -> str:
+    if isinstance(cu, gcc.GccCU) and cu.tag:  # made at extract, or kept by a relink's record
+        return cu.tag
     return gcc.cu_tag(cu.payload.source, cu.payload.code)
 
 
