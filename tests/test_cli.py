@@ -294,8 +294,8 @@ def test_tools_run_as_they_are_get_sigpipe_and_sigxfsz_at_their_defaults(offlink
     what `offlink cc` runs as it is (exec: `-E`, a link without sources' target code) and the
     plain link of `offlink link` (no target code) get them back, as without offlink
     (`offlink cc gcc -E big.c | head` must end gcc, not make it write into a closed pipe)."""
-    import signal
     import shutil
+    import signal
 
     log = tmp_path / "sigign"
     for name, tool in (("cc-sig", "gcc"), ("ld-sig", "gcc")):
