@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable  # not typing's: ~3 ms of start-up a plain link skips
+from collections.abc import Callable
 
 from . import __version__
 from .errors import OfflinkError, UsageError
