@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from . import __version__
 from .errors import OfflinkError, UsageError
@@ -170,9 +170,10 @@ def cmd_cc(argv: list[str]) -> int:
     ws = words(expand_response_files(rest[1:]))
     if {"-c", "-E", "-S", "-M", "-MM", "-fsyntax-only", "--version", "-v", "-dumpversion",
             "-dumpmachine", "--help"} & {w.option for w in ws} or not ws:
-        sys.stdout.flush()
+        from .run import exec_tool
+
         try:
-            os.execvp(rest[0], rest)
+            exec_tool(rest)
         except OSError as e:
             raise OfflinkError(f"compiler '{rest[0]}': {e.strerror}") from None
     return _compile_and_link(rest, targets, tuple(opts.get("--offload-symbol") or ()),

@@ -387,15 +387,14 @@ def _host_compile(argv: list[str], log: str) -> str:
 def _spawn(argv: list[str], what: str, log: str) -> str:
     """Run a tool as runner.run does (stdin inherited, stdout and stderr together, a missing
     tool or a failure one ToolError naming `what` and carrying the output), what it said
-    going through the file `log`: with objcache.spawn, as objcache.Job runs the
-    preprocessing, so that a compile whose target code is cached imports no subprocess
-    (~5 ms of every `offlink cc`)."""
+    going through the file `log`: with run.spawn, as objcache.Job runs the preprocessing,
+    so that `offlink cc` imports no subprocess (~5 ms of every one)."""
     if runner.VERBOSE:
         print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
     actions = [(os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
                (os.POSIX_SPAWN_DUP2, 1, 2)]
     try:
-        pid = objcache.spawn(argv, actions)
+        pid = runner.spawn(argv, actions)
     except FileNotFoundError:
         raise ToolError(f"{what}: '{argv[0]}' not found") from None
     except PermissionError:

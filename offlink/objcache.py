@@ -39,6 +39,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from .run import spawn
+
 if TYPE_CHECKING:
     from .compile import CompilePlan
     from .link.cache import Cache
@@ -277,17 +279,6 @@ def store(cache: Cache, key: str, fat: str, said: str) -> None:
     except OSError:
         return
     cache.put(key, {"kind": "cc-object", "said": said}, data)
-
-
-def spawn(argv: list[str], file_actions: list) -> int:
-    """Start a tool with os.posix_spawnp (subprocess costs ~5 ms of start-up to import): its
-    pid. Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec;
-    the tool gets them back at their defaults, as subprocess (restore_signals) and a plain
-    compile give them."""
-    import signal
-
-    return os.posix_spawnp(argv[0], argv, os.environ, file_actions=file_actions,
-                           setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
 
 
 class Job:

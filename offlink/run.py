@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
 
-# subprocess, shlex and shutil are imported where used: a plain link through offlink only
-# execs the linker, and each import is start-up time.
+# subprocess and shlex are imported where used, and shutil not at all: a plain link through
+# offlink only execs the linker, an `offlink cc` spawns its tools (`spawn`), and each import
+# is start-up time (subprocess ~5 ms, shutil ~2 ms of every cc).
 
 from .errors import ToolError
 
@@ -30,11 +31,56 @@ def show(argv: Sequence[str]) -> str:
 
 
 def which(tool: str) -> str | None:
+    """The tool's path as exec would find it: shutil.which's answer, without importing
+    shutil (every `offlink cc` that compiles target code asks)."""
     if os.sep in tool:
         return tool if os.access(tool, os.X_OK) else None
-    import shutil
+    path = os.environ.get("PATH")
+    if path is None:
+        try:
+            path = os.confstr("CS_PATH") or os.defpath
+        except (AttributeError, ValueError):
+            path = os.defpath
+    seen = set()
+    for folder in path.split(os.pathsep):
+        if folder in seen:
+            continue
+        seen.add(folder)
+        name = os.path.join(folder, tool)
+        if os.access(name, os.X_OK) and not os.path.isdir(name):
+            return name
+    return None
 
-    return shutil.which(tool)
+
+# Python ignores SIGPIPE (and SIGXFSZ), and an ignored signal stays ignored across exec: a
+# tool offlink starts gets them back at their defaults, as subprocess (restore_signals) and a
+# plain build give them.
+def _restored() -> tuple[int, ...]:
+    import signal
+
+    return (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def spawn(argv: Sequence[str], file_actions: list) -> int:
+    """Start a tool with os.posix_spawnp (importing subprocess costs ~5 ms), SIGPIPE and
+    SIGXFSZ at their defaults; its pid. A missing tool raises FileNotFoundError."""
+    return os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=file_actions,
+                           setsigdef=_restored())
+
+
+def exec_tool(argv: Sequence[str]) -> None:
+    """Replace offlink by the tool (os.execvp), SIGPIPE and SIGXFSZ at their defaults; returns
+    only by raising OSError (the handlers as they were)."""
+    import signal
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    before = {signum: signal.signal(signum, signal.SIG_DFL) for signum in _restored()}
+    try:
+        os.execvp(argv[0], list(argv))
+    finally:  # reached only when the exec failed
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None = None,
@@ -94,7 +140,7 @@ def pass_through(argv: Sequence[str], what: str) -> int:
             if before[s] is not signal.SIG_IGN:  # an ignored signal stays ignored, as for exec
                 signal.signal(s, forward)
         try:
-            child.append(os.posix_spawnp(argv[0], list(argv), os.environ))
+            child.append(spawn(argv, []))
         except OSError as e:
             raise ToolError(f"{what} '{argv[0]}': {e.strerror}", 127) from None
         for signum in pending:

@@ -409,6 +409,36 @@ def test_a_compile_whose_target_code_is_cached_imports_no_subprocess(project):
     assert (project / "host.o").read_bytes() == (project / "plain.o").read_bytes()
 
 
+def test_a_cold_compile_imports_none_of_the_slow_modules(project):
+    """A cold `offlink cc` (preprocessing, host compile, objcopy, the target compile into the
+    link cache) starts its tools with posix_spawn and makes, names and removes its work
+    folder itself: no subprocess, shutil or tempfile (~10 ms of every cc), and never typer,
+    rich or lief. Its first compile may probe the tools' identities (`--version`, once)."""
+    import sys
+
+    env = env_for(project, PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+                  OFFLINK_CC_TARGET_COMPILE="1")
+    said = project.parent / "said"
+    slow = "subprocess,shutil,tempfile,typer,rich,lief,click,concurrent.futures"
+
+    def cc(source: str, *args: str) -> str:
+        run([sys.executable, "-c", IMPORTS_SAID, slow, said, "cc", "gcc", "-O2", *args,
+             "-c", source], cwd=project, env=env)
+        return said.read_text().strip()
+
+    cc("unit.c", "-o", "first.o")  # probes gcc and objcopy
+    (project / "other.c").write_text("int other_value(void) { return 7; }\n")
+    before = len(cc_entries(project))
+    assert cc("other.c", "-fPIC", "-o", "cold.o") == "[]"
+    assert len(cc_entries(project)) == before + 1  # a miss: compiled and stored
+    assert "gnu.target_lto_" in run(["readelf", "-S", "-W", project / "cold.o"]).stdout
+    cached = [p for p in (project.parent / "cache" / "objects").rglob("*") if p.is_file()
+              and (e := Cache._decode(p.read_bytes())) is not None and e.meta
+              and "other_value" in str(e.meta)]
+    assert cached  # its target object, compiled by this cc
+    assert os.listdir(project.parent / "tmp") == []
+
+
 def test_a_compile_trims_the_cache_once(project, monkeypatch):
     """Trimming lists every entry of the cache: a compile that stores its fat object and its
     target object trims once, not once per entry it stored."""

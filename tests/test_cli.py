@@ -280,3 +280,64 @@ def test_command_process_runs_without_the_cycle_collector(command, monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+SIG_TOOL = '#!/bin/sh\ngrep SigIgn /proc/$$/status >> {log}\nexec {tool} "$@"\n'
+
+
+def _ignored(log: Path) -> list[int]:
+    return [int(line.split()[1], 16) for line in log.read_text().splitlines()]
+
+
+def test_tools_run_as_they_are_get_sigpipe_and_sigxfsz_at_their_defaults(offlink, tmp_path):
+    """Python ignores SIGPIPE and SIGXFSZ and an ignored signal stays ignored across exec:
+    what `offlink cc` runs as it is (exec: `-E`, a link without sources' target code) and the
+    plain link of `offlink link` (no target code) get them back, as without offlink
+    (`offlink cc gcc -E big.c | head` must end gcc, not make it write into a closed pipe)."""
+    import shutil
+    import signal
+
+    log = tmp_path / "sigign"
+    for name, tool in (("cc-sig", "gcc"), ("ld-sig", "gcc")):
+        script = tmp_path / name
+        script.write_text(SIG_TOOL.format(log=log, tool=shutil.which(tool)))
+        script.chmod(0o755)
+    (tmp_path / "a.c").write_text("int main(void) { return 0; }\n")
+    run([offlink, "cc", tmp_path / "cc-sig", "-E", "a.c", "-o", "a.i"], cwd=tmp_path)
+    run(["gcc", "-c", "a.c", "-o", "a.o"], cwd=tmp_path)  # no target code: a plain link
+    run([offlink, "link", tmp_path / "ld-sig", "a.o", "-o", "app"], cwd=tmp_path)
+    assert (tmp_path / "a.i").exists() and run([tmp_path / "app"]).returncode == 0
+    masks = _ignored(log)
+    assert len(masks) == 2
+    for mask in masks:
+        assert not mask & (1 << (signal.SIGPIPE - 1)), hex(mask)
+        assert not mask & (1 << (signal.SIGXFSZ - 1)), hex(mask)
+
+
+def test_cc_that_cannot_exec_its_compiler_says_so(offlink, tmp_path):
+    proc = offlink_run(offlink, "cc", str(tmp_path / "no-such-cc"), "-E", "a.c", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == f"offlink: error: compiler '{tmp_path / 'no-such-cc'}': No such " \
+                          f"file or directory\n"
+
+
+def test_which_finds_tools_as_shutil_does(tmp_path, monkeypatch):
+    """run.which (every cc that compiles target code asks, and it no longer imports shutil)
+    answers as shutil.which: PATH in order, executable files only, never a folder."""
+    import shutil
+
+    from offlink.run import which
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "tool").mkdir()  # a folder of that name: not the tool
+    (tmp_path / "a" / "plain").write_text("not executable")
+    for name in ("tool", "plain"):
+        (tmp_path / "b" / name).write_text("#!/bin/sh\n")
+        (tmp_path / "b" / name).chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "a"), "", str(tmp_path / "a"),
+                                                str(tmp_path / "b"), "/usr/bin"]))
+    monkeypatch.chdir(tmp_path)
+    for name in ("tool", "plain", "gcc", "no-such-tool", "b/tool", str(tmp_path / "b/tool")):
+        assert which(name) == shutil.which(name), name
+    assert which("tool") == str(tmp_path / "b" / "tool")

@@ -371,3 +371,82 @@ assert threading.active_count() == 1
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+SIGNALS = 'grep SigIgn /proc/$$/status; echo said >&2; read x || echo "stdin at end"; exit {rc}'
+
+
+def test_children_run_a_tool_with_its_output_its_failure_and_default_signals():
+    """The target compile's runner (posix_spawn since it stopped importing subprocess): stdin
+    at its end, stdout and stderr in one text, SIGPIPE and SIGXFSZ at their defaults (Python
+    ignores both, an ignored signal stays ignored across exec), a failure with its status and
+    output, a missing tool named."""
+    from offlink.errors import ToolError
+    from offlink.jobserver import Children
+
+    children = Children()
+    out = children.run(["sh", "-c", SIGNALS.format(rc=0)], "a tool")
+    mask = int(out.split()[1], 16)
+    assert not mask & (1 << (signal.SIGPIPE - 1)) and not mask & (1 << (signal.SIGXFSZ - 1))
+    assert out.splitlines()[1:] == ["said", "stdin at end"]
+    with pytest.raises(ToolError) as failed:
+        children.run(["sh", "-c", SIGNALS.format(rc=3)], "a tool")
+    assert failed.value.exit_code == 3 and "said" in failed.value.output
+    assert str(failed.value).startswith("a tool failed (exit status 3): sh -c ")
+    with pytest.raises(ToolError, match="a tool: 'no-such-tool-here' not found"):
+        children.run(["no-such-tool-here"], "a tool")
+
+
+def test_children_stop_ends_the_running_tools():
+    """Ctrl-C or SIGTERM during a link's compiles (run_jobs): the tools still running get
+    SIGTERM and their jobs end with KeyboardInterrupt; nothing is left running."""
+    import threading
+
+    from offlink.jobserver import Children
+
+    children = Children()
+    ended: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            children.run(["sleep", "30"], "a sleep")
+        except BaseException as e:  # noqa: BLE001 - what the job ended with
+            ended.append(e)
+
+    threads = [threading.Thread(target=job) for _ in range(2)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(children._pids) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    pids = set(children._pids)
+    start = time.monotonic()
+    children.stop()
+    for t in threads:
+        t.join(10)
+    assert time.monotonic() - start < 5
+    assert len(ended) == 2 and all(isinstance(e, KeyboardInterrupt) for e in ended)
+    assert children._pids == set()
+    for pid in pids:  # reaped
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_one_job_runs_in_the_calling_thread():
+    """`offlink cc` compiles one CU's target code: run_jobs runs it without a thread (and its
+    pipe and poll); a failure is raised, the slot given back."""
+    import threading
+
+    from offlink.jobserver import Slots, run_jobs
+
+    slots = Slots(4)
+    assert run_jobs(1, lambda i: threading.current_thread().name, slots) == ["MainThread"]
+    assert slots.running == 0
+
+    def fail(i: int) -> None:
+        raise ValueError(i)
+
+    with pytest.raises(ValueError):
+        run_jobs(1, fail, slots)
+    assert slots.running == 0
+    assert threading.active_count() == 1

@@ -386,7 +386,9 @@ def _install_across_file_systems(tmp_path, monkeypatch, unnamed: bool):
         def no_named_file(*args, **kwargs):
             raise AssertionError("fell back to a named temporary file")
 
-        monkeypatch.setattr(staging.tempfile, "mkstemp", no_named_file)
+        import tempfile
+
+        monkeypatch.setattr(tempfile, "mkstemp", no_named_file)
     else:  # no way to name an O_TMPFILE: the named, locked fallback
         real_isdir = os.path.isdir
         monkeypatch.setattr(staging.os.path, "isdir",
@@ -463,26 +465,26 @@ def test_cc_compiles_and_links_in_one_step_with_the_target_code(offlink, tmp_pat
 
 def test_work_folder_taken_by_another_sweep_before_its_lock(tmp_path, monkeypatch):
     """Parallel compiles and links sweep each other's TMPDIR: a folder swept between its
-    mkdtemp and its lock is replaced by a new one, never an error (seen under make -j2)."""
-    import shutil
-    import tempfile
-
+    making and its lock is replaced by a new one, never an error (seen under make -j2)."""
     from offlink.link import staging
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    real_new_folder = staging.new_folder
     made = []
 
-    def mkdtemp(**kwargs):
-        path = real_mkdtemp(**kwargs)
+    def new_folder(parent, prefix):
+        path = real_new_folder(parent, prefix)
         made.append(path)
         if len(made) == 1:
-            shutil.rmtree(path)  # what another offlink's sweep does to an unlocked folder
+            staging.remove_tree(path)  # what another offlink's sweep does to an unlocked folder
         return path
 
-    monkeypatch.setattr(staging.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(staging, "new_folder", new_folder)
     work = staging.WorkFolder(keep=False, kind="cc")
     assert len(made) == 2 and work.path == made[1] and os.path.isdir(work.path)
+    assert os.path.dirname(work.path) == str(tmp_path)
+    assert os.path.basename(work.path).startswith("offlink-cc-")
+    assert os.stat(work.path).st_mode & 0o777 == 0o700
     # Locked while in use: a sweep (here by another process) leaves it alone.
     pid = os.fork()
     if pid == 0:
@@ -492,6 +494,9 @@ def test_work_folder_taken_by_another_sweep_before_its_lock(tmp_path, monkeypatc
             os._exit(0)
     os.waitpid(pid, 0)
     assert os.path.isdir(work.path)
+    (Path(work.path) / "sub").mkdir()
+    (Path(work.path) / "sub" / "f").write_text("x")
+    os.symlink(tmp_path, Path(work.path) / "sub" / "link")  # removed, never followed
     work.close()
     assert os.listdir(tmp_path) == []
 
@@ -500,14 +505,13 @@ def test_work_folder_sweeps_every_kind_in_one_listing(tmp_path, monkeypatch):
     """What killed links and compiles of every kind left in TMPDIR is swept by the next work
     folder, listing TMPDIR once (a shared /tmp may hold thousands of entries; it was listed
     once per kind); others' entries and kept --save-temps folders stay."""
-    import tempfile
-
     from offlink.link import staging
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     left = [tmp_path / f"{prefix}dead" for prefix in staging.WORK_PREFIXES.values()]
     for path in left:
         path.mkdir()
+        (path / "file").write_text("left")
     (tmp_path / f"{staging.KEPT_PREFIX}kept").mkdir()
     (tmp_path / "someone-else").mkdir()
     listed = []
@@ -523,6 +527,40 @@ def test_work_folder_sweeps_every_kind_in_one_listing(tmp_path, monkeypatch):
     assert not any(path.exists() for path in left)
     work.close()
     assert sorted(real_listdir(tmp_path)) == [f"{staging.KEPT_PREFIX}kept", "someone-else"]
+
+
+def test_compiles_sweep_a_large_tmpdir_now_and_then_links_always(tmp_path, monkeypatch):
+    """Listing a shared /tmp of thousands of entries cost every `offlink cc` ~3 ms: a compile
+    sweeps TMPDIR where it is small, else one time in SWEEP_ODDS; a link always does, so what
+    a killed compile left goes at the next link at the latest."""
+    from offlink.link import staging
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    dead = tmp_path / "offlink-cc-dead"
+    dead.mkdir()
+    listed = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(staging.os, "listdir",
+                        lambda path=".": (listed.append(path), real_listdir(path))[1])
+    staging.WorkFolder(keep=False, kind="cc").close()  # small: swept
+    assert listed == [str(tmp_path)] and not dead.exists()
+    dead.mkdir()
+    monkeypatch.setattr(staging, "SMALL_FOLDER", 0)  # as if TMPDIR held thousands of entries
+    draws = iter([b"\x10", b"\xff", b"\x0f"])  # os.urandom(1): sweep when below 256 / 16
+    real_urandom = os.urandom
+    monkeypatch.setattr(staging.os, "urandom",
+                        lambda n: next(draws) if n == 1 else real_urandom(n))
+    listed.clear()
+    staging.WorkFolder(keep=False, kind="cc").close()
+    staging.WorkFolder(keep=False, kind="cc").close()
+    assert listed == [] and dead.exists()
+    staging.WorkFolder(keep=False, kind="cc").close()  # its one time in 16
+    assert listed == [str(tmp_path)] and not dead.exists()
+    dead.mkdir()
+    listed.clear()
+    staging.WorkFolder(keep=False, kind="link").close()
+    assert listed == [str(tmp_path)] and not dead.exists()
+    assert os.listdir(tmp_path) == []
 
 
 def test_output_that_is_a_fifo_is_written_into_not_replaced(offlink, tmp_path):
