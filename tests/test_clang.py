@@ -429,6 +429,43 @@ def test_nvptx_relink_compiles_only_what_changed(offlink, nvptx, tmp_path):
 @needs_clang
 @needs_cuda
 @needs_llvm
+def test_nvptx_the_link_lines_level_is_clangs(offlink, nvptx, tmp_path):
+    """clang's link compiles the device runtime's part at the link line's level (its LTO and
+    ptxas): at -O3 offlink's image is clang's byte for byte. A -foffload-lto CU is compiled
+    at that level too. At -O0 LLVM 19 cannot compile the device runtime (clang's own link
+    stops with 'Cannot select'): offlink compiles that part at -O1 and links."""
+    objs = [nvptx / "main.o", nvptx / "vec.o", nvptx / "math.o"]
+    libs = [f"-L{nvptx / 'offlink'}", "-lcounter"]
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = run([offlink, "link", "--verbose", CLANG, *NVPTX, "-O3", *objs, *libs, "-o",
+                tmp_path / "prog"], env=env).stderr
+    assert len(_verbose_commands(said, "llvm-lto2 run -O3 --cg-opt-level=3 ")) == 1
+    assert len(_verbose_commands(said, "ptxas -m64 -O3 ")) == 1
+    run([CLANG, *NVPTX, "-O3", *objs, f"-L{nvptx / 'clang'}", "-lcounter", "-o",
+         tmp_path / "prog.clang", "-Wl,--save-temps"], cwd=tmp_path)
+    run([offlink, "extract", tmp_path / "prog", "--target", NVPTX_TARGET, "--output",
+         tmp_path / "image.cubin"])
+    assert (tmp_path / "image.cubin").read_bytes() == \
+        (tmp_path / "prog.clang.nvptx64.sm_80.img").read_bytes()
+    lto = []
+    for n in ("main", "vec"):
+        lto.append(tmp_path / f"{n}.lto.o")
+        run([CLANG, "-O2", *NVPTX, "-foffload-lto", "-c", nvptx.parent / f"{n}.c", "-o", lto[-1]])
+    for level, runtime in (("-O3", "-O3"), ("-O0", "-O1")):
+        said = run([offlink, "link", "--verbose", CLANG, *NVPTX, "-foffload-lto", level, *lto,
+                    nvptx / "math.o", *libs, "-o", tmp_path / f"app{level}"], env=env).stderr
+        cus = _verbose_commands(said, "-mlink-builtin-bitcode")
+        assert len(cus) == 2 and all(f"-march=sm_80 {level} -c " in c for c in cus), said
+        assert len(_verbose_commands(said, f"ptxas -m64 {runtime} ")) == 1, said
+        rows = json.loads(run([offlink, "inspect", "--json", tmp_path / f"app{level}"]).stdout)
+        assert {s["name"] for s in rows["table"]["symbols"]} == \
+            {s["name"] for s in json.loads(run([offlink, "inspect", "--json",
+                                                 nvptx / "prog"]).stdout)["table"]["symbols"]}
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
 def test_nvptx_relocatable_object_links_to_the_same_image(offlink, nvptx, tmp_path):
     """`-r` keeps each CU's cubin; the object's host rows are all its CUs': each image offers
     the rows it defines, and the final link's image is the same as from the CUs' objects."""

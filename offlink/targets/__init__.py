@@ -79,8 +79,10 @@ class Target:
         return options
 
     # -- offlink link --------------------------------------------------------------------
-    def for_inputs(self, cus: list[CU]) -> Target:
-        """This target set up for these CUs (e.g. the union of their architectures)."""
+    def for_inputs(self, cus: list[CU], plan: LinkPlan | None = None) -> Target:
+        """This target set up for these CUs (e.g. the union of their architectures) and the
+        link line of `plan` (clang's OpenMP targets: its optimisation level); no plan outside
+        a link (`offlink cc` filling the cache)."""
         return self
 
     def compile_argv(self, cu: CU, source: str, output: str) -> list[str]:
