@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -497,3 +498,33 @@ def test_a_cu_compiled_at_one_level_is_not_taken_from_the_cache_for_another(offl
     assert f"{TARGET}: 2 CUs, 0 compiled, 2 from cache" in link("-O3")
     assert f"{TARGET}: 2 CUs, 0 compiled, 2 from cache" in link("-O2")  # the default's
     assert f"{TARGET}: 2 CUs, 2 compiled, 0 from cache" in link("-O0")
+
+
+@needs_clang
+def test_dry_run_shows_every_command_a_real_link_runs(offlink, tmp_path):
+    """--dry-run prints each CU's llvm-lto2 command and the rename of its `X.0` output that
+    the real link does after it; run by a shell on the real link's bitcode, they write the
+    real link's objects."""
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)"))
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    link = [CLANG, *OFFLOAD, "-O1", tmp_path / "a.o", tmp_path / "b.o", "-o", tmp_path / "app"]
+    dry = run([offlink, "link", "--dry-run", *link]).stdout.splitlines()
+    assert len(dry) == 6, dry  # per CU llvm-lto2 and the rename, the image link, the host link
+    real = _device_objects(offlink, link, {**os.environ, "OFFLINK_NO_CACHE": "1",
+                                           "OFFLINK_LIBLTO": "0"})
+    real.pop("said")
+    work = tmp_path / "work" / TARGET
+    work.mkdir(parents=True)
+    for i, name in enumerate(("0000-a.c", "0001-b.c")):
+        assert dry[2 * i].startswith(f"{LTO2} run -O1 --cg-opt-level=1 ") and \
+            f" -o \"$OFFLINK_WORK\"/{TARGET}/{name}.o " in dry[2 * i]
+        assert dry[2 * i + 1] == f'mv "$OFFLINK_WORK"/{TARGET}/{name}.o.0 ' \
+            f'"$OFFLINK_WORK"/{TARGET}/{name}.o'
+        _bitcode(tmp_path / f"{name[5]}.o", tmp_path)
+        shutil.copy(tmp_path / f"{name[5]}.bc", work / f"{name}.bc")
+    for line in dry[:4]:
+        subprocess.run(["sh", "-ec", line], check=True,
+                       env={**os.environ, "OFFLINK_WORK": str(tmp_path / "work")})
+    assert {p.name: p.read_bytes() for p in work.iterdir() if p.suffix == ".o"} == real

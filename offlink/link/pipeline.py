@@ -389,6 +389,8 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
             argv = target.compile_argv(cu, src, obj)
             if argv:  # [] : the code is the object already
                 print(_show_dry([*launcher, *argv]))
+                for after in target.after_compile_argv(cu, obj):  # what offers() runs
+                    print(_show_dry(after))
             compiled.append(CompiledCU(cu, target, obj, ()))
         image = image_path(target, tdir)
         if narrowing.active:  # the names it keeps are known once the CUs are compiled

@@ -90,6 +90,12 @@ class Target:
         object already (nothing is run)."""
         raise NotImplementedError
 
+    def after_compile_argv(self, cu: CU, obj_path: str) -> list[list[str]]:
+        """The commands the step after a compile_argv command runs on its object (in offers),
+        for --dry-run to show: GCC's nvptx-as after lto1, clang's rename of llvm-lto2's
+        output. None by default."""
+        return []
+
     def run_compile(self, children: Children, argv: list[str], what: str) -> str:
         """Run one compile_argv command; returns what the compiler said. A target may do the
         same work another way (openmp: in a worker that keeps LLVM loaded)."""

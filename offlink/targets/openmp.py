@@ -260,6 +260,11 @@ class OpenMPTarget(Target):
                   f"ended early ({worker.dead}); its CUs were compiled by llvm-lto2 "
                   f"(OFFLINK_LIBLTO=0 skips it)", file=sys.stderr, flush=True)
 
+    def after_compile_argv(self, cu, obj_path):
+        if self.resolutions.get(id(cu)) is None:
+            return []
+        return [["mv", obj_path + ".0", obj_path]]  # offers() renames llvm-lto2's output
+
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile (as for
         GCC's objects): `llvm-lto2 run -o X` writes its one output as X.0, renamed here."""
