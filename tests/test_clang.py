@@ -109,12 +109,52 @@ def test_table_rows_are_the_registered_entries(offlink, sample):
 
 @needs_clang
 def test_registration_is_clangs(sample):
-    """Registered from a priority-1 constructor with __tgt_register_lib, as clang's link."""
+    """Registered from a constructor with __tgt_register_lib, as clang's link."""
     binary = sample / "build" / "clang_openmp"
     syms = run(["nm", "-D", binary]).stdout
     assert "__tgt_register_lib" in syms and "__tgt_unregister_lib" in syms
     sections = run(["readelf", "-S", "-W", binary]).stdout
     assert "omp_offloading_entries" in sections and ".openmp_target" in sections
+
+
+CONSTRUCTORS_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <omp.h>
+#include <stdio.h>
+/* libomptarget's, called through: says when the module registers its image */
+void __tgt_register_lib(void *desc) {
+  puts("registered");
+  ((void (*)(void *))dlsym(RTLD_NEXT, "__tgt_register_lib"))(desc);
+}
+static int on_host(void) {
+  int d = -1;
+#pragma omp target map(from: d)
+  d = omp_is_initial_device();
+  return d;
+}
+__attribute__((constructor(100))) static void c100(void) { puts("constructor 100"); }
+__attribute__((constructor(101))) static void c101(void) { printf("101: %d\n", on_host()); }
+__attribute__((constructor(65535))) static void c65535(void) { printf("65535: %d\n", on_host()); }
+__attribute__((constructor)) static void plain(void) { printf("plain: %d\n", on_host()); }
+int main(void) { printf("main: %d\n", on_host()); return 0; }
+"""
+
+
+@needs_clang
+def test_registration_runs_where_clangs_among_the_programs_constructors(offlink, tmp_path):
+    """clang 19 registers from a priority-101 constructor in the object it links first: after
+    the module's constructors of priority 1-100 (the system's), before the program's own
+    (101-65535, then the unprioritized ones), whose target regions then run on the device
+    (0: not the initial device). offlink's registration runs at the same place."""
+    (tmp_path / "c.c").write_text(CONSTRUCTORS_C)
+    run([CLANG, "-O2", *OFFLOAD, "-w", "-c", tmp_path / "c.c", "-o", tmp_path / "c.o"])
+    run([offlink, "link", "--no-cache", CLANG, *OFFLOAD, tmp_path / "c.o", "-o", tmp_path / "app"])
+    run([CLANG, *OFFLOAD, tmp_path / "c.o", "-o", tmp_path / "app.clang"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
+    expected = "constructor 100\nregistered\n101: 0\n65535: 0\nplain: 0\nmain: 0\n"
+    assert run([tmp_path / "app.clang"], env=env).stdout == expected
+    assert run([tmp_path / "app"], env=env).stdout == expected
 
 
 @needs_clang
@@ -424,6 +464,43 @@ def test_nvptx_relink_compiles_only_what_changed(offlink, nvptx, tmp_path):
     compiled = [c for c in _verbose_commands(second, "-mlink-builtin-bitcode")
                 if "from cache:" not in c]
     assert len(compiled) == 1 and "math" in compiled[0]
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
+def test_nvptx_the_link_lines_level_is_clangs(offlink, nvptx, tmp_path):
+    """clang's link compiles the device runtime's part at the link line's level (its LTO and
+    ptxas): at -O3 offlink's image is clang's byte for byte. A -foffload-lto CU is compiled
+    at that level too. At -O0 LLVM 19 cannot compile the device runtime (clang's own link
+    stops with 'Cannot select'): offlink compiles that part at -O1 and links."""
+    objs = [nvptx / "main.o", nvptx / "vec.o", nvptx / "math.o"]
+    libs = [f"-L{nvptx / 'offlink'}", "-lcounter"]
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = run([offlink, "link", "--verbose", CLANG, *NVPTX, "-O3", *objs, *libs, "-o",
+                tmp_path / "prog"], env=env).stderr
+    assert len(_verbose_commands(said, "llvm-lto2 run -O3 --cg-opt-level=3 ")) == 1
+    assert len(_verbose_commands(said, "ptxas -m64 -O3 ")) == 1
+    run([CLANG, *NVPTX, "-O3", *objs, f"-L{nvptx / 'clang'}", "-lcounter", "-o",
+         tmp_path / "prog.clang", "-Wl,--save-temps"], cwd=tmp_path)
+    run([offlink, "extract", tmp_path / "prog", "--target", NVPTX_TARGET, "--output",
+         tmp_path / "image.cubin"])
+    assert (tmp_path / "image.cubin").read_bytes() == \
+        (tmp_path / "prog.clang.nvptx64.sm_80.img").read_bytes()
+    lto = []
+    for n in ("main", "vec"):
+        lto.append(tmp_path / f"{n}.lto.o")
+        run([CLANG, "-O2", *NVPTX, "-foffload-lto", "-c", nvptx.parent / f"{n}.c", "-o", lto[-1]])
+    for level, runtime in (("-O3", "-O3"), ("-O0", "-O1")):
+        said = run([offlink, "link", "--verbose", CLANG, *NVPTX, "-foffload-lto", level, *lto,
+                    nvptx / "math.o", *libs, "-o", tmp_path / f"app{level}"], env=env).stderr
+        cus = _verbose_commands(said, "-mlink-builtin-bitcode")
+        assert len(cus) == 2 and all(f"-march=sm_80 {level} -c " in c for c in cus), said
+        assert len(_verbose_commands(said, f"ptxas -m64 {runtime} ")) == 1, said
+        rows = json.loads(run([offlink, "inspect", "--json", tmp_path / f"app{level}"]).stdout)
+        assert {s["name"] for s in rows["table"]["symbols"]} == \
+            {s["name"] for s in json.loads(run([offlink, "inspect", "--json",
+                                                 nvptx / "prog"]).stdout)["table"]["symbols"]}
 
 
 @needs_clang

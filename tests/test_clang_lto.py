@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -378,11 +379,16 @@ def test_the_worker_takes_only_llvm_lto2s_commands_of_its_shape():
     base = [LTO2, "run", "-O2", "--relocation-model=pic"]
     res = ["-r=w/a.bc,k,plx", "-r=w/a.bc,f,pl", "-r=w/a.bc,g,px", "-r=w/a.bc,sin,"]
     assert parse_lto2([*base, "w/a.bc", "-o", "w/a.o", *res]) == {
-        "source": "w/a.bc", "output": "w/a.o.0", "cpu": "", "preserve": ["k", "g"]}
+        "source": "w/a.bc", "output": "w/a.o.0", "level": "2", "cpu": "", "preserve": ["k", "g"]}
+    for n in "123":  # the link line's level: the pipeline's and the code generator's
+        assert parse_lto2([LTO2, "run", f"-O{n}", f"--cg-opt-level={n}", *base[3:], "a.bc",
+                           "-o", "o"])["level"] == n
     assert parse_lto2([*base, "--mcpu=znver3", "w/a.bc", "-o", "w/a.o"])["cpu"] == "znver3"
     assert parse_lto2([*base, "w/a,b.bc", "-o", "o", "-r=w/a,b.bc,x,y,px"])["preserve"] == \
         ["x,y"]
     for other in ([LTO2, "run", "-O3", "--relocation-model=pic", "a.bc", "-o", "o"],
+                  [LTO2, "run", "-O3", "--cg-opt-level=2", *base[3:], "a.bc", "-o", "o"],
+                  [LTO2, "run", "-O0", "--cg-opt-level=0", *base[3:], "a.bc", "-o", "o"],
                   [*base, "a.bc", "-o", "o", "--save-temps"],
                   [*base, "a.bc", "-o", "o", "-r=b.bc,k,px"],
                   [*base, "a.bc", "-o", "o", "-r=a.bc,k,pxz"],
@@ -400,8 +406,125 @@ def test_the_worker_protocol_carries_any_name_but_nul_and_newline():
         encode_request,
     )
 
-    request = {"source": "w/a b.bc", "output": "w/a.o.0", "cpu": "",
+    request = {"source": "w/a b.bc", "output": "w/a.o.0", "level": "3", "cpu": "",
                "preserve": ["k", "x,y", "_ZN1a1bE", "é"]}
     assert decode_request(encode_request(7, request)) == {**request, "id": 7}
     assert encode_request(1, {**request, "preserve": ["a\nb"]}) is None
     assert decode_reply(encode_reply(3, False, "bad\nthing\0")) == (3, False, "bad\nthing\0")
+
+
+LEVELS = {(): 2, ("-O0",): 0, ("-O1",): 1, ("-O2",): 2, ("-O3",): 3, ("-Os",): 2, ("-Oz",): 2,
+          ("-Og",): 1, ("-O",): 1, ("-O4",): 3, ("-Ofast",): 3, ("-O3", "-O0"): 0,
+          ("-O1", "-Xlinker", "-O3"): 1, ("-O1", "-Xoffload-linker", "-O3"): 1,
+          ("-O3", "-mllvm", "-O0"): 3, ("-Xopenmp-target=x86_64-pc-linux-gnu", "-O0"): 2,
+          ("--optimize=3",): 3}
+
+
+def test_the_link_lines_optimisation_level_is_the_one_clang_gives_its_wrapper():
+    """clang 19's driver gives clang-linker-wrapper `--opt-level=ON` from the link line's
+    last -O word (none: the wrapper's default O2); a separate option's value is no -O word."""
+    from offlink.targets.openmp import link_opt_level
+
+    for words, level in LEVELS.items():
+        assert link_opt_level(["a.o", *words, "-o", "app"]) == level, words
+
+
+@needs_clang
+def test_link_opt_level_agrees_with_clang_19s_driver(tmp_path):
+    from offlink.targets.openmp import link_opt_level
+
+    (tmp_path / "a.o").write_bytes(b"")  # -### reads no input, but wants it there
+    for words in LEVELS:
+        said = run([CLANG, "-###", *OFFLOAD, *words, tmp_path / "a.o", "-o", tmp_path / "a"],
+                   cwd=tmp_path).stderr
+        given = re.search(r'"--opt-level=O(\d)"', said)
+        assert (int(given.group(1)) if given else 2) == LEVELS[words] == \
+            link_opt_level([*words, "a.o"]), words
+
+
+@needs_clang
+@pytest.mark.parametrize("level", ["-O0", "-O1", "-O3"])
+def test_the_link_lines_level_is_the_device_ltos(offlink, tmp_path, level):
+    """clang's link LTO-compiles the device code at the link line's level (pipeline and code
+    generator); so does each CU's compile: the command shows it, the libLTO worker's C
+    objects are llvm-lto2's byte for byte and its C++ objects have the same symbols (at -O0
+    llvm-lto2 runs every CU: the worker would keep a dead internalized helper), and the
+    program prints what clang's link of the same objects at that level prints."""
+    (tmp_path / "x.cpp").write_text(X_CPP)
+    (tmp_path / "extern_dev.cpp").write_text(EXTERN_DEV_CPP)
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)").replace("main", "main_b"))
+    objs = []
+    for src in ("x.cpp", "extern_dev.cpp", "a.c", "b.c"):
+        objs.append(tmp_path / (src.split(".")[0] + ".o"))
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / src, "-o", objs[-1]])
+    link = ["clang++-19", *OFFLOAD, level, *objs, "-o", tmp_path / "app"]
+    env = {**os.environ, "OFFLINK_NO_CACHE": "1", "LD_LIBRARY_PATH": LLVM_LIB}
+    n = level[2:]
+    words = f"run -O{n} --cg-opt-level={n} --relocation-model=pic "
+    worker = _device_objects(offlink, link, {**env, "OFFLINK_LIBLTO": "1"})
+    said = worker.pop("said").decode()
+    by_worker = 0 if level == "-O0" else 4
+    assert said.count(f"offlink: libLTO: {LTO2} {words}") == by_worker
+    assert said.count(f"offlink: {LTO2} {words}") == 4 - by_worker
+    assert f"clang++-19 --target={TRIPLE} {level} -Wl,--no-undefined" in said  # the image link
+    out = run([tmp_path / "app"], env=env).stdout
+    lto2 = _device_objects(offlink, link, {**env, "OFFLINK_LIBLTO": "0"})
+    assert lto2.pop("said").decode().count(f"offlink: {LTO2} {words}") == 4
+    assert sorted(worker) == sorted(lto2) and len(worker) == 4
+    for name in worker:
+        if name.endswith(".c.o") or level == "-O0":
+            assert worker[name] == lto2[name], name
+        assert _linkage(worker[name]) == _linkage(lto2[name]), name
+    run(["clang++-19", *OFFLOAD, level, *objs, "-o", tmp_path / "app.clang"])
+    assert out == run([tmp_path / "app.clang"], env=env).stdout == "55 1\n"
+
+
+@needs_clang
+def test_a_cu_compiled_at_one_level_is_not_taken_from_the_cache_for_another(offlink,
+                                                                           tmp_path):
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)"))
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+
+    def link(*level):
+        return run([offlink, "link", "--timings", CLANG, *OFFLOAD, *level, tmp_path / "a.o",
+                    tmp_path / "b.o", "-o", tmp_path / "app"], env=env).stderr
+
+    assert f"{TARGET}: 2 CUs, 2 compiled, 0 from cache" in link()
+    assert f"{TARGET}: 2 CUs, 2 compiled, 0 from cache" in link("-O3")
+    assert f"{TARGET}: 2 CUs, 0 compiled, 2 from cache" in link("-O3")
+    assert f"{TARGET}: 2 CUs, 0 compiled, 2 from cache" in link("-O2")  # the default's
+    assert f"{TARGET}: 2 CUs, 2 compiled, 0 from cache" in link("-O0")
+
+
+@needs_clang
+def test_dry_run_shows_every_command_a_real_link_runs(offlink, tmp_path):
+    """--dry-run prints each CU's llvm-lto2 command and the rename of its `X.0` output that
+    the real link does after it; run by a shell on the real link's bitcode, they write the
+    real link's objects."""
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)"))
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    link = [CLANG, *OFFLOAD, "-O1", tmp_path / "a.o", tmp_path / "b.o", "-o", tmp_path / "app"]
+    dry = run([offlink, "link", "--dry-run", *link]).stdout.splitlines()
+    assert len(dry) == 6, dry  # per CU llvm-lto2 and the rename, the image link, the host link
+    real = _device_objects(offlink, link, {**os.environ, "OFFLINK_NO_CACHE": "1",
+                                           "OFFLINK_LIBLTO": "0"})
+    real.pop("said")
+    work = tmp_path / "work" / TARGET
+    work.mkdir(parents=True)
+    for i, name in enumerate(("0000-a.c", "0001-b.c")):
+        assert dry[2 * i].startswith(f"{LTO2} run -O1 --cg-opt-level=1 ") and \
+            f" -o \"$OFFLINK_WORK\"/{TARGET}/{name}.o " in dry[2 * i]
+        assert dry[2 * i + 1] == f'mv "$OFFLINK_WORK"/{TARGET}/{name}.o.0 ' \
+            f'"$OFFLINK_WORK"/{TARGET}/{name}.o'
+        _bitcode(tmp_path / f"{name[5]}.o", tmp_path)
+        shutil.copy(tmp_path / f"{name[5]}.bc", work / f"{name}.bc")
+    for line in dry[:4]:
+        subprocess.run(["sh", "-ec", line], check=True,
+                       env={**os.environ, "OFFLINK_WORK": str(tmp_path / "work")})
+    assert {p.name: p.read_bytes() for p in work.iterdir() if p.suffix == ".o"} == real

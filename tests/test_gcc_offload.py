@@ -526,12 +526,17 @@ def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(off
     build = sample / "build"
     out = run([offlink, "link", "--dry-run", "gcc", "-fopenmp", "-foffload-options=-lm",
                "main.o", "stats.o", "-o", "p"], cwd=build).stdout.splitlines()
-    # The accel compiler's lto1 itself, with the words its driver would give it (accel_steps).
+    # The accel compiler's lto1 itself, with the words its driver would give it (accel_steps),
+    # then its nvptx-as, which a real link runs after it (offers), per CU.
     lto1 = run([ACCEL, "-print-prog-name=lto1"]).stdout.strip()
-    assert out[0].startswith(f"{lto1} -quiet -m64 -mgomp -misa=sm_80 ")
-    assert "-lm" not in out[0] and " -lm " in out[2]  # a library goes to nvptx-none-ld
-    assert out[2].startswith("nvptx-none-ld ")
-    assert out[3].startswith("gcc -fopenmp ") and out[3].endswith("-foffload=disable -o p")
+    work = '"$OFFLINK_WORK"/nvptx-none/'
+    for i, cu in enumerate(("0000-main.c", "0001-stats.c")):
+        assert out[2 * i].startswith(f"{lto1} -quiet -m64 -mgomp -misa=sm_80 ")
+        assert out[2 * i + 1] == f"{os.path.dirname(lto1)}/as --no-verify -o {work}{cu}.o " \
+            f"{work}{cu}.o.s"  # nvptx-as, as the accel compiler's driver names it
+    assert "-lm" not in out[0] and " -lm " in out[4]  # a library goes to nvptx-none-ld
+    assert out[4].startswith("nvptx-none-ld ")
+    assert out[5].startswith("gcc -fopenmp ") and out[5].endswith("-foffload=disable -o p")
 
 
 @needs_gcc_offload

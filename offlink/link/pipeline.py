@@ -153,7 +153,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     timer.stage("extract")
     if not cus:
         return _plain(plan, options, timer)
-    targets = _targets(cus, options)
+    targets = _targets(cus, options, plan)
     for t in targets:
         if plan.static and t.static_link_problem:
             raise LinkError(f"-static: target {t.name}: {t.static_link_problem}; link "
@@ -335,7 +335,7 @@ def _host_link(host: list[str]) -> None:
                         f"{runner.show(host)}", e.exit_code) from None
 
 
-def _targets(cus, options: LinkOptions) -> list[Target]:
+def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
     from ..targets import resolve
 
     present = []
@@ -347,8 +347,10 @@ def _targets(cus, options: LinkOptions) -> list[Target]:
         if t.name not in present:
             raise UsageError(f"no input has code for target {t.name} (the inputs have: "
                              f"{', '.join(present)})")
-    # Each target sees its CUs first (the CUDA target takes their architectures).
-    return [t.for_inputs([cu for cu in cus if cu.payload.target == t.name]) for t in wanted]
+    # Each target sees its CUs and the link line first (the CUDA target takes their
+    # architectures, clang's OpenMP targets the line's optimisation level).
+    return [t.for_inputs([cu for cu in cus if cu.payload.target == t.name], plan)
+            for t in wanted]
 
 
 def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
@@ -387,6 +389,8 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
             argv = target.compile_argv(cu, src, obj)
             if argv:  # [] : the code is the object already
                 print(_show_dry([*launcher, *argv]))
+                for after in target.after_compile_argv(cu, obj):  # what offers() runs
+                    print(_show_dry(after))
             compiled.append(CompiledCU(cu, target, obj, ()))
         image = image_path(target, tdir)
         if narrowing.active:  # the names it keeps are known once the CUs are compiled

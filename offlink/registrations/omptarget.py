@@ -5,9 +5,13 @@ One generated C file per link, compiled by the link's C driver (byte for byte th
 the same images): a `__tgt_device_image` per image, whose start and end point into this
 module's `.openmp_target` (the image is stored once, where the table says it is), whose
 entries are the linker-merged `omp_offloading_entries` rows (`__start_`/`__stop_`, the rows
-the CUs' host objects carry), a `__tgt_bin_desc` over them, and a constructor of priority 1
-calling `__tgt_register_lib` and registering `__tgt_unregister_lib` with atexit (which in a
-shared library runs at dlclose), as clang 19's wrapper does. The table's rows are read from
+the CUs' host objects carry), a `__tgt_bin_desc` over them, and a constructor calling
+`__tgt_register_lib` and registering `__tgt_unregister_lib` with atexit (which in a shared
+library runs at dlclose), as clang 19's wrapper does. Its priority is 100, so it runs where
+clang's runs: clang 19 gives its constructor 101 (the first one not reserved for the system,
+so it runs after the system's constructors and before the user's, LLVM's #86830) and puts its
+object first in the link, so it comes before the user's own priority-101 constructors; offlink's
+object comes last in the link, where 101 would come after those. The table's rows are read from
 the same merged entries after the link (targets/openmp.py), so libomptarget and the table see
 one list.
 """
@@ -68,7 +72,7 @@ static struct __tgt_bin_desc desc = {
 
 static void unregister_lib(void) { __tgt_unregister_lib(&desc); }
 
-__attribute__((constructor(1))) static void register_lib(void) {
+__attribute__((constructor(100))) static void register_lib(void) {
   __tgt_register_lib(&desc);
   atexit(unregister_lib);
 }

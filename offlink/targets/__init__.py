@@ -83,14 +83,22 @@ class Target:
         return options
 
     # -- offlink link --------------------------------------------------------------------
-    def for_inputs(self, cus: list[CU]) -> Target:
-        """This target set up for these CUs (e.g. the union of their architectures)."""
+    def for_inputs(self, cus: list[CU], plan: LinkPlan | None = None) -> Target:
+        """This target set up for these CUs (e.g. the union of their architectures) and the
+        link line of `plan` (clang's OpenMP targets: its optimisation level); no plan outside
+        a link (`offlink cc` filling the cache)."""
         return self
 
     def compile_argv(self, cu: CU, source: str, output: str) -> list[str]:
         """The link-time compile of one CU's captured code; [] when the code is the target
         object already (nothing is run)."""
         raise NotImplementedError
+
+    def after_compile_argv(self, cu: CU, obj_path: str) -> list[list[str]]:
+        """The commands the step after a compile_argv command runs on its object (in offers),
+        for --dry-run to show: GCC's nvptx-as after lto1, clang's rename of llvm-lto2's
+        output. None by default."""
+        return []
 
     def run_compile(self, children: Children, argv: list[str], what: str) -> str:
         """Run one compile_argv command; returns what the compiler said. A target may do the

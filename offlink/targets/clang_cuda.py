@@ -43,7 +43,7 @@ class ClangCudaTarget(Target):
         self.arch = arch
         self.compiler = compiler
 
-    def for_inputs(self, cus):
+    def for_inputs(self, cus, plan=None):
         if self.triple != TRIPLE:
             raise LinkError(f"target {self.name}: offlink links clang's CUDA objects for "
                             f"{TRIPLE} only")

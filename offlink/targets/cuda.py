@@ -326,7 +326,7 @@ class CudaTarget(Target):
         return [ARCH_OPTION + a for a in self.archs]
 
     # -- offlink link --------------------------------------------------------------------
-    def for_inputs(self, cus) -> CudaTarget:
+    def for_inputs(self, cus, plan=None) -> CudaTarget:
         """The architectures to build: the link's own, else every one the CUs were captured
         for. A CU preprocessed for a newer GPU than one asked for cannot be built for it."""
         captured = {cu.label: cu_archs(cu) for cu in cus}

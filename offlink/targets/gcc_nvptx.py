@@ -90,6 +90,11 @@ class GccNvptxTarget(Target):
         # lto1 (19 MB) instead would cost ~30 ms on a link whose cache has not seen it yet.
         return cu.payload.compiler
 
+    def after_compile_argv(self, cu, obj_path):
+        if accel_steps(tuple(compile_driver(cu))) is None:
+            return []  # compile_argv runs the driver, which assembles too
+        return [assemble_argv(cu, obj_path + ".s", obj_path)]  # offers() runs it
+
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile: the
         object's statics are renamed to their keys in place, before a compile cache stores
@@ -431,17 +436,20 @@ def _driver_words(line: str) -> list[str]:
     return words
 
 
-def assemble(cu, asm: str, output: str) -> None:
+def assemble_argv(cu, asm: str, output: str) -> list[str]:
     """nvptx-as, as the driver runs it after lto1 (accel_steps), without verification:
     offlink checks the ISA with ptxas once per link (check_ptx)."""
-    from ..run import run
-
     steps = accel_steps(tuple(compile_driver(cu)))
     if steps is None:
         raise ToolError(f"target compile of {cu.label} for {NAME}: '{cu.payload.compiler} "
                         f"-###' no longer names its assembler")
-    run([output if w == STEP_OUT else asm if w == STEP_ASM else w for w in steps[1]],
-        f"target compile of {cu.label} for {NAME}: assembling")
+    return [output if w == STEP_OUT else asm if w == STEP_ASM else w for w in steps[1]]
+
+
+def assemble(cu, asm: str, output: str) -> None:
+    from ..run import run
+
+    run(assemble_argv(cu, asm, output), f"target compile of {cu.label} for {NAME}: assembling")
 
 
 @functools.cache

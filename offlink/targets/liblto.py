@@ -10,8 +10,10 @@ the `llvm-lto2 run` command it stands for (tests/test_clang_lto.py compares them
 - the module is linked into an empty "ld-temp.o", as llvm-lto2's LTO links it;
 - what the command's resolutions export (`x`) is preserved, every other definition is
   internalized (llvm-lto2 internalizes prevailing definitions not visible to regular objects);
-- -O2 (libLTO's default level, with loop and SLP vectorization as llvm-lto2 sets them), PIC,
-  --mcpu as the CPU, and no data sections (libLTO turns them on unless told, llvm-lto2 not).
+- the command's -ON (1-3) for the optimisation and the code generator (with loop and SLP
+  vectorization from -O2 on, as llvm-lto2 sets them; the command gives --cg-opt-level=N where
+  N is not llvm-lto2's default 2), PIC, --mcpu as the CPU, and no data sections (libLTO turns
+  them on unless told, llvm-lto2 not).
 
 A C CU's object is llvm-lto2's byte for byte. libLTO's internalize (the legacy Internalize
 pass) also takes an internalized C++ inline function out of its comdat when it is the only
@@ -20,8 +22,9 @@ binding and visibility, another layout; so the worker's objects are keyed as its
 (`identity`), not as llvm-lto2's.
 
 libLTO gives its level to the first code generator of a process only (`maybeParseOptions`),
-so each one is given -O2 itself (`LTOCodeGenerator::setOptLevel`, exported by libLLVM), and an
-empty one takes that first-time setting (which also turns the verifier off) before any CU.
+so each one is given the command's level itself (`LTOCodeGenerator::setOptLevel`, exported by
+libLLVM), and an empty one takes that first-time setting (which also turns the verifier off)
+before any CU.
 
 Only commands of the shape OpenMPTarget.compile_argv writes are taken; anything else, a module
 libLTO refuses, a worker that cannot start or dies, is run as the llvm-lto2 command itself,
@@ -46,16 +49,28 @@ ENV = "OFFLINK_LIBLTO"
 
 # -- the command ---------------------------------------------------------------------------
 def parse_lto2(argv) -> dict | None:
-    """The request for `llvm-lto2 run -O2 --relocation-model=pic [--mcpu=C] SRC -o OUT
-    -r=SRC,NAME,FLAGS...` (its output is OUT.0, as llvm-lto2 names it); None for any other
-    command, which the worker does not take."""
+    """The request for `llvm-lto2 run -ON [--cg-opt-level=N] --relocation-model=pic
+    [--mcpu=C] SRC -o OUT -r=SRC,NAME,FLAGS...` (N 1..3, the code generator's level the same
+    N, llvm-lto2's default 2 where it is not given; its output is OUT.0, as llvm-lto2 names
+    it); None for any other command, which the worker does not take. Not -O0: llvm-lto2 drops
+    what the module summary's liveness finds dead (an internalized helper no kernel calls any
+    more) when it links the module, libLTO leaves that to the pipeline, whose GlobalDCE runs
+    from -O1 on only: at -O0 the objects would differ."""
     words = list(argv)
-    if len(words) < 7 or os.path.basename(words[0]) != "llvm-lto2" or \
-            words[1:4] != ["run", "-O2", "--relocation-model=pic"]:
+    if len(words) < 7 or os.path.basename(words[0]) != "llvm-lto2" or words[1] != "run" or \
+            words[2] not in ("-O1", "-O2", "-O3"):
         return None
-    rest = words[4:]
+    level = words[2][2:]
+    rest = words[3:]
+    if rest[0] == f"--cg-opt-level={level}":
+        rest.pop(0)
+    elif level != "2":  # the worker sets both levels to N (LTOCodeGenerator::setOptLevel)
+        return None
+    if rest[0] != "--relocation-model=pic":
+        return None
+    rest.pop(0)
     cpu = ""
-    if rest[0].startswith("--mcpu="):
+    if rest and rest[0].startswith("--mcpu="):
         cpu = rest.pop(0)[len("--mcpu="):]
     if len(rest) < 3 or rest[1] != "-o" or rest[0].startswith("-"):
         return None
@@ -69,7 +84,8 @@ def parse_lto2(argv) -> dict | None:
             return None
         if "x" in flags:
             preserve.append(name)
-    return {"source": source, "output": output + ".0", "cpu": cpu, "preserve": preserve}
+    return {"source": source, "output": output + ".0", "level": level, "cpu": cpu,
+            "preserve": preserve}
 
 
 def library(lto2: str) -> str:
@@ -86,7 +102,7 @@ def library(lto2: str) -> str:
 
 
 # What decides the worker's objects besides the command: bumped when _compile's settings change.
-SETTINGS = "1: preserve x, setOptLevel(2), pic, cpu, -data-sections=0"
+SETTINGS = "2: preserve x, setOptLevel(-O), pic, cpu, -data-sections=0"
 
 
 def identity(lib: str) -> str:

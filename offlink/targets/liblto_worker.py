@@ -3,8 +3,8 @@ requests it reads, each in a thread of its own and its own LLVM context and code
 
 No offlink import, nothing but os, sys, threading and ctypes (the worker starts on every link
 that compiles bitcode: json alone would add ~15 ms). One request a line, its fields separated
-by NUL: id, source, output, cpu, then the names to preserve; one reply a line: id, `ok` or
-`error`, then what LLVM said (warnings) or why not, hex-encoded.
+by NUL: id, source, output, optimisation level (0-3), cpu, then the names to preserve; one
+reply a line: id, `ok` or `error`, then what LLVM said (warnings) or why not, hex-encoded.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _ERROR, _WARNING = 0, 1  # lto_codegen_diagnostic_severity_t
 
 def encode_request(rid: int, request: dict) -> bytes | None:
     """The request's line; None when a field holds a NUL or a newline (not sent)."""
-    fields = [str(rid), request["source"], request["output"], request["cpu"],
+    fields = [str(rid), request["source"], request["output"], request["level"], request["cpu"],
               *request["preserve"]]
     if any("\0" in f or "\n" in f for f in fields):
         return None
@@ -27,8 +27,8 @@ def encode_request(rid: int, request: dict) -> bytes | None:
 
 
 def decode_request(line: bytes) -> dict:
-    rid, source, output, cpu, *preserve = line.rstrip(b"\n").decode().split("\0")
-    return {"id": int(rid), "source": source, "output": output, "cpu": cpu,
+    rid, source, output, level, cpu, *preserve = line.rstrip(b"\n").decode().split("\0")
+    return {"id": int(rid), "source": source, "output": output, "level": level, "cpu": cpu,
             "preserve": preserve}
 
 
@@ -83,7 +83,7 @@ def _compile(lib, request: dict) -> tuple[bool, str]:
     cg = lib.lto_codegen_create_in_local_context()
     try:
         lib.lto_codegen_set_diagnostic_handler(cg, c.cast(handler, c.c_void_p), None)
-        getattr(lib, _SET_OPT_LEVEL)(cg, 2)
+        getattr(lib, _SET_OPT_LEVEL)(cg, int(request["level"]))  # LTO and codegen levels
         module = lib.lto_module_create_in_codegen_context(data, len(data),
                                                           request["source"].encode(), cg)
         if not module:

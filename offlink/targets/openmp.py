@@ -110,6 +110,40 @@ def cu_resolutions(cus) -> dict[int, list[tuple[str, str]]]:
     return {id(cu): res for cu, res in zip(bitcode, lto_resolutions(modules, pinned))}
 
 
+def link_opt_level(args) -> int:
+    """The optimisation level clang 19's driver gives clang-linker-wrapper (`--opt-level=ON`,
+    for the device LTO and the image link) from a link line (its words after the driver): the
+    last -O word's, -O0..-O3 as they are, -O4 and -Ofast 3, -Os and -Oz 2, -Og and -O 1; 2
+    (the wrapper's default) without one. A higher number is 3, as clang's compiles take it.
+    The value of a separate-argument option (`-Xlinker -O1`, `-Xoffload-linker -O1`: the
+    device linker's, `-mllvm`, `-o`) is no -O word."""
+    from ..gccargs import SEPARATE, expand_response_files
+
+    level = 2
+    value_next = False
+    for word in expand_response_files(list(args)):
+        if value_next:
+            value_next = False
+        elif word == "--":
+            break
+        elif word in SEPARATE or word.startswith("-X"):  # clang's -X... all take the next word
+            value_next = True
+        elif word.startswith(("-O", "--optimize=")):
+            value = word[2:] if word.startswith("-O") else word[len("--optimize="):]
+            named = {"": 1, "g": 1, "s": 2, "z": 2, "fast": 3}
+            if value in named:
+                level = named[value]
+            elif value.isdigit():
+                level = min(int(value), 3)
+    return level
+
+
+def lto_level_words(level: int) -> list[str]:
+    """llvm-lto2's words for the wrapper's `--opt-level=ON`, which sets both the LTO pipeline's
+    and the code generator's level (llvm-lto2's code generator is at 2 unless told)."""
+    return [f"-O{level}"] if level == 2 else [f"-O{level}", f"--cg-opt-level={level}"]
+
+
 def _lto2(compiler: str) -> str:
     """llvm-lto2 of the clang that made the objects, or "" when it is not installed."""
     try:
@@ -138,11 +172,13 @@ class OpenMPTarget(Target):
         self.resolutions: dict[int, list[tuple[str, str]]] = {}  # by id(cu): cu_resolutions
         self._cus: list = []  # the CUs those ids are of (kept alive)
         self.liblto = ""  # the libLTO that runs llvm-lto2's commands (liblto.py), "" for none
+        self.opt_level = 2  # the link line's (link_opt_level), as clang's link uses it
         self._worker = None  # its liblto.Worker, started by the first command
         self._lock = threading.Lock()
 
-    def for_inputs(self, cus):
+    def for_inputs(self, cus, plan=None):
         compiler = cus[0].payload.compiler if cus else "clang"
+        level = link_opt_level(plan.argv[1:]) if plan is not None else 2
         if self.triple == "nvptx64-nvidia-cuda":
             from .openmp_nvptx import OpenMPNvptxTarget, cu_arch
 
@@ -151,12 +187,15 @@ class OpenMPTarget(Target):
                 raise LinkError(f"target {self.name}: the CUs were compiled for "
                                 f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                                 f"links one --offload-arch per link so far")
-            return OpenMPNvptxTarget(self.name, archs[0], compiler)
+            nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
+            nvptx.opt_level = level
+            return nvptx
         if not self.triple.startswith(("x86_64-", "aarch64-")):
             raise LinkError(f"target {self.name}: offlink links clang's OpenMP images for "
                             f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")
         t = OpenMPTarget(self.name)
         t.compiler = compiler
+        t.opt_level = level
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
             t.lto2 = _lto2(compiler)
             if t.lto2:
@@ -177,10 +216,11 @@ class OpenMPTarget(Target):
         res = self.resolutions.get(id(cu))
         if res is not None:  # as clang's LTO, this CU's part of it
             cpu = [f"--mcpu={o[len('-march='):]}" for o in p.options if o.startswith("-march=")]
-            return [self.lto2, "run", "-O2", "--relocation-model=pic", *cpu, source, "-o",
-                    output, *(f"-r={source},{n},{r}" for n, r in res)]
-        return [p.compiler, "-c", "-O2", "-fPIC", *p.options, "-x", "ir", source, "-o",
-                output]
+            return [self.lto2, "run", *lto_level_words(self.opt_level),
+                    "--relocation-model=pic", *cpu, source, "-o", output,
+                    *(f"-r={source},{n},{r}" for n, r in res)]
+        return [p.compiler, "-c", f"-O{self.opt_level}", "-fPIC", *p.options, "-x", "ir",
+                source, "-o", output]
 
     def run_compile(self, children, argv, what):
         """llvm-lto2's command done by the libLTO worker (the same object, without starting
@@ -220,6 +260,11 @@ class OpenMPTarget(Target):
                   f"ended early ({worker.dead}); its CUs were compiled by llvm-lto2 "
                   f"(OFFLINK_LIBLTO=0 skips it)", file=sys.stderr, flush=True)
 
+    def after_compile_argv(self, cu, obj_path):
+        if self.resolutions.get(id(cu)) is None:
+            return []
+        return [["mv", obj_path + ".0", obj_path]]  # offers() renames llvm-lto2's output
+
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile (as for
         GCC's objects): `llvm-lto2 run -o X` writes its one output as X.0, renamed here."""
@@ -255,7 +300,7 @@ class OpenMPTarget(Target):
                 found = find_library(inp.path, plan, inp.static)
                 if found is None or found.endswith(".so"):
                     libs.append("-l" + inp.path)
-        return [driver, f"--target={self.triple}", "-O2", "-Wl,--no-undefined",
+        return [driver, f"--target={self.triple}", f"-O{self.opt_level}", "-Wl,--no-undefined",
                 *(c.object_path for c in compiled), "-Wl,-Bsymbolic", "-shared",
                 "-Wl,--hash-style=gnu", "-Wl,--build-id=none",
                 *("-L" + d for d in plan.lib_dirs), f"-L{lib}", *libs, "-lomp", "-o", output]

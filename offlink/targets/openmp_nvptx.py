@@ -33,7 +33,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from ..errors import FormatError, LinkError, ToolError
-from .openmp import OpenMPTarget, llvm_lib_dir
+from .openmp import OpenMPTarget, llvm_lib_dir, lto_level_words
 
 if TYPE_CHECKING:
     from ..link.cache import Cache
@@ -204,8 +204,9 @@ class OpenMPNvptxTarget(OpenMPTarget):
             return []  # clang compiled it to a cubin already, with the device runtime in it
         # -foffload-lto bitcode: compiled on its own as clang compiles a CU without it.
         bc = os.path.join(llvm_lib_dir(p.compiler), f"libomptarget-nvptx-{self.arch}.bc")
-        return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", "-O2", "-c",
-                f"--cuda-path={cuda_home()}", "-Xclang", "-mlink-builtin-bitcode", "-Xclang", bc,
+        return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", f"-O{self.opt_level}",
+                "-c", f"--cuda-path={cuda_home()}", "-Xclang", "-mlink-builtin-bitcode",
+                "-Xclang", bc,
                 "-Wno-unused-command-line-argument", "-x", "ir", source, "-o", output]
 
     def offers(self, cu, obj_path):
@@ -247,9 +248,13 @@ class OpenMPNvptxTarget(OpenMPTarget):
             f.write(runtime)
         symtab = self._symtab(lto2, bc, runtime, cache)
         res = resolutions(symtab, used)
+        # The link line's level, as clang's link LTO-compiles it and runs ptxas; but not -O0:
+        # LLVM 19 cannot compile the runtime unoptimized (clang's own -O0 link stops with
+        # "LLVM ERROR: Cannot select: ... AtomicStore"), so at -O0 it is compiled at -O1.
+        level = max(self.opt_level, 1)
         ident = "\0".join((cache.tool_identity(lto2) or lto2, cache.tool_identity(ptxas) or ptxas)
                           if cache else (lto2, ptxas))
-        key = hashlib.sha256("\0".join(["openmp-nvptx-devicertl", self.arch, ident,
+        key = hashlib.sha256("\0".join(["openmp-nvptx-devicertl", self.arch, f"-O{level}", ident,
                                         hashlib.sha256(runtime).hexdigest(),
                                         *(f"{n},{r}" for n, r in res)]).encode()).hexdigest()
         self.runtime_cubin = os.path.join(workdir, f"devicertl-{self.arch}-{key[:16]}.cubin")
@@ -265,11 +270,11 @@ class OpenMPNvptxTarget(OpenMPTarget):
         rsp = os.path.join(workdir, f"devicertl-{self.arch}.resolutions")
         with open(rsp, "w", encoding="utf-8") as f:
             f.write("".join(f"-r={shlex.quote(f'{bc},{n},{r}')}\n" for n, r in res))
-        argv = [lto2, "run", "-O2", f"--mcpu={self.arch}", "--filetype=asm", bc, "-o", ptx,
-                f"@{rsp}"]
+        argv = [lto2, "run", *lto_level_words(level), f"--mcpu={self.arch}", "--filetype=asm",
+                bc, "-o", ptx, f"@{rsp}"]
         what = f"compiling the device runtime for target {self.name} ({self.arch})"
         runner.run(argv, what)
-        runner.run([ptxas, "-m64", "-O2", "--gpu-name", self.arch, "--output-file",
+        runner.run([ptxas, "-m64", f"-O{level}", "--gpu-name", self.arch, "--output-file",
                     self.runtime_cubin, ptx + ".0", "-c"], what)
         if cache is not None:
             with open(self.runtime_cubin, "rb") as f:
