@@ -260,8 +260,6 @@ def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, m
     objects into the work folder (nvptx-none's link_image joins their bytes); where it falls
     back to running nvptx-none-ld, it writes them itself. Either way byte for byte the
     program a link without the cache gives."""
-    import tempfile
-
     from offlink import run as runner
     from offlink.link.pipeline import LinkOptions, link
     from offlink.targets import gcc_nvptx
@@ -272,7 +270,7 @@ def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, m
             str(sample / "build" / "stats.o")]
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the link's work folder goes
     ran: list[str] = []
     real_run = runner.run
     monkeypatch.setattr(runner, "run", lambda argv, *a, **k: ran.append(
