@@ -393,12 +393,7 @@ def _spawn(argv: list[str], what: str, log: str) -> str:
         print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
     actions = [(os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
                (os.POSIX_SPAWN_DUP2, 1, 2)]
-    try:
-        pid = runner.spawn(argv, actions)
-    except FileNotFoundError:
-        raise ToolError(f"{what}: '{argv[0]}' not found") from None
-    except PermissionError:
-        raise ToolError(f"{what}: '{argv[0]}' is not executable") from None
+    pid = runner.spawn_tool(argv, actions, what)
     try:
         _, status = os.waitpid(pid, 0)
     except BaseException:  # Ctrl-C: no compiler outlives its work folder

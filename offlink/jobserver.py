@@ -295,12 +295,7 @@ class Children:
             with self._lock:
                 if self._stopping:
                     raise KeyboardInterrupt
-                try:
-                    pid = runner.spawn(argv, actions)
-                except FileNotFoundError:
-                    raise ToolError(f"{what}: '{argv[0]}' not found") from None
-                except PermissionError:
-                    raise ToolError(f"{what}: '{argv[0]}' is not executable") from None
+                pid = runner.spawn_tool(argv, actions, what)
                 self._pids.add(pid)
         except BaseException:
             os.close(read_fd)

@@ -68,6 +68,16 @@ def spawn(argv: Sequence[str], file_actions: list) -> int:
                            setsigdef=_restored())
 
 
+def spawn_tool(argv: Sequence[str], file_actions: list, what: str) -> int:
+    """spawn(), a tool that cannot be started one ToolError naming `what` (as run() says)."""
+    try:
+        return spawn(argv, file_actions)
+    except FileNotFoundError:
+        raise ToolError(f"{what}: '{argv[0]}' not found") from None
+    except PermissionError:
+        raise ToolError(f"{what}: '{argv[0]}' is not executable") from None
+
+
 def exec_tool(argv: Sequence[str]) -> None:
     """Replace offlink by the tool (os.execvp), SIGPIPE and SIGXFSZ at their defaults; returns
     only by raising OSError (the handlers as they were)."""
