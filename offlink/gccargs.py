@@ -18,7 +18,10 @@ SEPARATE = {
     "--sysroot", "-specs", "-wrapper", "-plugin", "-Xclang", "-target", "-arch",
     "-rpath",  # clang (Separate<["-"], "rpath">): the value is a folder, not an input
     "-mllvm",  # clang: the value is an LLVM option (-mllvm -openmp-opt-... is no -o)
+    "-Xoffload-linker",  # clang: a word for the device link (-Xoffload-linker -lm is no -l)
 }
+# clang's `-Xoffload-linker-<triple> WORD` (JoinedAndSeparate): the next word is its value too.
+SEPARATE_PREFIXES = ("-Xoffload-linker-",)
 # The subset whose attached forms start with the option (-DX, -I/dir, -lm, -L/dir, -ofile).
 ATTACHED = ("-MF", "-MT", "-MQ", "-o", "-D", "-U", "-I", "-L", "-l", "-x", "-B", "-A", "-T",
             "-u", "-e", "-z", "-G")
@@ -161,7 +164,7 @@ def words(argv: list[str]) -> list[Word]:
         elif w == "--":
             after_dashdash = True
             out.append(Word(i, 1, "--", ""))
-        elif w in SEPARATE:
+        elif w in SEPARATE or w.startswith(SEPARATE_PREFIXES):
             if i + 1 >= len(argv):
                 raise UsageError(f"missing argument to '{w}'")
             out.append(Word(i, 2, w, argv[i + 1]))

@@ -829,3 +829,113 @@ def test_nogpulib_under_werror_links(offlink, tmp_path):
              tmp_path / "k.o", "-o", tmp_path / out])
     env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
     run([tmp_path / "app"], env=env)
+
+
+# -- -Xoffload-linker: words for the device link ------------------------------------------------
+
+XOFFLOAD_LINES = [
+    ["-Xoffload-linker", "-zfoo", "-Xoffload-linker-x86_64-pc-linux-gnu", "--defsym=bar=0",
+     "-Xoffload-linker-nvptx64", "-zbaz", "-Xoffload-linker", "x86_64-pc-linux-gnu=-zqux",
+     "-Xoffload-linker-x86_64", "-znot", "-Xoffload-linker", "nvptx64-nvidia-cuda=-znv"],
+    ["-Xoffload-linker", "-L/some/dir", "-O1", "-Xoffload-linker", "-lm", "-lz"],
+]
+
+
+def test_xoffload_linker_words_are_the_ones_clang_gives_each_image():
+    """The driver's --device-linker= words, split per image as clang-linker-wrapper does: a
+    word whose head is no triple is every image's, a `<triple>=WORD` only that triple's (the
+    exact string: `-Xoffload-linker-x86_64` names no image), nvptx64 alone is its triple."""
+    from offlink.targets.openmp import device_linker_words
+
+    line = ["a.o", *XOFFLOAD_LINES[0], "-o", "app"]
+    assert device_linker_words(line, TRIPLE) == ["-zfoo", "--defsym=bar=0", "-zqux"]
+    assert device_linker_words(line, "nvptx64-nvidia-cuda") == ["-zfoo", "-zbaz", "-znv"]
+    assert device_linker_words(["a.o", "-lm"], TRIPLE) == []
+
+
+def test_xoffload_linker_words_are_no_host_link_words():
+    """`-Xoffload-linker -lm`: -lm is the device link's, no library of the host link; the
+    host link leaves the pair out (clang, not offloading there, would call it unused)."""
+    from offlink.link.plan import plan_link
+
+    plan = plan_link(["clang-19", "a.o", *XOFFLOAD_LINES[1], "-o", "app"])
+    assert [i.path for i in plan.inputs] == ["a.o", "z"]
+    assert plan.lib_dirs == [] and plan.host_args == ["a.o", "-O1", "-lz"]
+
+
+@needs_clang
+def test_xoffload_linker_words_agree_with_clang_19s_wrapper(tmp_path):
+    """What clang 19's own link appends to the x86_64 image link (its wrapper's --dry-run)."""
+    from offlink.targets.openmp import device_linker_words
+
+    (tmp_path / "k.c").write_text("int main(void) { int r = 1;\n#pragma omp target map(from: r)"
+                                  "\nr = 0;\nreturn r; }\n")
+    run([CLANG, *OFFLOAD, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    for words in XOFFLOAD_LINES:
+        said = run([CLANG, *OFFLOAD, tmp_path / "k.o", *words, "-Wl,--dry-run", "-o",
+                    tmp_path / "k"], cwd=tmp_path).stderr
+        image_link = next(line for line in said.splitlines() if "--target=" + TRIPLE in line)
+        # the words come last, after the libraries clang names as `-l NAME`
+        appended = image_link.split(" -l gcc_s ")[-1].split()
+        appended = appended[1:] if appended[:1] == ["-v"] else appended
+        assert appended == device_linker_words(words, TRIPLE), words
+
+
+DEVICE_LIBRARY = {
+    "k.c": "#include <stdio.h>\n#pragma omp declare target\nint scale(int);\n"
+           "#pragma omp end declare target\n"
+           "int main(void) { int r = 0;\n#pragma omp target map(from: r)\nr = scale(7);\n"
+           'printf("host %d device %d\\n", scale(7), r); return 0; }\n',
+    "host.c": "int scale(int x) { return 2 * x; }\n",
+    "dev3.c": "int scale(int x) { return 3 * x; }\n",
+    "dev4.c": "int scale(int x) { return 4 * x; }\n",
+}
+
+
+@needs_clang
+def test_xoffload_linker_device_library_links_and_runs_as_clangs(offlink, tmp_path):
+    """A device library given by -Xoffload-linker-<triple> -L/-l (a static archive of x86_64
+    code, which only the image gets: the host has its own `scale` in an object): the image
+    links (without the words it cannot: `scale` is undefined there, --no-undefined), the
+    program runs the library's `scale` on the plugin as clang's own link does, under -Werror
+    (the host link gets no unused -Xoffload-linker word), and the image cache tells the
+    words apart: a relink naming another library runs that one."""
+    for name, text in DEVICE_LIBRARY.items():
+        (tmp_path / name).write_text(text)
+    run([CLANG, *OFFLOAD, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    for lib in ("host", "dev3", "dev4"):
+        run([CLANG, "-fPIC", "-c", tmp_path / f"{lib}.c", "-o", tmp_path / f"{lib}.o"])
+    for lib in ("dev3", "dev4"):
+        run(["ar", "rcs", tmp_path / f"lib{lib}.a", tmp_path / f"{lib}.o"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "OFFLINK_CACHE_DIR": str(tmp_path / "c")}
+    base = [*OFFLOAD, "-Werror", tmp_path / "k.o", tmp_path / "host.o"]
+
+    def device(lib):
+        return ["-Xoffload-linker", f"-L{tmp_path}", f"-Xoffload-linker-{TRIPLE}", f"-l{lib}"]
+
+    failed = run([offlink, "link", CLANG, *base, "-o", tmp_path / "none"], env=env, check=False)
+    assert failed.returncode != 0 and "scale" in failed.stderr
+    for lib, times in (("dev3", 21), ("dev4", 28), ("dev3", 21)):
+        run([offlink, "link", CLANG, *base, *device(lib), "-o", tmp_path / "app"], env=env)
+        run([CLANG, *base, *device(lib), "-o", tmp_path / "app.clang"], env=env)
+        mine = run([tmp_path / "app"], env=env).stdout
+        assert mine == run([tmp_path / "app.clang"], env=env).stdout
+        assert mine == f"host 14 device {times}\n", lib
+
+
+@needs_clang
+@needs_cuda
+def test_xoffload_linker_words_reach_nvlink(offlink, clang_cuda):
+    """For NVIDIA images the words go to nvlink as clang-nvlink-wrapper passes them (-L, -l,
+    linker words); a driver word nvlink has no use for is refused in one line."""
+    d = clang_cuda
+    words = ["-Xoffload-linker-nvptx64", "-L/dev/lib", "-Xoffload-linker", "-lcudadev",
+             "-Xoffload-linker", "-Wl,--foo,--bar", f"-Xoffload-linker-{TRIPLE}", "-lnot"]
+    shown = run([offlink, "link", "--dry-run", CLANG, *CUDA_WORDS, d / "a.o", d / "b.o",
+                 *words, "-o", d / "never"]).stdout
+    nvlink = next(line for line in shown.splitlines() if "nvlink" in line)
+    assert nvlink.endswith(" -L /dev/lib -l cudadev --foo --bar"), nvlink
+    failed = run([offlink, "link", "--dry-run", CLANG, *CUDA_WORDS, d / "a.o",
+                  "-Xoffload-linker", "-O3", "-o", d / "never"], check=False)
+    assert failed.returncode != 0
+    assert failed.stderr.startswith("offlink: error: -Xoffload-linker word '-O3' for target ")

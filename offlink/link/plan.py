@@ -66,6 +66,10 @@ def plan_link(argv: list[str]) -> LinkPlan:
             pie = False
         elif opt == "-s":
             strip, keep = True, False
+        elif opt.startswith("-Xoffload-linker"):
+            # A word for the device link (the targets read it from argv); the host link
+            # without clang's offload words would find it unused.
+            keep = False
         elif opt.startswith("-flto") and opt != "-flto=none":
             lto = True
         elif opt in ("-fno-lto", "-flto=none"):
@@ -109,7 +113,7 @@ def plan_link(argv: list[str]) -> LinkPlan:
         if keep:
             base += spelled
             parts.append((w.index, w.count, spelled))
-        elif opt in ("-o", "-s"):
+        elif opt in ("-o", "-s") or opt.startswith("-Xoffload-linker"):
             parts.append((w.index, w.count, []))
     if static:  # gcc applies -static to the whole line, also to -l words before it
         inputs = [i._replace(static=True) for i in inputs]

@@ -19,8 +19,8 @@ import shlex
 
 from ..errors import LinkError
 from . import Target
-from .openmp import llvm_lib_dir
-from .openmp_nvptx import check_entries, cu_arch, cuda_bin, cuda_home
+from .openmp import device_linker_words, llvm_lib_dir
+from .openmp_nvptx import check_entries, cu_arch, cuda_bin, cuda_home, nvlink_words
 
 TRIPLE = "nvptx64-nvidia-cuda"
 
@@ -83,7 +83,8 @@ class ClangCudaTarget(Target):
         check_entries(self.name, self.arch, compiled)
 
     def image_argv(self, plan, compiled, output):
-        """nvlink and fatbinary as clang's link runs them (fatbinary in CUDA 13's words)."""
+        """nvlink and fatbinary as clang's link runs them (fatbinary in CUDA 13's words), the
+        link line's -Xoffload-linker words for nvptx64 given to nvlink (nvlink_words)."""
         nvlink = cuda_bin("nvlink", plan.argv)
         fatbinary = cuda_bin("fatbinary", plan.argv)
         script = []
@@ -93,7 +94,9 @@ class ClangCudaTarget(Target):
             cubins.append(c.object_path + ".cubin")
         cubin = f"{output}.{self.arch}.img"
         script.append(shlex.join([nvlink, "-o", cubin, "-arch", self.arch, "-L",
-                                  llvm_lib_dir(self.compiler), *cubins]))
+                                  llvm_lib_dir(self.compiler), *cubins,
+                                  *nvlink_words(device_linker_words(plan.argv[1:], TRIPLE),
+                                                self.name)]))
         sm = self.arch.split("_", 1)[1]
         script.append(shlex.join([fatbinary, "-64", "--create", output,
                                   f"--image3=kind=elf,sm={sm},file={cubin}"]))

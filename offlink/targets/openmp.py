@@ -138,6 +138,75 @@ def link_opt_level(args) -> int:
     return level
 
 
+# Architectures LLVM's Triple parses (its first component), for device_linker_words: a word
+# whose part before '=' starts with one is read as `<triple>=<word>`.
+_LLVM_ARCHS = frozenset({
+    "i386", "i486", "i586", "i686", "i786", "i886", "i986", "x86", "x86_64", "amd64",
+    "x86_64h", "aarch64", "arm64", "aarch64_be", "arm64_32", "aarch64_32", "arm", "armeb",
+    "thumb", "thumbeb", "nvptx", "nvptx64", "amdgcn", "r600", "riscv32", "riscv64", "ppc",
+    "ppcle", "ppc64", "ppc64le", "powerpc", "powerpcle", "powerpc64", "powerpc64le", "s390x",
+    "systemz", "mips", "mipsel", "mips64", "mips64el", "sparc", "sparcv9", "sparcel",
+    "wasm32", "wasm64", "spirv", "spirv32", "spirv64", "loongarch32", "loongarch64",
+    "hexagon", "bpf", "bpfel", "bpfeb", "ve", "m68k", "msp430", "xcore", "avr", "lanai",
+    "amdil", "amdil64", "hsail", "hsail64", "spir", "spir64", "kalimba", "csky", "arc",
+    "le32", "le64", "renderscript32", "renderscript64", "tce", "tcele", "xtensa"})
+# clang's getOpenMPTriple: a GPU named by its architecture alone is its usual triple.
+_GPU_TRIPLES = {"nvptx": "nvptx-nvidia-cuda", "nvptx64": "nvptx64-nvidia-cuda",
+                "amdgcn": "amdgcn-amd-amdhsa"}
+
+
+def _llvm_arch(triple: str) -> str:
+    """The architecture LLVM's Triple reads from a triple's first component ('' if none)."""
+    arch = triple.split("-", 1)[0]
+    if arch in _LLVM_ARCHS or re.fullmatch(r"(armv|thumbv|aarch64v|arm64v)[0-9a-z.]+(eb)?",
+                                           arch):
+        return arch
+    return ""
+
+
+def device_linker_words(args, triple: str) -> list[str]:
+    """The words clang 19 adds to the image link of `triple` from a link line's
+    `-Xoffload-linker WORD` and `-Xoffload-linker-<triple> WORD`, in order. The driver gives
+    them to clang-linker-wrapper as `--device-linker=WORD` and `--device-linker=<triple>=WORD`
+    (a GPU named by its architecture alone, `-Xoffload-linker-nvptx64`, gets its usual triple);
+    the wrapper splits each at its first '=': a part before it that is no triple (LLVM knows
+    no architecture in it: `-lm`, `--defsym=a=1`) makes the whole word every image's, a
+    triple with an empty rest gives the triple itself, else the rest goes to the image whose
+    triple is exactly that one."""
+    from ..gccargs import expand_response_files
+
+    given = []
+    ws = expand_response_files(list(args))
+    i = 0
+    while i < len(ws):
+        word = ws[i]
+        if word == "--":
+            break
+        if word == "-Xoffload-linker" or word.startswith("-Xoffload-linker-"):
+            if i + 1 < len(ws):
+                named = word[len("-Xoffload-linker-"):]
+                if not named:
+                    given.append(ws[i + 1])
+                else:
+                    parts = named.split("-")
+                    if parts[0] in _GPU_TRIPLES and len(parts) < 3:
+                        named = _GPU_TRIPLES[parts[0]]
+                    given.append(f"{named}={ws[i + 1]}")
+            i += 2
+            continue
+        i += 1
+    out = []
+    for word in given:
+        head, _, value = word.partition("=")
+        if not _llvm_arch(head):
+            out.append(word)
+        elif not value:
+            out.append(head)
+        elif head == triple:
+            out.append(value)
+    return out
+
+
 def lto_level_words(level: int) -> list[str]:
     """llvm-lto2's words for the wrapper's `--opt-level=ON`, which sets both the LTO pipeline's
     and the code generator's level (llvm-lto2's code generator is at 2 unless told)."""
@@ -286,8 +355,9 @@ class OpenMPTarget(Target):
 
     def image_argv(self, plan, compiled, output):
         """As clang-linker-wrapper links a CPU image: the host link's shared and system
-        libraries (not the user's static archives: their CUs are in), libomp, and the C++
-        driver when the program is C++."""
+        libraries (not the user's static archives: their CUs are in), libomp, the C++ driver
+        when the program is C++, and last the link line's -Xoffload-linker words for this
+        triple (device_linker_words: the wrapper appends them to this driver command)."""
         from ..model import find_library
 
         lib = llvm_lib_dir(self.compiler)
@@ -303,7 +373,8 @@ class OpenMPTarget(Target):
         return [driver, f"--target={self.triple}", f"-O{self.opt_level}", "-Wl,--no-undefined",
                 *(c.object_path for c in compiled), "-Wl,-Bsymbolic", "-shared",
                 "-Wl,--hash-style=gnu", "-Wl,--build-id=none",
-                *("-L" + d for d in plan.lib_dirs), f"-L{lib}", *libs, "-lomp", "-o", output]
+                *("-L" + d for d in plan.lib_dirs), f"-L{lib}", *libs, "-lomp", "-o", output,
+                *device_linker_words(plan.argv[1:], self.triple)]
 
     def exports(self, image, path):
         return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}

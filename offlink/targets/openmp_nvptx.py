@@ -32,8 +32,8 @@ import os
 import shlex
 from typing import TYPE_CHECKING
 
-from ..errors import FormatError, LinkError, ToolError
-from .openmp import OpenMPTarget, llvm_lib_dir, lto_level_words
+from ..errors import FormatError, LinkError, ToolError, UsageError
+from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
 if TYPE_CHECKING:
     from ..link.cache import Cache
@@ -143,6 +143,34 @@ def resolutions(symtab: list[tuple[str, str]], used: set[str]) -> list[tuple[str
         if name in used or (defined and flags[0] != "H" and flags[5] != "O"):
             res += "x"
         out.append((name, res))
+    return out
+
+
+def nvlink_words(words: list[str], target: str) -> list[str]:
+    """nvlink's words for an NVIDIA image's `-Xoffload-linker` words (device_linker_words):
+    clang's link gives them to `clang --target=nvptx64-nvidia-cuda`, whose clang-nvlink-wrapper
+    searches -L/-l for archives and gives nvlink the linker words (-Wl,X, -Xlinker X) and the
+    files; other driver words (-O3, -g) change its own device LTO, which offlink does not run,
+    and are refused."""
+    from ..gccargs import linker_options
+    from ..gccargs import words as parsed
+
+    out = []
+    try:
+        ws = parsed(words)
+    except UsageError as e:
+        raise UsageError(f"-Xoffload-linker for target {target}: {e}") from None
+    for w in ws:
+        if w.option in ("-L", "-l"):
+            out += [w.option, w.value]  # nvlink's separate spelling (its -lto is an option)
+        elif w.option.startswith("-Wl,") or w.option == "-Xlinker":
+            out += linker_options(w)
+        elif w.option == "":
+            out.append(w.value)
+        else:
+            raise UsageError(f"-Xoffload-linker word '{words[w.index]}' for target {target}: "
+                             f"offlink gives nvlink -L, -l, -Wl,/-Xlinker words and files "
+                             f"only (clang's driver would read this one for its device LTO)")
     return out
 
 
@@ -311,7 +339,9 @@ class OpenMPNvptxTarget(OpenMPTarget):
             cubins.append(c.object_path + ".cubin")
         # clang-nvlink-wrapper's words (nvlink records them in the image)
         script.append(shlex.join([nvlink, "-o", output, "-arch", self.arch, "-L",
-                                  llvm_lib_dir(self.compiler), *cubins]))
+                                  llvm_lib_dir(self.compiler), *cubins,
+                                  *nvlink_words(device_linker_words(plan.argv[1:], TRIPLE),
+                                                self.name)]))
         return ["sh", "-ec", "\n".join(script)]
 
     def exports(self, image, path):
