@@ -939,3 +939,29 @@ def test_xoffload_linker_words_reach_nvlink(offlink, clang_cuda):
                   "-Xoffload-linker", "-O3", "-o", d / "never"], check=False)
     assert failed.returncode != 0
     assert failed.stderr.startswith("offlink: error: -Xoffload-linker word '-O3' for target ")
+
+
+@needs_clang
+@needs_cuda
+@pytest.mark.parametrize("level", ["-O0", "-O1", "-O3"])
+def test_clang_cuda_offload_lto_cu_follows_the_link_lines_level(offlink, clang_cuda, tmp_path,
+                                                                level):
+    """A -foffload-lto CUDA CU is compiled at the level clang's driver gives its wrapper for
+    the device LTO (`--opt-level=ON`, as for OpenMP), not at -O2 whatever the line says; at
+    -O0 too the program links and registers its kernel."""
+    d = clang_cuda
+    run([CLANG, "-O2", "-x", "cuda", *CUDA_WORDS, "-foffload-lto", "-nocudainc", "-nocudalib",
+         "-I", d, "-c", d / "b.cu", "-o", tmp_path / "b.o"])
+    link = [level, *CUDA_WORDS, "-foffload-lto", tmp_path / "b.o", d / "a.o",
+            f"-L{d / 'fake'}", "-lcudart"]
+    said = run([CLANG, "-###", *link, "-o", tmp_path / "app"]).stderr
+    given = re.search(r'"--opt-level=O(\d)"', said)
+    want = f"-O{given.group(1) if given else 2}"
+    shown = run([offlink, "link", "--dry-run", CLANG, *link, "-o", tmp_path / "app"]).stdout
+    compile_line = next(line for line in shown.splitlines()
+                        if line.startswith(f"{CLANG} --target=nvptx64-nvidia-cuda "))
+    assert re.search(r" -O(\d) -c ", compile_line).group(0) == f" {want} -c ", compile_line
+    if level == "-O0":
+        run([offlink, "link", CLANG, *link, "-o", tmp_path / "app"])
+        env = {**os.environ, "LD_LIBRARY_PATH": str(d / "fake")}
+        assert "function _Z5kern2Pd" in run([tmp_path / "app"], env=env).stdout

@@ -9,8 +9,10 @@ device code needs none) and `fatbinary -64 --create F --image=profile=sm_NN,file
 which CUDA 13's fatbinary spells `--image3=kind=elf,sm=NN,file=IMAGE` (clang 19's own CUDA
 link fails there with CUDA 13: "Unknown option '-image'"). offlink runs the same steps: the
 cubins are used as they are, a relink with nothing changed runs nothing. A CU carried as
-bitcode (-foffload-lto) is compiled on its own (`clang --target=nvptx64-nvidia-cuda -c`),
-where clang's link would run device LTO over all of them.
+bitcode (-foffload-lto) is compiled on its own (`clang --target=nvptx64-nvidia-cuda -c`) at
+the link line's level (openmp.link_opt_level: clang's driver gives the wrapper the same
+`--opt-level=ON` for CUDA as for OpenMP), where clang's link would run device LTO over all
+of them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import shlex
 
 from ..errors import LinkError
 from . import Target
-from .openmp import device_linker_words, llvm_lib_dir
+from .openmp import device_linker_words, link_opt_level, llvm_lib_dir
 from .openmp_nvptx import check_entries, cu_arch, cuda_bin, cuda_home, nvlink_words
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -42,6 +44,7 @@ class ClangCudaTarget(Target):
         self.triple = name.removeprefix("cuda-")
         self.arch = arch
         self.compiler = compiler
+        self.opt_level = 2  # the link line's (link_opt_level), as clang's link uses it
 
     def for_inputs(self, cus, plan=None):
         if self.triple != TRIPLE:
@@ -52,7 +55,9 @@ class ClangCudaTarget(Target):
             raise LinkError(f"target {self.name}: the CUs were compiled for "
                             f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                             f"links one --offload-arch per link so far")
-        return ClangCudaTarget(self.name, archs[0], cus[0].payload.compiler if cus else "clang")
+        t = ClangCudaTarget(self.name, archs[0], cus[0].payload.compiler if cus else "clang")
+        t.opt_level = link_opt_level(plan.argv[1:]) if plan is not None else 2
+        return t
 
     def source_suffix(self, cu):
         return ".bc" if cu.payload.code_kind == "llvm-bc" else ".cubin"
@@ -61,8 +66,8 @@ class ClangCudaTarget(Target):
         p = cu.payload
         if p.code_kind == "object":
             return []  # clang compiled it to a cubin already
-        return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", "-O2", "-c",
-                f"--cuda-path={cuda_home()}", "-Wno-unused-command-line-argument", "-x", "ir",
+        return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", f"-O{self.opt_level}",
+                "-c", f"--cuda-path={cuda_home()}", "-Wno-unused-command-line-argument", "-x", "ir",
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
