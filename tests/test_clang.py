@@ -506,6 +506,29 @@ def test_nvptx_the_link_lines_level_is_clangs(offlink, nvptx, tmp_path):
 @needs_clang
 @needs_cuda
 @needs_llvm
+def test_nvptx_dry_run_shows_the_device_runtimes_compile(offlink, nvptx, tmp_path):
+    """--dry-run shows the device runtime's commands before the image link: those a cold
+    link runs (--verbose), in order, with the work folder's names (the cubin's name without
+    the key of the names the CUs use, as the nvlink command shows it)."""
+    link = [CLANG, *NVPTX, "-O3", nvptx / "main.o", nvptx / "vec.o", nvptx / "math.o",
+            f"-L{nvptx / 'offlink'}", "-lcounter", "-o", tmp_path / "prog"]
+    tools = ("llvm-lto2 dump-symtab ", "llvm-lto2 run ", "ptxas ")
+    shown = [line.replace('"$OFFLINK_WORK"', "W")
+             for line in run([offlink, "link", "--dry-run", *link]).stdout.splitlines()]
+    dry = [line for line in shown if any(t in line for t in tools)]
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = run([offlink, "link", "--verbose", *link], env=env).stderr
+    real = [re.sub(r"-[0-9a-f]{16}\.cubin", ".cubin",
+                   re.sub(r"[^\s@]*/offlink-link-[0-9a-f]+", "W",
+                          c.removeprefix("offlink: ").strip()))
+            for c in re.split(r"(?=offlink: )", said) if any(t in c for t in tools)]
+    assert len(dry) == 3 and dry == real, (dry, real)
+    assert shown.index(dry[-1]) < next(i for i, line in enumerate(shown) if "nvlink" in line)
+
+
+@needs_clang
+@needs_cuda
+@needs_llvm
 def test_nvptx_relocatable_object_links_to_the_same_image(offlink, nvptx, tmp_path):
     """`-r` keeps each CU's cubin; the object's host rows are all its CUs': each image offers
     the rows it defines, and the final link's image is the same as from the CUs' objects."""

@@ -393,6 +393,8 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
                     print(_show_dry(after))
             compiled.append(CompiledCU(cu, target, obj, ()))
         image = image_path(target, tdir)
+        for argv in target.prepare_argvs(plan, compiled, tdir):
+            print(_show_dry(argv))
         if narrowing.active:  # the names it keeps are known once the CUs are compiled
             image_argv = target.narrowed_image(plan, compiled, image, frozenset())[0]
         else:

@@ -142,6 +142,12 @@ class Target:
         """Work the image link needs before its command is made (none by default; clang's
         nvptx64 OpenMP target compiles the device runtime's part, cached)."""
 
+    def prepare_argvs(self, plan: LinkPlan, compiled: list[CompiledCU],
+                      workdir: str) -> list[list[str]]:
+        """The commands prepare_image runs when nothing is cached, for --dry-run (none by
+        default; GCC's ptxas check reads the compiled PTX, which --dry-run does not make)."""
+        return []
+
     def link_image(self, argv: list[str], output: str, compiled: list[CompiledCU]) -> None:
         """Run the image link `argv` (image_argv's or narrowed_image's), which writes
         `output`. A target may write the same bytes another way: GCC's nvptx-none takes the

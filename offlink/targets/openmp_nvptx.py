@@ -276,10 +276,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
             f.write(runtime)
         symtab = self._symtab(lto2, bc, runtime, cache)
         res = resolutions(symtab, used)
-        # The link line's level, as clang's link LTO-compiles it and runs ptxas; but not -O0:
-        # LLVM 19 cannot compile the runtime unoptimized (clang's own -O0 link stops with
-        # "LLVM ERROR: Cannot select: ... AtomicStore"), so at -O0 it is compiled at -O1.
-        level = max(self.opt_level, 1)
+        level = max(self.opt_level, 1)  # the level _runtime_argvs compiles it at
         ident = "\0".join((cache.tool_identity(lto2) or lto2, cache.tool_identity(ptxas) or ptxas)
                           if cache else (lto2, ptxas))
         key = hashlib.sha256("\0".join(["openmp-nvptx-devicertl", self.arch, f"-O{level}", ident,
@@ -293,20 +290,40 @@ class OpenMPNvptxTarget(OpenMPTarget):
             return
         from .. import run as runner
 
-        ptx = os.path.join(workdir, f"devicertl-{self.arch}.s")
         # One resolution per symbol: a response file keeps the command line readable.
         rsp = os.path.join(workdir, f"devicertl-{self.arch}.resolutions")
         with open(rsp, "w", encoding="utf-8") as f:
             f.write("".join(f"-r={shlex.quote(f'{bc},{n},{r}')}\n" for n, r in res))
-        argv = [lto2, "run", *lto_level_words(level), f"--mcpu={self.arch}", "--filetype=asm",
-                bc, "-o", ptx, f"@{rsp}"]
         what = f"compiling the device runtime for target {self.name} ({self.arch})"
-        runner.run(argv, what)
-        runner.run([ptxas, "-m64", f"-O{level}", "--gpu-name", self.arch, "--output-file",
-                    self.runtime_cubin, ptx + ".0", "-c"], what)
+        for argv in self._runtime_argvs(lto2, ptxas, workdir, self.runtime_cubin):
+            runner.run(argv, what)
         if cache is not None:
             with open(self.runtime_cubin, "rb") as f:
                 cache.put(key, {"target": self.name}, f.read())
+
+    def _runtime_argvs(self, lto2: str, ptxas: str, workdir: str, cubin: str) -> list[list[str]]:
+        """llvm-lto2 and ptxas over the device runtime's bitcode in `workdir`, with its
+        resolutions' response file there, making `cubin` (prepare_image's last two commands).
+        The link line's level, as clang's link LTO-compiles it and runs ptxas; but not -O0:
+        LLVM 19 cannot compile the runtime unoptimized (clang's own -O0 link stops with "LLVM
+        ERROR: Cannot select: ... AtomicStore"), so at -O0 it is compiled at -O1."""
+        level = max(self.opt_level, 1)
+        bc = os.path.join(workdir, f"devicertl-{self.arch}.bc")
+        ptx = os.path.join(workdir, f"devicertl-{self.arch}.s")
+        rsp = os.path.join(workdir, f"devicertl-{self.arch}.resolutions")
+        return [[lto2, "run", *lto_level_words(level), f"--mcpu={self.arch}", "--filetype=asm",
+                 bc, "-o", ptx, f"@{rsp}"],
+                [ptxas, "-m64", f"-O{level}", "--gpu-name", self.arch, "--output-file", cubin,
+                 ptx + ".0", "-c"]]
+
+    def prepare_argvs(self, plan, compiled, workdir):
+        """What prepare_image runs when the cache has not the runtime's cubin (its name
+        without the key of the names the cubins use, as image_argv shows it then)."""
+        lto2 = llvm_tool(self.compiler, "llvm-lto2")
+        bc = os.path.join(workdir, f"devicertl-{self.arch}.bc")
+        return [[lto2, "dump-symtab", bc],
+                *self._runtime_argvs(lto2, cuda_bin("ptxas", plan.argv), workdir,
+                                     os.path.join(workdir, f"devicertl-{self.arch}.cubin"))]
 
     @staticmethod
     def _symtab(lto2: str, bc: str, runtime: bytes, cache: Cache | None):
