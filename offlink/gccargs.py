@@ -19,9 +19,11 @@ SEPARATE = {
     "-rpath",  # clang (Separate<["-"], "rpath">): the value is a folder, not an input
     "-mllvm",  # clang: the value is an LLVM option (-mllvm -openmp-opt-... is no -o)
     "-Xoffload-linker",  # clang: a word for the device link (-Xoffload-linker -lm is no -l)
+    "-Xopenmp-target",  # clang: a word for the OpenMP device compile (-Xopenmp-target -lm)
 }
-# clang's `-Xoffload-linker-<triple> WORD` (JoinedAndSeparate): the next word is its value too.
-SEPARATE_PREFIXES = ("-Xoffload-linker-",)
+# clang's `-Xoffload-linker-<triple> WORD` and `-Xopenmp-target=<triple> WORD`
+# (JoinedAndSeparate): the next word is their value too.
+SEPARATE_PREFIXES = ("-Xoffload-linker-", "-Xopenmp-target=")
 # The subset whose attached forms start with the option (-DX, -I/dir, -lm, -L/dir, -ofile).
 ATTACHED = ("-MF", "-MT", "-MQ", "-o", "-D", "-U", "-I", "-L", "-l", "-x", "-B", "-A", "-T",
             "-u", "-e", "-z", "-G")

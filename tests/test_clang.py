@@ -988,3 +988,14 @@ def test_clang_cuda_offload_lto_cu_follows_the_link_lines_level(offlink, clang_c
         run([offlink, "link", CLANG, *link, "-o", tmp_path / "app"])
         env = {**os.environ, "LD_LIBRARY_PATH": str(d / "fake")}
         assert "function _Z5kern2Pd" in run([tmp_path / "app"], env=env).stdout
+
+
+def test_xopenmp_target_takes_the_next_word():
+    """clang's `-Xopenmp-target[=<triple>] WORD`: WORD is the device compile's (clang 19's
+    link gives it to nothing, -### shows), no -l or output of the host link."""
+    from offlink.link.plan import plan_link
+
+    plan = plan_link([CLANG, "a.o", "-Xopenmp-target", "-lm", "-Xopenmp-target=nvptx64",
+                      "-march=sm_80", f"-Xopenmp-target={TRIPLE}", "-o", "-o", "app"])
+    assert [i.path for i in plan.inputs] == ["a.o"]
+    assert plan.output == "app" and plan.host_args == ["a.o"]

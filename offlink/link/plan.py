@@ -14,6 +14,8 @@ STRIP_ALL = {"-s", "--strip-all"}
 INPUT_SUFFIXES = (".o", ".obj", ".lo", ".a", ".so", ".c", ".i", ".ii", ".cc", ".cp", ".cxx",
                   ".cpp", ".c++", ".C", ".s", ".S")
 DRIVER_EXAMPLES = "gcc, g++, clang, cc"
+# clang's options whose next word is for the device side only, never the host link's.
+DEVICE_WORDS = ("-Xoffload-linker", "-Xopenmp-target")
 
 
 def plan_link(argv: list[str]) -> LinkPlan:
@@ -66,9 +68,10 @@ def plan_link(argv: list[str]) -> LinkPlan:
             pie = False
         elif opt == "-s":
             strip, keep = True, False
-        elif opt.startswith("-Xoffload-linker"):
-            # A word for the device link (the targets read it from argv); the host link
-            # without clang's offload words would find it unused.
+        elif opt.startswith(DEVICE_WORDS):
+            # A word for the device side (-Xoffload-linker: the targets read it from argv;
+            # -Xopenmp-target: clang 19's link gives it to nothing); the host link without
+            # clang's offload words would find it unused.
             keep = False
         elif opt.startswith("-flto") and opt != "-flto=none":
             lto = True
@@ -113,7 +116,7 @@ def plan_link(argv: list[str]) -> LinkPlan:
         if keep:
             base += spelled
             parts.append((w.index, w.count, spelled))
-        elif opt in ("-o", "-s") or opt.startswith("-Xoffload-linker"):
+        elif opt in ("-o", "-s") or opt.startswith(DEVICE_WORDS):
             parts.append((w.index, w.count, []))
     if static:  # gcc applies -static to the whole line, also to -l words before it
         inputs = [i._replace(static=True) for i in inputs]

@@ -182,6 +182,9 @@ def device_linker_words(args, triple: str) -> list[str]:
         word = ws[i]
         if word == "--":
             break
+        if word == "-Xopenmp-target" or word.startswith("-Xopenmp-target="):
+            i += 2  # its word is not the device linker's, even when it is -Xoffload-linker
+            continue
         if word == "-Xoffload-linker" or word.startswith("-Xoffload-linker-"):
             if i + 1 < len(ws):
                 named = word[len("-Xoffload-linker-"):]
