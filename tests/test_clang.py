@@ -990,6 +990,35 @@ def test_clang_cuda_offload_lto_cu_follows_the_link_lines_level(offlink, clang_c
         assert "function _Z5kern2Pd" in run([tmp_path / "app"], env=env).stdout
 
 
+# -- the host link's libraries in a CPU image's link ----------------------------------------------
+
+def test_a_cpu_image_gets_the_host_links_libraries_as_the_wrapper_copies_them(tmp_path):
+    """clang-linker-wrapper 19 (`!Triple.isGPU()`) gives the x86_64 image's link the host
+    link's -L, every -l (static archives too), the files that are archives or shared objects,
+    -rpath and --whole-archive, in order; -Bstatic, --as-needed, groups and objects not."""
+    from offlink.targets.openmp import host_library_words, image_archives
+
+    (tmp_path / "d").mkdir()
+    elf = b"\x7fELF\x02\x01" + bytes(10)  # then e_type: 1 an object, 3 a shared object
+    files = {"libs.a": b"!<arch>\n", "d/libt.a": b"!<arch>\n", "libu.so": b"x",
+             "libu.a": b"!<arch>\n", "x.o": elf + b"\1\0", "y.so": elf + b"\3\0",
+             "t.ld": b"INPUT(x)"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    t = str(tmp_path)
+    line = ["main.o", f"{t}/x.o", f"-L{t}", "-ls", f"{t}/libs.a", "-Wl,--whole-archive",
+            "-lu", "-Wl,--no-whole-archive", f"-Wl,-L,{t}/d,-l,t,-Bstatic", "-lm",
+            "-Xlinker", "-rpath", "-Xlinker", "/r1", "-Wl,--rpath=/r2,-R,/r3", f"{t}/y.so",
+            f"-Wl,-soname,{t}/y.so", f"{t}/t.ld", "-Wl,--as-needed,--start-group", "-lz",
+            "-Xopenmp-target", "-lnot", "-Xoffload-linker", "-lnot2", "-o", "app"]
+    words = host_library_words(line)
+    assert words == [f"-L{t}", "-ls", f"{t}/libs.a", "-Wl,--whole-archive", "-lu",
+                     "-Wl,--no-whole-archive", f"-L{t}/d", "-lt", "-lm", "-Wl,-rpath,/r1",
+                     "-Wl,-rpath,/r2", f"{t}/y.so", "-lz"]
+    # keyed by content: what the image link reads and links in (libu resolves to its .so)
+    assert image_archives(words) == [f"{t}/libs.a", f"{t}/libs.a", f"{t}/d/libt.a"]
+
+
 def test_xopenmp_target_takes_the_next_word():
     """clang's `-Xopenmp-target[=<triple>] WORD`: WORD is the device compile's (clang 19's
     link gives it to nothing, -### shows), no -l or output of the host link."""
@@ -999,3 +1028,40 @@ def test_xopenmp_target_takes_the_next_word():
                       "-march=sm_80", f"-Xopenmp-target={TRIPLE}", "-o", "-o", "app"])
     assert [i.path for i in plan.inputs] == ["a.o"]
     assert plan.output == "app" and plan.host_args == ["a.o"]
+
+
+HOST_LIB_C = "int scale(int x) { return x * FACTOR; }\n"
+USES_HOST_LIB_C = """\
+#include <stdio.h>
+int scale(int x);
+#pragma omp declare target to(scale)
+int main(void) { int r = 0;
+#pragma omp target map(from: r)
+  r = scale(14);
+  printf("%d\\n", r); return 0; }
+"""
+
+
+@needs_clang
+def test_device_code_uses_a_host_static_archive_as_clangs_link(offlink, tmp_path):
+    """The x86_64 image links the host line's static archive as clang's does (its `scale`
+    runs in the target region): offlink's program prints what clang's prints, its kernel
+    launched on the plugin; the archive changed, the relink links the image again (the
+    archive's content is in the image's key). -Xopenmp-target words are clang's: dropped."""
+    (tmp_path / "lib.c").write_text(HOST_LIB_C)
+    (tmp_path / "main.c").write_text(USES_HOST_LIB_C)
+    run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / "main.c", "-o", tmp_path / "main.o"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "LIBOMPTARGET_INFO": "16",
+           "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    line = [*OFFLOAD, tmp_path / "main.o", f"-L{tmp_path}", "-Wl,-Bstatic", "-lhost",
+            "-Wl,-Bdynamic", f"-Xopenmp-target={TRIPLE}", "-lnosuch", "-Xopenmp-target", "-lnot"]
+    for factor, want in (("3", "42\n"), ("4", "56\n")):
+        run([CLANG, "-O2", f"-DFACTOR={factor}", "-c", tmp_path / "lib.c", "-o",
+             tmp_path / "lib.o"])
+        (tmp_path / "libhost.a").unlink(missing_ok=True)
+        run(["ar", "rcs", tmp_path / "libhost.a", tmp_path / "lib.o"])
+        run([CLANG, *line, "-o", tmp_path / "ref"])
+        run([offlink, "link", CLANG, *line, "-o", tmp_path / "app"], env=env)
+        ref, got = run([tmp_path / "ref"], env=env), run([tmp_path / "app"], env=env)
+        assert got.stdout == ref.stdout == want
+        assert len(launches_of(got.stderr)) == len(launches_of(ref.stderr)) == 1

@@ -254,6 +254,21 @@ class Cache:
             self._identities[tool] = ident
         return ident
 
+    def file_identity(self, path: str) -> str:
+        """A SHA-256 of a file's content, remembered across links by its stat stamp (as
+        tool_identity's), so a relink with the file unchanged does not read it again."""
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+        stamp = _hash("file", os.path.realpath(path), file_stamp(st))
+        ident = self._known_tool(stamp)
+        if ident is None:
+            ident = _content_hash(path)
+            if time.time() - st.st_ctime > _SETTLED and len(ident) == 64:
+                self._remember_tool(stamp, ident)
+        return ident
+
     def _known_tool(self, stamp: str) -> str | None:
         """A tool identity probed by an earlier link: the same file (device, inode, size,
         mtime and ctime) has the same content and `--version`, so relinks skip the probe."""
@@ -519,7 +534,7 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     target.prepare_image(plan, compiled, workdir, cache)
     cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
     argv, files = device.image_command(plan, target, compiled, out, narrowing)
-    key = _image_key(cache, target, compiled, argv, out, workdir, files)
+    key = _image_key(cache, target, compiled, argv, out, workdir, files, plan)
     if key is None:
         write_objects(compiled)
         return device.device_link(plan, target, compiled, workdir, narrowing)  # reports it
@@ -570,7 +585,7 @@ def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
                 for cu, (_, obj, _, key) in zip(cus, plans)]
     out = device.image_path(target, workdir)
     argv = target.image_argv(plan, compiled, out)
-    key = _image_key(cache, target, compiled, argv, out, workdir)
+    key = _image_key(cache, target, compiled, argv, out, workdir, None, plan)
     entry = cache.get(key) if key is not None else None
     found = _offers_of(entry.meta, compiled) if entry is not None else None
     if entry is None or found is None:
@@ -605,8 +620,11 @@ def _refresh(cache: Cache, keys: list[str]) -> None:
 
 
 def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str,
-               workdir: str, files: dict[str, bytes] | None = None) -> str | None:
-    """The image's key (None when its linker is not found: the device link reports it)."""
+               workdir: str, files: dict[str, bytes] | None = None,
+               plan=None) -> str | None:
+    """The image's key (None when its linker is not found: the device link reports it).
+    The files the target says the image takes content from (image_reads: a CPU image's
+    static archives) are in it by their content, with the command that names them."""
     linker = cache.tool_identity(argv[0])
     if linker is None:
         return None
@@ -614,6 +632,9 @@ def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str
     # A file the link reads (the narrowed image's version script) by its content.
     paths.update({p: f"<file {hashlib.sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
     paths.update({out: "<image>", workdir: "<tmp>"})
+    reads = target.image_reads(plan) if plan is not None else []
+    if reads:
+        linker = "\0".join([linker, *(f"{p}\0{cache.file_identity(p)}" for p in reads)])
     return cache.image_key(target, argv, paths, linker, workdir)
 
 

@@ -142,6 +142,12 @@ class Target:
         """Work the image link needs before its command is made (none by default; clang's
         nvptx64 OpenMP target compiles the device runtime's part, cached)."""
 
+    def image_reads(self, plan: LinkPlan) -> list[str]:
+        """Files the image link reads besides the objects whose content is in the image (a
+        CPU image's static archives): the image's cache key covers their content. None by
+        default (a library named by -l is keyed by its name, as the command has it)."""
+        return []
+
     def prepare_argvs(self, plan: LinkPlan, compiled: list[CompiledCU],
                       workdir: str) -> list[list[str]]:
         """The commands prepare_image runs when nothing is cached, for --dry-run (none by

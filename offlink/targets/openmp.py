@@ -210,6 +210,116 @@ def device_linker_words(args, triple: str) -> list[str]:
     return out
 
 
+# GNU ld options whose value is the next argument (`-Wl,-soname,libx.so`: libx.so is no
+# input), for host_library_words' reading of the link line's linker words.
+_LD_SEPARATE = frozenset({
+    "-o", "-m", "-e", "-u", "-y", "-z", "-T", "-h", "-soname", "-dynamic-linker", "-Map",
+    "-F", "-f", "-a", "-R", "--just-symbols", "--entry", "--undefined", "--script",
+    "--version-script", "--dynamic-list", "--defsym", "--wrap", "--sysroot", "-plugin",
+    "-plugin-opt", "--plugin", "--plugin-opt", "-Ttext", "-Tdata", "-Tbss", "--section-start",
+    "--out-implib", "--image-base", "--exclude-libs", "--hash-style", "--build-id", "-O"})
+
+
+def _ld_args(args) -> tuple[list[str], list[str]]:
+    """A driver link line's words as the linker gets them, in order (-lNAME, files, the items
+    of -Wl,/-Xlinker, clang's `-rpath DIR`), and the driver's own -L folders, which clang's
+    driver puts before them all."""
+    from ..gccargs import expand_response_files, linker_options, words
+
+    ld: list[str] = []
+    dirs: list[str] = []
+    for w in words(expand_response_files(list(args))):
+        if w.option == "":
+            ld.append(w.value)
+        elif w.option == "-l":
+            ld.append("-l" + w.value)
+        elif w.option == "-L":
+            dirs.append(w.value)
+        elif w.option == "-rpath":
+            ld += ["-rpath", w.value]
+        elif w.option.startswith("-Wl,") or w.option == "-Xlinker":
+            ld += linker_options(w)
+    return ld, dirs
+
+
+def _is_library_file(path: str) -> bool:
+    """A file LLVM's identify_magic calls an archive or an ELF shared object (e_type ET_DYN)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:  # missing, a folder: not a library (the wrapper skips it too)
+        return False
+    if head.startswith((b"!<arch>\n", b"!<thin>\n")):
+        return True
+    return head.startswith(b"\x7fELF") and len(head) == 18 and \
+        int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 3
+
+
+def host_library_words(args) -> list[str]:
+    """What clang-linker-wrapper 19 copies from the host link into a CPU image's link (its
+    `!Triple.isGPU()` case), in its order, as driver words: the driver's -L folders, then in
+    the link line's order every -lNAME (static archives too), the files that are archives or
+    shared objects (objects are not: their device code is in), -rpath folders and
+    --whole-archive/--no-whole-archive (of the linker words: -L, --library-path=, -l NAME,
+    -rpath, -rpath=, --rpath). The rest of the host link (-Bstatic, --as-needed, groups,
+    -static) is not copied, as the wrapper copies none of it."""
+    ld, dirs = _ld_args(args)
+    out = ["-L" + d for d in dirs]
+    i = 0
+    while i < len(ld):
+        a = ld[i]
+        value = ld[i + 1] if i + 1 < len(ld) else None
+        if a in ("-L", "--library-path", "-l", "--library", "-rpath", "--rpath") and value:
+            head = {"--library-path": "-L", "--library": "-l", "--rpath": "-rpath"}.get(a, a)
+            out += [f"-Wl,-rpath,{value}"] if head == "-rpath" else [head + value]
+            i += 2
+            continue
+        if a.startswith(("-rpath=", "--rpath=")):
+            out.append("-Wl,-rpath," + a.split("=", 1)[1])
+        elif a.startswith("--library-path="):
+            out.append("-L" + a.split("=", 1)[1])
+        elif a.startswith(("-L", "-l")) and len(a) > 2:
+            out.append(a)
+        elif a in ("--whole-archive", "-whole-archive"):
+            out.append("-Wl,--whole-archive")
+        elif a in ("--no-whole-archive", "-no-whole-archive"):
+            out.append("-Wl,--no-whole-archive")
+        elif a.split("=", 1)[0] in _LD_SEPARATE and "=" not in a:
+            i += 1  # the option's value is no input
+        elif not a.startswith("-") and _is_library_file(a):
+            out.append(a)
+        i += 1
+    return out
+
+
+def image_archives(words: list[str]) -> list[str]:
+    """The static archives a CPU image's link reads from host_library_words' `words`: the
+    files that are archives, and each -lNAME that the words' -L folders resolve to lib
+    NAME.a (no libNAME.so beside it, the image link being dynamic) or -l:FILE to an archive.
+    Shared libraries are not linked in; the system's folders are not searched."""
+    dirs = [w[2:] for w in words if w.startswith("-L")]
+    out = []
+    for w in words:
+        if w.startswith("-l"):
+            name = w[2:]
+            names = [name[1:]] if name.startswith(":") else [f"lib{name}.so", f"lib{name}.a"]
+            found = next((os.path.join(d, n) for d in dirs for n in names
+                          if os.path.isfile(os.path.join(d, n))), None)
+            if found is not None and not found.endswith(".so") and _is_archive(found):
+                out.append(found)
+        elif not w.startswith("-") and _is_archive(w):
+            out.append(w)
+    return out
+
+
+def _is_archive(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) in (b"!<arch>\n", b"!<thin>\n")
+    except OSError:
+        return False
+
+
 def lto_level_words(level: int) -> list[str]:
     """llvm-lto2's words for the wrapper's `--opt-level=ON`, which sets both the LTO pipeline's
     and the code generator's level (llvm-lto2's code generator is at 2 unless told)."""
@@ -357,27 +467,25 @@ class OpenMPTarget(Target):
         return tuple(out[n] for n in sorted(out))
 
     def image_argv(self, plan, compiled, output):
-        """As clang-linker-wrapper links a CPU image: the host link's shared and system
-        libraries (not the user's static archives: their CUs are in), libomp, the C++ driver
-        when the program is C++, and last the link line's -Xoffload-linker words for this
-        triple (device_linker_words: the wrapper appends them to this driver command)."""
-        from ..model import find_library
-
+        """As clang-linker-wrapper links a CPU image: the host link's libraries, archives and
+        library folders (host_library_words: static archives too, whose host code the image
+        may use), libomp, the C++ driver when the program is C++, and last the link line's
+        -Xoffload-linker words for this triple (device_linker_words: the wrapper appends them
+        to this driver command)."""
         lib = llvm_lib_dir(self.compiler)
         driver = self.compiler
         if "++" in os.path.basename(plan.driver):
             driver = driver.replace("clang", "clang++", 1)
-        libs = []
-        for inp in plan.inputs:
-            if inp.kind == "library":
-                found = find_library(inp.path, plan, inp.static)
-                if found is None or found.endswith(".so"):
-                    libs.append("-l" + inp.path)
         return [driver, f"--target={self.triple}", f"-O{self.opt_level}", "-Wl,--no-undefined",
                 *(c.object_path for c in compiled), "-Wl,-Bsymbolic", "-shared",
                 "-Wl,--hash-style=gnu", "-Wl,--build-id=none",
-                *("-L" + d for d in plan.lib_dirs), f"-L{lib}", *libs, "-lomp", "-o", output,
+                *host_library_words(plan.argv[1:]), f"-L{lib}", "-lomp", "-o", output,
                 *device_linker_words(plan.argv[1:], self.triple)]
+
+    def image_reads(self, plan):
+        """The static archives the image link reads (image_archives): their content is in the
+        image's cache key."""
+        return image_archives(host_library_words(plan.argv[1:]))
 
     def exports(self, image, path):
         return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}

@@ -361,6 +361,10 @@ class OpenMPNvptxTarget(OpenMPTarget):
                                                 self.name)]))
         return ["sh", "-ec", "\n".join(script)]
 
+    def image_reads(self, plan):
+        """None: clang-linker-wrapper gives a GPU image none of the host link's libraries."""
+        return []
+
     def exports(self, image, path):
         from .cuda import cubin_symbols
 
