@@ -215,9 +215,9 @@ def device_linker_words(args, triple: str) -> list[str]:
 _LD_SEPARATE = frozenset({
     "-o", "-m", "-e", "-u", "-y", "-z", "-T", "-h", "-soname", "-dynamic-linker", "-Map",
     "-F", "-f", "-a", "-R", "--just-symbols", "--entry", "--undefined", "--script",
-    "--version-script", "--dynamic-list", "--defsym", "--wrap", "--sysroot", "-plugin",
+    "--version-script", "--dynamic-list", "--defsym", "--wrap", "-plugin",
     "-plugin-opt", "--plugin", "--plugin-opt", "-Ttext", "-Tdata", "-Tbss", "--section-start",
-    "--out-implib", "--image-base", "--exclude-libs", "--hash-style", "--build-id", "-O"})
+    "--out-implib", "--image-base", "--exclude-libs"})
 
 
 def _ld_args(args) -> tuple[list[str], list[str]]:
@@ -284,7 +284,7 @@ def host_library_words(args) -> list[str]:
             out.append("-Wl,--whole-archive")
         elif a in ("--no-whole-archive", "-no-whole-archive"):
             out.append("-Wl,--no-whole-archive")
-        elif a.split("=", 1)[0] in _LD_SEPARATE and "=" not in a:
+        elif a in _LD_SEPARATE:
             i += 1  # the option's value is no input
         elif not a.startswith("-") and _is_library_file(a):
             out.append(a)
