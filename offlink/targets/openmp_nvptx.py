@@ -146,6 +146,25 @@ def resolutions(symtab: list[tuple[str, str]], used: set[str]) -> list[tuple[str
     return out
 
 
+def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
+    """(name, llvm-lto2 resolution) per symbol of the device runtime's bitcode (a list of
+    formats.bitcode.Symbol) when it is compiled with one CU, as clang's compile links it into
+    a CU as builtin bitcode (-mlink-builtin-bitcode): the CU's own definition of a name wins
+    (the `__omp_rtl_*` settings the CU was compiled with); the runtime's definitions prevail
+    and are internalized (this CU's copy), except those in llvm.used (the device environment
+    and memory pool the plugin finds by name), which stay visible, weak, in every CU."""
+    from ..formats.bitcode import FB_COMMON, FB_UNDEFINED, FB_USED
+
+    out = []
+    for name, flags, _ in symtab:
+        if flags & FB_UNDEFINED or name in cu_defines:
+            out.append((name, ""))
+            continue
+        r = "pl" if flags & 3 and not flags & FB_COMMON else "p"
+        out.append((name, r + "x" if flags & FB_USED else r))
+    return out
+
+
 def check_entries(target: str, arch: str, compiled) -> None:
     """Every host-side offload entry of the CUs is defined by one of their cubins (the device
     link would otherwise make an image the runtime cannot find the row in)."""
@@ -194,6 +213,51 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.arch = arch
         self.compiler = compiler
         self.runtime_cubin = ""  # the device runtime's cubin, made by prepare_image
+        # -foffload-lto CUs (setup_lto): llvm-lto2, the runtime's bitcode, ptxas, and by
+        # id(cu) the CU's and the runtime's resolutions
+        self.runtime_bc = ""
+        self.ptxas = ""
+        self.lto_identity = ""
+        self.resolutions: dict = {}
+
+    def setup_lto(self, cus, plan) -> None:
+        """The -foffload-lto CUs' LTO: llvm-lto2, ptxas, the device runtime's bitcode and each
+        bitcode CU's resolutions (the CU's and the runtime's); nothing (each CU compiled whole
+        by clang) without llvm-lto2, at -O0, or when a CU's symbols cannot be read here."""
+        import hashlib
+
+        from ..formats.bitcode import symbols
+        from .openmp import _lto2, cu_resolutions
+
+        if self.opt_level == 0 or not any(cu.payload.code_kind == "llvm-bc" for cu in cus):
+            return  # (-O0: LLVM 19 cannot compile the device runtime unoptimized)
+        lto2 = _lto2(self.compiler)
+        if not lto2:
+            return
+        bc = os.path.join(llvm_lib_dir(self.compiler), f"libomptarget-nvptx-{self.arch}.bc")
+        try:
+            with open(bc, "rb") as f:
+                runtime = f.read()
+        except OSError as e:
+            raise ToolError(f"target openmp-{TRIPLE}: the device runtime {bc}: {e.strerror} "
+                            f"(apt-get install libomp-{_major(self.compiler)}-dev)") from None
+        rt_symbols = symbols(runtime, bc)
+        resolutions = cu_resolutions(cus)
+        if rt_symbols is None or not resolutions:
+            return
+        self.lto2, self.runtime_bc = lto2, bc
+        self.ptxas = cuda_bin("ptxas", plan.argv if plan is not None else None)
+        st = os.stat(os.path.realpath(self.ptxas))
+        # What the command's words do not say: the runtime's bitcode and ptxas (offers runs it)
+        self.lto_identity = "\0".join(("openmp-nvptx-lto", hashlib.sha256(runtime).hexdigest(),
+                                       os.path.realpath(self.ptxas), str(st.st_size),
+                                       str(st.st_mtime_ns)))
+        for cu in cus:
+            res = resolutions.get(id(cu))
+            if res is not None:
+                defined = {n for n, r in res if "p" in r}
+                self.resolutions[id(cu)] = (res, runtime_resolutions(rt_symbols, defined))
+        self._cus = list(cus)
 
     def source_suffix(self, cu):
         return ".bc" if cu.payload.code_kind == "llvm-bc" else ".cubin"
@@ -202,6 +266,13 @@ class OpenMPNvptxTarget(OpenMPTarget):
         p = cu.payload
         if p.code_kind == "object":
             return []  # clang compiled it to a cubin already, with the device runtime in it
+        both = self.resolutions.get(id(cu))
+        if both is not None:  # as clang's LTO, this CU's part of it, with the device runtime
+            res, rt = both
+            return [self.lto2, "run", *lto_level_words(self.opt_level), f"--mcpu={self.arch}",
+                    "--filetype=asm", source, self.runtime_bc, "-o", output,
+                    *(f"-r={source},{n},{r}" for n, r in res),
+                    *(f"-r={self.runtime_bc},{n},{r}" for n, r in rt)]
         # -foffload-lto bitcode: compiled on its own as clang compiles a CU without it.
         bc = os.path.join(llvm_lib_dir(p.compiler), f"libomptarget-nvptx-{self.arch}.bc")
         return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", f"-O{self.opt_level}",
@@ -209,11 +280,27 @@ class OpenMPNvptxTarget(OpenMPTarget):
                 "-Xclang", bc,
                 "-Wno-unused-command-line-argument", "-x", "ir", source, "-o", output]
 
+    def compile_engine(self, argv):
+        return self.lto_identity if argv and argv[0] == self.lto2 else ""
+
+    def after_compile_argv(self, cu, obj_path):
+        if self.resolutions.get(id(cu)) is None:
+            return []
+        # llvm-lto2 writes its PTX as X.0; ptxas makes the relocatable cubin (offers runs it)
+        return [[self.ptxas, "-m64", f"-O{self.opt_level}", "--gpu-name", self.arch,
+                 "--output-file", obj_path, obj_path + ".0", "-c"]]
+
     def offers(self, cu, obj_path):
         """The names the CU's host entries register that its cubin defines (kernels, declare
-        target variables, indirect functions' pointer cells)."""
+        target variables, indirect functions' pointer cells). This is also the step after a
+        -foffload-lto CU's llvm-lto2: ptxas (after_compile_argv)."""
+        from .. import run as runner
         from ..model import Offer
         from .cuda import cubin_symbols
+
+        for argv in self.after_compile_argv(cu, obj_path):
+            runner.run(argv, f"assembling {cu.label}'s PTX for target {self.name}")
+            os.remove(obj_path + ".0")
 
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)
