@@ -9,6 +9,7 @@ CU calls is kept, and a CU is compiled again when another CU starts naming one o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -195,6 +196,58 @@ def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path, 
         assert "helper_only_here" not in image  # inlined into the kernel, then dropped
         assert ("shared_fn" in image) == (body == "shared_fn(x)")
     assert outputs == ["108 6\n", "108 105\n"]
+
+
+NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
+         "--cuda-path=/usr/local/cuda", "-foffload-lto"]
+NVPTX_TARGET = "openmp-nvptx64-nvidia-cuda"
+needs_cuda = needs_tool(not os.access("/usr/local/cuda/bin/ptxas", os.X_OK),
+                        "CUDA's ptxas and nvlink (/usr/local/cuda) are needed for sm_80")
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path):
+    """sm_80: each -foffload-lto CU is compiled by llvm-lto2 with the device runtime's
+    bitcode (OpenMPOpt sees it, as in clang's LTO) and the resolutions clang's LTO gives it:
+    `helper_only_here` internalized, `shared_fn` kept only while b.c calls it (then a.c is
+    compiled again: its key changes), the runtime internalized but for its llvm.used globals;
+    then ptxas -c. The image has clang's LTO link's kernels and rows."""
+    from offlink.targets.openmp_nvptx import cubin_names
+
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "a.c").write_text(A_C)
+    objs = [tmp_path / "a.o", tmp_path / "b.o"]
+    link = [offlink, "link", "--verbose", CLANG, *NVPTX, *objs, "-o", tmp_path / "app"]
+    runtime = f"{LLVM_LIB}/libomptarget-nvptx-sm_80.bc"
+    for body in ("x + 1", "shared_fn(x)"):
+        (tmp_path / "b.c").write_text(B_C.replace("BODY", body))
+        for n in ("a", "b"):
+            run([CLANG, "-O2", *NVPTX, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+        said = run(link, env=env).stderr
+        compiled = [m for m in re.split(r"(?=offlink: )", said)
+                    if m.startswith(f"offlink: {LTO2} run") and ".c.bc " in m]
+        assert len(compiled) == 2  # a.c again too: its resolutions changed
+        a_compile = next(c for c in compiled if "-a.c.bc" in c) + " "
+        assert "--filetype=asm " in a_compile and f".bc {runtime} -o " in a_compile
+        assert ",helper_only_here,pl " in a_compile
+        assert (",shared_fn,plx " in a_compile) == (body == "shared_fn(x)")
+        assert f"{runtime},__kmpc_target_init,pl " in a_compile  # this CU's copy
+        assert f"{runtime},__omp_rtl_device_environment,plx " in a_compile  # llvm.used
+        assert f"{runtime},__omp_rtl_debug_kind, " in a_compile  # the CU's own setting
+        assert len(re.findall(r"offlink: \S*ptxas -m64 -O2 --gpu-name sm_80 --output-file "
+                              r"\S*\.o \S*\.o\.0 -c", said)) == 2
+        run([offlink, "extract", tmp_path / "app", "--target", NVPTX_TARGET, "--output",
+             tmp_path / "image.cubin"])
+        run([CLANG, *NVPTX, *objs, "-o", tmp_path / "app.clang", "-Wl,--save-temps"],
+            cwd=tmp_path)
+        mine = cubin_names((tmp_path / "image.cubin").read_bytes(), "offlink")
+        theirs = cubin_names((tmp_path / "app.clang.nvptx64.sm_80.img").read_bytes(), "clang")
+        offloading = {n for n in theirs if n.startswith("__omp_offloading_")}
+        assert len(offloading) == 6 and offloading <= mine  # 2 kernels and their environments
+        table = json.loads(run([offlink, "inspect", "--json", tmp_path / "app"]).stdout)
+        assert {r["name"] for r in table["table"]["symbols"]} == \
+            {n for n in offloading if not n.endswith("_environment")}
 
 
 @needs_clang
