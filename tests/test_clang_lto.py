@@ -250,6 +250,85 @@ def test_nvptx_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_
             {n for n in offloading if not n.endswith("_environment")}
 
 
+def test_a_function_other_cus_call_that_calls_the_runtime_makes_the_runtime_shared():
+    """Only a function kept for other CUs (not a kernel) in a CU that calls the device
+    runtime makes every CU call the image's one runtime (calls_runtime_across_cus)."""
+    from offlink.formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
+    from offlink.targets.openmp_nvptx import calls_runtime_across_cus
+
+    fn, und = FB_EXECUTABLE | 1, FB_EXECUTABLE | FB_UNDEFINED
+    runtime = [Symbol("omp_get_thread_num", FB_EXECUTABLE | 1)]
+    tid = [Symbol("tid", fn), Symbol("omp_get_thread_num", und)]
+    kernel = [Symbol("__omp_offloading_1_k_l1", fn), Symbol("omp_get_thread_num", und)]
+    own = [Symbol("helper", fn), Symbol("omp_get_thread_num", und)]
+    no_rt = [Symbol("tid", fn), Symbol("sin", und)]
+    assert calls_runtime_across_cus([(tid, [("tid", "plx"), ("omp_get_thread_num", "")])],
+                                    runtime)
+    assert not calls_runtime_across_cus([(tid, [("tid", "pl"), ("omp_get_thread_num", "")])],
+                                        runtime)  # internalized: no other CU calls it
+    assert not calls_runtime_across_cus(
+        [(kernel, [("__omp_offloading_1_k_l1", "px"), ("omp_get_thread_num", "")])], runtime)
+    init = [Symbol("shared_fn", fn), Symbol("__kmpc_target_init", und)]  # its kernel's call
+    assert not calls_runtime_across_cus(
+        [(init, [("shared_fn", "plx"), ("__kmpc_target_init", "")])],
+        [Symbol("__kmpc_target_init", FB_EXECUTABLE | 1)])
+    assert not calls_runtime_across_cus([(own, [("helper", "pl"), ("omp_get_thread_num", "")]),
+                                         (no_rt, [("tid", "plx"), ("sin", "")])], runtime)
+
+
+TID_C = """#include <omp.h>
+#pragma omp declare target
+int tid(void) { return omp_get_thread_num() + omp_get_level(); }
+#pragma omp end declare target
+"""
+
+TID_MAIN_C = """#include <omp.h>
+#include <stdio.h>
+#pragma omp declare target
+int tid(void);
+#pragma omp end declare target
+int main(void) {
+  int r[64];
+#pragma omp target teams num_teams(1) map(from: r)
+  {
+#pragma omp parallel num_threads(32)
+    r[omp_get_thread_num()] = tid();
+  }
+  printf("%d\\n", r[3]);
+  return 0;
+}
+"""
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_a_runtime_call_from_another_cus_kernel_uses_the_images_one_runtime(offlink,
+                                                                                   tmp_path):
+    """`tid` (tid.c) calls the device runtime and main.c's kernel calls it: with its CU's own
+    copy of the runtime LLVM 19 compiles it to `exit` (that copy's state is set up by no
+    kernel), so every CU is compiled without the runtime and calls the image's one copy (the
+    runtime's part, compiled once), as in clang's LTO link: no CU command has the runtime's
+    bitcode, and the image defines `omp_get_thread_num` for `tid` to call."""
+    from offlink.targets.openmp_nvptx import cubin_names
+
+    (tmp_path / "tid.c").write_text(TID_C)
+    (tmp_path / "main.c").write_text(TID_MAIN_C)
+    objs = [tmp_path / "main.o", tmp_path / "tid.o"]
+    for o in objs:
+        run([CLANG, "-O2", *NVPTX, "-c", o.with_suffix(".c"), "-o", o])
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = run([offlink, "link", "--verbose", CLANG, *NVPTX, *objs, "-o", tmp_path / "app"],
+               env=env).stderr
+    compiled = [m for m in re.split(r"(?=offlink: )", said)
+                if m.startswith(f"offlink: {LTO2} run") and ".c.bc " in m]
+    assert len(compiled) == 2 and not any("libomptarget-nvptx" in c for c in compiled)
+    assert ",tid,plx" in next(c for c in compiled if "-tid.c.bc" in c)
+    run([offlink, "extract", tmp_path / "app", "--target", NVPTX_TARGET, "--output",
+         tmp_path / "image.cubin"])
+    names = cubin_names((tmp_path / "image.cubin").read_bytes(), "image")
+    assert {"tid", "omp_get_thread_num", "omp_get_level"} <= names
+
+
 @needs_clang
 def test_the_sample_links_and_runs_with_offload_lto(offlink, tmp_path):
     """samples/clang_openmp (a C program with a shared library of its own target code, a C++

@@ -165,6 +165,40 @@ def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
     return out
 
 
+# What clang's code for a kernel calls in the device runtime: its entry and exit, which only
+# a kernel calls, and the thread's index (a hardware register, no runtime state).
+KERNEL_ONLY_CALLS = frozenset({"__kmpc_target_init", "__kmpc_target_deinit",
+                               "__kmpc_get_hardware_thread_id_in_block"})
+
+
+def calls_runtime_across_cus(modules, runtime) -> bool:
+    """Whether a function one bitcode CU defines and another CU may call (kept visible by
+    its resolutions; not a kernel) sits in a CU that calls the device runtime. modules:
+    (formats.bitcode.Symbol list, lto_resolutions) per CU; runtime: the runtime's symbols.
+
+    Compiled with its own copy of the runtime (internalized, as clang's compile links it
+    into a CU), such a function would see only its CU's copy of the runtime's state, which
+    a kernel of another CU never sets up, and OpenMPOpt, finding no kernel of its CU that
+    reaches it, folds its runtime calls away: LLVM 19 compiles `int tid(void) { return
+    omp_get_thread_num(); }` called from another CU's kernel to `exit` (clang's own
+    compile without -foffload-lto does the same). clang's LTO link has one runtime for the
+    whole program; then so must the CUs here: each CU calls the image's one copy.
+
+    Bitcode symbol tables have no call graph, so a CU's runtime calls count for each of its
+    functions, except those of every kernel (KERNEL_ONLY_CALLS)."""
+    from ..formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
+
+    provided = {s.name for s in runtime if not s.flags & FB_UNDEFINED} - KERNEL_ONLY_CALLS
+    for syms, res in modules:
+        kept = {n for n, r in res if "x" in r}
+        exported = any(s.flags & FB_EXECUTABLE and not s.flags & FB_UNDEFINED
+                       and s.name in kept and not s.name.startswith("__omp_offloading_")
+                       for s in syms)
+        if exported and any(s.flags & FB_UNDEFINED and s.name in provided for s in syms):
+            return True
+    return False
+
+
 def check_entries(target: str, arch: str, compiled) -> None:
     """Every host-side offload entry of the CUs is defined by one of their cubins (the device
     link would otherwise make an image the runtime cannot find the row in)."""
@@ -219,6 +253,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.ptxas = ""
         self.lto_identity = ""
         self.resolutions: dict = {}
+        self.shared_runtime = False  # every CU calls the image's one runtime (setup_lto)
 
     def setup_lto(self, cus, plan) -> None:
         """The -foffload-lto CUs' LTO: llvm-lto2, ptxas, the device runtime's bitcode and each
@@ -252,11 +287,17 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.lto_identity = "\0".join(("openmp-nvptx-lto", hashlib.sha256(runtime).hexdigest(),
                                        os.path.realpath(self.ptxas), str(st.st_size),
                                        str(st.st_mtime_ns)))
+        modules = {id(cu): symbols(cu.payload.code, cu.label) or [] for cu in cus
+                   if id(cu) in resolutions}
+        self.shared_runtime = calls_runtime_across_cus(
+            [(modules[i], res) for i, res in resolutions.items()], rt_symbols)
         for cu in cus:
             res = resolutions.get(id(cu))
-            if res is not None:
-                defined = {n for n, r in res if "p" in r}
-                self.resolutions[id(cu)] = (res, runtime_resolutions(rt_symbols, defined))
+            if res is None:
+                continue
+            defined = {n for n, r in res if "p" in r}
+            self.resolutions[id(cu)] = (res, [] if self.shared_runtime else
+                                        runtime_resolutions(rt_symbols, defined))
         self._cus = list(cus)
 
     def source_suffix(self, cu):
@@ -268,9 +309,9 @@ class OpenMPNvptxTarget(OpenMPTarget):
             return []  # clang compiled it to a cubin already, with the device runtime in it
         both = self.resolutions.get(id(cu))
         if both is not None:  # as clang's LTO, this CU's part of it, with the device runtime
-            res, rt = both
+            res, rt = both    # (none: the runtime's part of the image, shared_runtime)
             return [self.lto2, "run", *lto_level_words(self.opt_level), f"--mcpu={self.arch}",
-                    "--filetype=asm", source, self.runtime_bc, "-o", output,
+                    "--filetype=asm", source, *([self.runtime_bc] if rt else []), "-o", output,
                     *(f"-r={source},{n},{r}" for n, r in res),
                     *(f"-r={self.runtime_bc},{n},{r}" for n, r in rt)]
         # -foffload-lto bitcode: compiled on its own as clang compiles a CU without it.
