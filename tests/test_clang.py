@@ -551,6 +551,11 @@ def test_nvptx_device_runtime_resolutions_are_the_wrappers():
         ("__kmpc_used", "plx"), ("_ZN4ompx5unused", "pl"),
         ("__omp_rtl_device_environment", "plx"), ("malloc", "x"), ("omittable", "p"),
         ("plain", "px")]
+    # a -foffload-lto CU's definition comes first in clang's LTO and prevails
+    symtab = parse_symtab("version: 3\nH--W---- __omp_rtl_debug_kind\n")
+    assert resolutions(symtab, {"__omp_rtl_debug_kind"}) == [("__omp_rtl_debug_kind", "plx")]
+    assert resolutions(symtab, {"__omp_rtl_debug_kind"}, frozenset({"__omp_rtl_debug_kind"})) \
+        == [("__omp_rtl_debug_kind", "")]
 
 
 @needs_clang

@@ -127,13 +127,20 @@ def parse_symtab(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def resolutions(symtab: list[tuple[str, str]], used: set[str]) -> list[tuple[str, str]]:
+def resolutions(symtab: list[tuple[str, str]], used: set[str],
+                first: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """(name, llvm-lto2 resolution) per symbol of the device runtime, as the wrapper resolves
     them when it is the only bitcode: a definition prevails (p); it stays visible (x) when a
     cubin names it, or when it prevails and is neither hidden nor omittable; a definition that
-    is not default-visible is final in the image (l). The rest is internalized."""
+    is not default-visible is final in the image (l). The rest is internalized. A name in
+    `first` is defined by a -foffload-lto CU, which comes first in the wrapper's LTO: the CU's
+    definition prevails (the `__omp_rtl_*` settings it was compiled with), the runtime's
+    is dropped."""
     out = []
     for flags, name in symtab:
+        if name in first:
+            out.append((name, ""))
+            continue
         defined = flags[1] != "U"
         res = ""
         if defined:
@@ -254,6 +261,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.lto_identity = ""
         self.resolutions: dict = {}
         self.shared_runtime = False  # every CU calls the image's one runtime (setup_lto)
+        self.lto_defines: frozenset[str] = frozenset()  # what those CUs define of the runtime
 
     def setup_lto(self, cus, plan) -> None:
         """The -foffload-lto CUs' LTO: llvm-lto2, ptxas, the device runtime's bitcode and each
@@ -261,7 +269,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         by clang) without llvm-lto2, at -O0, or when a CU's symbols cannot be read here."""
         import hashlib
 
-        from ..formats.bitcode import symbols
+        from ..formats.bitcode import FB_UNDEFINED, symbols
         from .openmp import _lto2, cu_resolutions
 
         if self.opt_level == 0 or not any(cu.payload.code_kind == "llvm-bc" for cu in cus):
@@ -289,6 +297,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
                                        str(st.st_mtime_ns)))
         modules = {id(cu): symbols(cu.payload.code, cu.label) or [] for cu in cus
                    if id(cu) in resolutions}
+        provided = {s.name for s in rt_symbols if not s.flags & FB_UNDEFINED}
         self.shared_runtime = calls_runtime_across_cus(
             [(modules[i], res) for i, res in resolutions.items()], rt_symbols)
         for cu in cus:
@@ -296,6 +305,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
             if res is None:
                 continue
             defined = {n for n, r in res if "p" in r}
+            self.lto_defines |= defined & provided
             self.resolutions[id(cu)] = (res, [] if self.shared_runtime else
                                         runtime_resolutions(rt_symbols, defined))
         self._cus = list(cus)
@@ -375,7 +385,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         with open(bc, "wb") as f:
             f.write(runtime)
         symtab = self._symtab(lto2, bc, runtime, cache)
-        res = resolutions(symtab, used)
+        res = resolutions(symtab, used, self.lto_defines)
         # The link line's level, as clang's link LTO-compiles it and runs ptxas; but not -O0:
         # LLVM 19 cannot compile the runtime unoptimized (clang's own -O0 link stops with
         # "LLVM ERROR: Cannot select: ... AtomicStore"), so at -O0 it is compiled at -O1.
