@@ -16,14 +16,19 @@ computes (every runtime symbol prevails; kept visible when a cubin names it or w
 neither hidden nor omittable; the rest internalized and dropped), then `ptxas -c`. That cubin
 depends only on the runtime's bitcode and on which of its names the CUs use, so it is compiled
 once and cached by those; a relink after one CU changed (or none) does not compile it again.
-A CU carried as bitcode (`-foffload-lto`) is compiled on its own as clang compiles a CU
-without -foffload-lto (the device runtime linked in as builtin bitcode, then ptxas -c): no
-whole-program device LTO (README: "Where per-CU compilation differs from clang's link").
+A CU carried as bitcode (`-foffload-lto`) is compiled on its own by `llvm-lto2 run` with the
+resolutions clang-linker-wrapper gives the whole program (openmp.lto_resolutions: a hidden
+function no other CU names is internalized, inlined and dropped) and the device runtime's
+bitcode as this CU's internalized copy (OpenMPOpt sees it, as in clang's link), then
+`ptxas -c`. Where a function another CU calls sits in a CU that calls the runtime, that copy
+would be wrong (calls_runtime_across_cus), and every CU calls the image's one runtime (the
+runtime's part) instead. No whole-program device LTO (README: "Where per-CU compilation
+differs from clang's link").
 
 Tools: llvm-lto2 beside the clang that made the objects; ptxas and nvlink of the CUDA that the
 link line's `--cuda-path=` names, else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, or the one of
-the ptxas on PATH (a -foffload-lto CU's compile, which does not see the link line, skips the
-first).
+the ptxas on PATH (a -foffload-lto CU compiled by clang, which does not see the link line,
+skips the first).
 """
 
 from __future__ import annotations
