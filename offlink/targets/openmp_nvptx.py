@@ -310,7 +310,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
             if res is None:
                 continue
             defined = {n for n, r in res if "p" in r}
-            self.lto_defines |= defined & provided
+            # (one the CU internalizes, the runtime's part must define for itself)
+            self.lto_defines |= {n for n, r in res if "x" in r} & defined & provided
             self.resolutions[id(cu)] = (res, [] if self.shared_runtime else
                                         runtime_resolutions(rt_symbols, defined))
         self._cus = list(cus)
