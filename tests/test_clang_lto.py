@@ -9,6 +9,7 @@ CU calls is kept, and a CU is compiled again when another CU starts naming one o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -195,6 +196,137 @@ def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path, 
         assert "helper_only_here" not in image  # inlined into the kernel, then dropped
         assert ("shared_fn" in image) == (body == "shared_fn(x)")
     assert outputs == ["108 6\n", "108 105\n"]
+
+
+NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
+         "--cuda-path=/usr/local/cuda", "-foffload-lto"]
+NVPTX_TARGET = "openmp-nvptx64-nvidia-cuda"
+needs_cuda = needs_tool(not os.access("/usr/local/cuda/bin/ptxas", os.X_OK),
+                        "CUDA's ptxas and nvlink (/usr/local/cuda) are needed for sm_80")
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path):
+    """sm_80: each -foffload-lto CU is compiled by llvm-lto2 with the device runtime's
+    bitcode (OpenMPOpt sees it, as in clang's LTO) and the resolutions clang's LTO gives it:
+    `helper_only_here` internalized, `shared_fn` kept only while b.c calls it (then a.c is
+    compiled again: its key changes), the runtime internalized but for its llvm.used globals;
+    then ptxas -c. The image has clang's LTO link's kernels and rows."""
+    from offlink.targets.openmp_nvptx import cubin_names
+
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "a.c").write_text(A_C)
+    objs = [tmp_path / "a.o", tmp_path / "b.o"]
+    link = [offlink, "link", "--verbose", CLANG, *NVPTX, *objs, "-o", tmp_path / "app"]
+    runtime = f"{LLVM_LIB}/libomptarget-nvptx-sm_80.bc"
+    for body in ("x + 1", "shared_fn(x)"):
+        (tmp_path / "b.c").write_text(B_C.replace("BODY", body))
+        for n in ("a", "b"):
+            run([CLANG, "-O2", *NVPTX, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+        said = run(link, env=env).stderr
+        compiled = [m for m in re.split(r"(?=offlink: )", said)
+                    if m.startswith(f"offlink: {LTO2} run") and ".c.bc " in m]
+        assert len(compiled) == 2  # a.c again too: its resolutions changed
+        a_compile = next(c for c in compiled if "-a.c.bc" in c) + " "
+        assert "--filetype=asm " in a_compile and f".bc {runtime} -o " in a_compile
+        assert ",helper_only_here,pl " in a_compile
+        assert (",shared_fn,plx " in a_compile) == (body == "shared_fn(x)")
+        assert f"{runtime},__kmpc_target_init,pl " in a_compile  # this CU's copy
+        assert f"{runtime},__omp_rtl_device_environment,plx " in a_compile  # llvm.used
+        assert f"{runtime},__omp_rtl_debug_kind, " in a_compile  # the CU's own setting
+        assert len(re.findall(r"offlink: \S*ptxas -m64 -O2 --gpu-name sm_80 --output-file "
+                              r"\S*\.o \S*\.o\.0 -c", said)) == 2
+        run([offlink, "extract", tmp_path / "app", "--target", NVPTX_TARGET, "--output",
+             tmp_path / "image.cubin"])
+        run([CLANG, *NVPTX, *objs, "-o", tmp_path / "app.clang", "-Wl,--save-temps"],
+            cwd=tmp_path)
+        mine = cubin_names((tmp_path / "image.cubin").read_bytes(), "offlink")
+        theirs = cubin_names((tmp_path / "app.clang.nvptx64.sm_80.img").read_bytes(), "clang")
+        offloading = {n for n in theirs if n.startswith("__omp_offloading_")}
+        assert len(offloading) == 6 and offloading <= mine  # 2 kernels and their environments
+        table = json.loads(run([offlink, "inspect", "--json", tmp_path / "app"]).stdout)
+        assert {r["name"] for r in table["table"]["symbols"]} == \
+            {n for n in offloading if not n.endswith("_environment")}
+
+
+def test_a_function_other_cus_call_that_calls_the_runtime_makes_the_runtime_shared():
+    """Only a function kept for other CUs (not a kernel) in a CU that calls the device
+    runtime makes every CU call the image's one runtime (calls_runtime_across_cus)."""
+    from offlink.formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
+    from offlink.targets.openmp_nvptx import calls_runtime_across_cus
+
+    fn, und = FB_EXECUTABLE | 1, FB_EXECUTABLE | FB_UNDEFINED
+    runtime = [Symbol("omp_get_thread_num", FB_EXECUTABLE | 1)]
+    tid = [Symbol("tid", fn), Symbol("omp_get_thread_num", und)]
+    kernel = [Symbol("__omp_offloading_1_k_l1", fn), Symbol("omp_get_thread_num", und)]
+    own = [Symbol("helper", fn), Symbol("omp_get_thread_num", und)]
+    no_rt = [Symbol("tid", fn), Symbol("sin", und)]
+    assert calls_runtime_across_cus([(tid, [("tid", "plx"), ("omp_get_thread_num", "")])],
+                                    runtime)
+    assert not calls_runtime_across_cus([(tid, [("tid", "pl"), ("omp_get_thread_num", "")])],
+                                        runtime)  # internalized: no other CU calls it
+    assert not calls_runtime_across_cus(
+        [(kernel, [("__omp_offloading_1_k_l1", "px"), ("omp_get_thread_num", "")])], runtime)
+    init = [Symbol("shared_fn", fn), Symbol("__kmpc_target_init", und)]  # its kernel's call
+    assert not calls_runtime_across_cus(
+        [(init, [("shared_fn", "plx"), ("__kmpc_target_init", "")])],
+        [Symbol("__kmpc_target_init", FB_EXECUTABLE | 1)])
+    assert not calls_runtime_across_cus([(own, [("helper", "pl"), ("omp_get_thread_num", "")]),
+                                         (no_rt, [("tid", "plx"), ("sin", "")])], runtime)
+
+
+TID_C = """#include <omp.h>
+#pragma omp declare target
+int tid(void) { return omp_get_thread_num() + omp_get_level(); }
+#pragma omp end declare target
+"""
+
+TID_MAIN_C = """#include <omp.h>
+#include <stdio.h>
+#pragma omp declare target
+int tid(void);
+#pragma omp end declare target
+int main(void) {
+  int r[64];
+#pragma omp target teams num_teams(1) map(from: r)
+  {
+#pragma omp parallel num_threads(32)
+    r[omp_get_thread_num()] = tid();
+  }
+  printf("%d\\n", r[3]);
+  return 0;
+}
+"""
+
+
+@needs_clang
+@needs_cuda
+def test_nvptx_a_runtime_call_from_another_cus_kernel_uses_the_images_one_runtime(offlink,
+                                                                                   tmp_path):
+    """`tid` (tid.c) calls the device runtime and main.c's kernel calls it: with its CU's own
+    copy of the runtime LLVM 19 compiles it to `exit` (that copy's state is set up by no
+    kernel), so every CU is compiled without the runtime and calls the image's one copy (the
+    runtime's part, compiled once), as in clang's LTO link: no CU command has the runtime's
+    bitcode, and the image defines `omp_get_thread_num` for `tid` to call."""
+    from offlink.targets.openmp_nvptx import cubin_names
+
+    (tmp_path / "tid.c").write_text(TID_C)
+    (tmp_path / "main.c").write_text(TID_MAIN_C)
+    objs = [tmp_path / "main.o", tmp_path / "tid.o"]
+    for o in objs:
+        run([CLANG, "-O2", *NVPTX, "-c", o.with_suffix(".c"), "-o", o])
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = run([offlink, "link", "--verbose", CLANG, *NVPTX, *objs, "-o", tmp_path / "app"],
+               env=env).stderr
+    compiled = [m for m in re.split(r"(?=offlink: )", said)
+                if m.startswith(f"offlink: {LTO2} run") and ".c.bc " in m]
+    assert len(compiled) == 2 and not any("libomptarget-nvptx" in c for c in compiled)
+    assert ",tid,plx" in next(c for c in compiled if "-tid.c.bc" in c)
+    run([offlink, "extract", tmp_path / "app", "--target", NVPTX_TARGET, "--output",
+         tmp_path / "image.cubin"])
+    names = cubin_names((tmp_path / "image.cubin").read_bytes(), "image")
+    assert {"tid", "omp_get_thread_num", "omp_get_level"} <= names
 
 
 @needs_clang

@@ -371,6 +371,7 @@ class OpenMPTarget(Target):
                                 f"links one --offload-arch per link so far")
             nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
             nvptx.opt_level = level
+            nvptx.setup_lto(cus, plan)
             return nvptx
         if not self.triple.startswith(("x86_64-", "aarch64-")):
             raise LinkError(f"target {self.name}: offlink links clang's OpenMP images for "

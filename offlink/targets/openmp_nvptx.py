@@ -16,14 +16,19 @@ computes (every runtime symbol prevails; kept visible when a cubin names it or w
 neither hidden nor omittable; the rest internalized and dropped), then `ptxas -c`. That cubin
 depends only on the runtime's bitcode and on which of its names the CUs use, so it is compiled
 once and cached by those; a relink after one CU changed (or none) does not compile it again.
-A CU carried as bitcode (`-foffload-lto`) is compiled on its own as clang compiles a CU
-without -foffload-lto (the device runtime linked in as builtin bitcode, then ptxas -c): no
-whole-program device LTO (README: "Where per-CU compilation differs from clang's link").
+A CU carried as bitcode (`-foffload-lto`) is compiled on its own by `llvm-lto2 run` with the
+resolutions clang-linker-wrapper gives the whole program (openmp.lto_resolutions: a hidden
+function no other CU names is internalized, inlined and dropped) and the device runtime's
+bitcode as this CU's internalized copy (OpenMPOpt sees it, as in clang's link), then
+`ptxas -c`. Where a function another CU calls sits in a CU that calls the runtime, that copy
+would be wrong (calls_runtime_across_cus), and every CU calls the image's one runtime (the
+runtime's part) instead. No whole-program device LTO (README: "Where per-CU compilation
+differs from clang's link").
 
 Tools: llvm-lto2 beside the clang that made the objects; ptxas and nvlink of the CUDA that the
 link line's `--cuda-path=` names, else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, or the one of
-the ptxas on PATH (a -foffload-lto CU's compile, which does not see the link line, skips the
-first).
+the ptxas on PATH (a -foffload-lto CU compiled by clang, which does not see the link line,
+skips the first).
 """
 
 from __future__ import annotations
@@ -127,13 +132,20 @@ def parse_symtab(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def resolutions(symtab: list[tuple[str, str]], used: set[str]) -> list[tuple[str, str]]:
+def resolutions(symtab: list[tuple[str, str]], used: set[str],
+                first: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """(name, llvm-lto2 resolution) per symbol of the device runtime, as the wrapper resolves
     them when it is the only bitcode: a definition prevails (p); it stays visible (x) when a
     cubin names it, or when it prevails and is neither hidden nor omittable; a definition that
-    is not default-visible is final in the image (l). The rest is internalized."""
+    is not default-visible is final in the image (l). The rest is internalized. A name in
+    `first` is defined by a -foffload-lto CU, which comes first in the wrapper's LTO: the CU's
+    definition prevails (the `__omp_rtl_*` settings it was compiled with), the runtime's
+    is dropped."""
     out = []
     for flags, name in symtab:
+        if name in first:
+            out.append((name, ""))
+            continue
         defined = flags[1] != "U"
         res = ""
         if defined:
@@ -172,6 +184,59 @@ def nvlink_words(words: list[str], target: str) -> list[str]:
                              f"offlink gives nvlink -L, -l, -Wl,/-Xlinker words and files "
                              f"only (clang's driver would read this one for its device LTO)")
     return out
+
+
+def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
+    """(name, llvm-lto2 resolution) per symbol of the device runtime's bitcode (a list of
+    formats.bitcode.Symbol) when it is compiled with one CU, as clang's compile links it into
+    a CU as builtin bitcode (-mlink-builtin-bitcode): the CU's own definition of a name wins
+    (the `__omp_rtl_*` settings the CU was compiled with); the runtime's definitions prevail
+    and are internalized (this CU's copy), except those in llvm.used (the device environment
+    and memory pool the plugin finds by name), which stay visible, weak, in every CU."""
+    from ..formats.bitcode import FB_COMMON, FB_UNDEFINED, FB_USED
+
+    out = []
+    for name, flags, _ in symtab:
+        if flags & FB_UNDEFINED or name in cu_defines:
+            out.append((name, ""))
+            continue
+        r = "pl" if flags & 3 and not flags & FB_COMMON else "p"
+        out.append((name, r + "x" if flags & FB_USED else r))
+    return out
+
+
+# What clang's code for a kernel calls in the device runtime: its entry and exit, which only
+# a kernel calls, and the thread's index (a hardware register, no runtime state).
+KERNEL_ONLY_CALLS = frozenset({"__kmpc_target_init", "__kmpc_target_deinit",
+                               "__kmpc_get_hardware_thread_id_in_block"})
+
+
+def calls_runtime_across_cus(modules, runtime) -> bool:
+    """Whether a function one bitcode CU defines and another CU may call (kept visible by
+    its resolutions; not a kernel) sits in a CU that calls the device runtime. modules:
+    (formats.bitcode.Symbol list, lto_resolutions) per CU; runtime: the runtime's symbols.
+
+    Compiled with its own copy of the runtime (internalized, as clang's compile links it
+    into a CU), such a function would see only its CU's copy of the runtime's state, which
+    a kernel of another CU never sets up, and OpenMPOpt, finding no kernel of its CU that
+    reaches it, folds its runtime calls away: LLVM 19 compiles `int tid(void) { return
+    omp_get_thread_num(); }` called from another CU's kernel to `exit` (clang's own
+    compile without -foffload-lto does the same). clang's LTO link has one runtime for the
+    whole program; then so must the CUs here: each CU calls the image's one copy.
+
+    Bitcode symbol tables have no call graph, so a CU's runtime calls count for each of its
+    functions, except those of every kernel (KERNEL_ONLY_CALLS)."""
+    from ..formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
+
+    provided = {s.name for s in runtime if not s.flags & FB_UNDEFINED} - KERNEL_ONLY_CALLS
+    for syms, res in modules:
+        kept = {n for n, r in res if "x" in r}
+        exported = any(s.flags & FB_EXECUTABLE and not s.flags & FB_UNDEFINED
+                       and s.name in kept and not s.name.startswith("__omp_offloading_")
+                       for s in syms)
+        if exported and any(s.flags & FB_UNDEFINED and s.name in provided for s in syms):
+            return True
+    return False
 
 
 def check_entries(target: str, arch: str, compiled) -> None:
@@ -222,6 +287,62 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.arch = arch
         self.compiler = compiler
         self.runtime_cubin = ""  # the device runtime's cubin, made by prepare_image
+        # -foffload-lto CUs (setup_lto): llvm-lto2, the runtime's bitcode, ptxas, and by
+        # id(cu) the CU's and the runtime's resolutions
+        self.runtime_bc = ""
+        self.ptxas = ""
+        self.lto_identity = ""
+        self.resolutions: dict = {}
+        self.shared_runtime = False  # every CU calls the image's one runtime (setup_lto)
+        self.lto_defines: frozenset[str] = frozenset()  # what those CUs define of the runtime
+
+    def setup_lto(self, cus, plan) -> None:
+        """The -foffload-lto CUs' LTO: llvm-lto2, ptxas, the device runtime's bitcode and each
+        bitcode CU's resolutions (the CU's and the runtime's); nothing (each CU compiled whole
+        by clang) without llvm-lto2, at -O0, or when a CU's symbols cannot be read here."""
+        import hashlib
+
+        from ..formats.bitcode import FB_UNDEFINED, symbols
+        from .openmp import _lto2, cu_resolutions
+
+        if self.opt_level == 0 or not any(cu.payload.code_kind == "llvm-bc" for cu in cus):
+            return  # (-O0: LLVM 19 cannot compile the device runtime unoptimized)
+        lto2 = _lto2(self.compiler)
+        if not lto2:
+            return
+        bc = os.path.join(llvm_lib_dir(self.compiler), f"libomptarget-nvptx-{self.arch}.bc")
+        try:
+            with open(bc, "rb") as f:
+                runtime = f.read()
+        except OSError as e:
+            raise ToolError(f"target openmp-{TRIPLE}: the device runtime {bc}: {e.strerror} "
+                            f"(apt-get install libomp-{_major(self.compiler)}-dev)") from None
+        rt_symbols = symbols(runtime, bc)
+        resolutions = cu_resolutions(cus)
+        if rt_symbols is None or not resolutions:
+            return
+        self.lto2, self.runtime_bc = lto2, bc
+        self.ptxas = cuda_bin("ptxas", plan.argv if plan is not None else None)
+        st = os.stat(os.path.realpath(self.ptxas))
+        # What the command's words do not say: the runtime's bitcode and ptxas (offers runs it)
+        self.lto_identity = "\0".join(("openmp-nvptx-lto", hashlib.sha256(runtime).hexdigest(),
+                                       os.path.realpath(self.ptxas), str(st.st_size),
+                                       str(st.st_mtime_ns)))
+        modules = {id(cu): symbols(cu.payload.code, cu.label) or [] for cu in cus
+                   if id(cu) in resolutions}
+        provided = {s.name for s in rt_symbols if not s.flags & FB_UNDEFINED}
+        self.shared_runtime = calls_runtime_across_cus(
+            [(modules[i], res) for i, res in resolutions.items()], rt_symbols)
+        for cu in cus:
+            res = resolutions.get(id(cu))
+            if res is None:
+                continue
+            defined = {n for n, r in res if "p" in r}
+            # (one the CU internalizes, the runtime's part must define for itself)
+            self.lto_defines |= {n for n, r in res if "x" in r} & defined & provided
+            self.resolutions[id(cu)] = (res, [] if self.shared_runtime else
+                                        runtime_resolutions(rt_symbols, defined))
+        self._cus = list(cus)
 
     def source_suffix(self, cu):
         return ".bc" if cu.payload.code_kind == "llvm-bc" else ".cubin"
@@ -230,6 +351,13 @@ class OpenMPNvptxTarget(OpenMPTarget):
         p = cu.payload
         if p.code_kind == "object":
             return []  # clang compiled it to a cubin already, with the device runtime in it
+        both = self.resolutions.get(id(cu))
+        if both is not None:  # as clang's LTO, this CU's part of it, with the device runtime
+            res, rt = both    # (none: the runtime's part of the image, shared_runtime)
+            return [self.lto2, "run", *lto_level_words(self.opt_level), f"--mcpu={self.arch}",
+                    "--filetype=asm", source, *([self.runtime_bc] if rt else []), "-o", output,
+                    *(f"-r={source},{n},{r}" for n, r in res),
+                    *(f"-r={self.runtime_bc},{n},{r}" for n, r in rt)]
         # -foffload-lto bitcode: compiled on its own as clang compiles a CU without it.
         bc = os.path.join(llvm_lib_dir(p.compiler), f"libomptarget-nvptx-{self.arch}.bc")
         return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", f"-O{self.opt_level}",
@@ -237,11 +365,27 @@ class OpenMPNvptxTarget(OpenMPTarget):
                 "-Xclang", bc,
                 "-Wno-unused-command-line-argument", "-x", "ir", source, "-o", output]
 
+    def compile_engine(self, argv):
+        return self.lto_identity if argv and argv[0] == self.lto2 else ""
+
+    def after_compile_argv(self, cu, obj_path):
+        if self.resolutions.get(id(cu)) is None:
+            return []
+        # llvm-lto2 writes its PTX as X.0; ptxas makes the relocatable cubin (offers runs it)
+        return [[self.ptxas, "-m64", f"-O{self.opt_level}", "--gpu-name", self.arch,
+                 "--output-file", obj_path, obj_path + ".0", "-c"]]
+
     def offers(self, cu, obj_path):
         """The names the CU's host entries register that its cubin defines (kernels, declare
-        target variables, indirect functions' pointer cells)."""
+        target variables, indirect functions' pointer cells). This is also the step after a
+        -foffload-lto CU's llvm-lto2: ptxas (after_compile_argv)."""
+        from .. import run as runner
         from ..model import Offer
         from .cuda import cubin_symbols
+
+        for argv in self.after_compile_argv(cu, obj_path):
+            runner.run(argv, f"assembling {cu.label}'s PTX for target {self.name}")
+            os.remove(obj_path + ".0")
 
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)
@@ -275,7 +419,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         with open(bc, "wb") as f:
             f.write(runtime)
         symtab = self._symtab(lto2, bc, runtime, cache)
-        res = resolutions(symtab, used)
+        res = resolutions(symtab, used, self.lto_defines)
         level = max(self.opt_level, 1)  # the level _runtime_argvs compiles it at
         ident = "\0".join((cache.tool_identity(lto2) or lto2, cache.tool_identity(ptxas) or ptxas)
                           if cache else (lto2, ptxas))
