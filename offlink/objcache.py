@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from .run import spawn
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .compile import CompilePlan
     from .link.cache import Cache

@@ -915,3 +915,26 @@ def test_a_whole_link_after_a_narrowed_one_gets_every_row(offlink, tmp_path):
     assert "g" not in rows()
     run(link, cwd=tmp_path, env=env)
     assert "g" in rows() and any(r.startswith("__omp_offloading_") for r in rows())
+
+
+def test_entry_metadata_is_written_as_json_dumps_writes_it():
+    """Cache.put writes metadata with its own json_text (a cold `offlink cc` imports no json):
+    byte for byte json.dumps(sort_keys, compact), for what metadata holds and beyond."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from offlink.link.cache import json_text
+
+    leaf = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False)
+    tree = st.recursive(leaf, lambda c: st.lists(c) | st.tuples(c, c)
+                        | st.dictionaries(st.text(), c), max_leaves=20)
+
+    @settings(max_examples=500, deadline=None)
+    @given(tree)
+    def same(value):
+        assert json_text(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    same()
+    said = "a.c:1: warning: ‘x’ \x7f\U0001f600 \"q\" \\ \t\n"
+    assert json.loads(json_text({"said": said, "offers": [["f", "function", 1, True]]})) == \
+        {"said": said, "offers": [["f", "function", 1, True]]}

@@ -15,9 +15,9 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from ..errors import FormatError
+from ..records import NamedTuple
 from . import PAYLOAD_SECTION_PREFIX, Frozen
 
 MAGIC = b"OFLKCU\0\1"

@@ -27,21 +27,23 @@ links that store little need not scan every entry (Cache.trim). `--no-cache` or
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 import sys
-import threading
 import time
+from _thread import allocate_lock  # threading.Lock itself, without importing threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import __version__
 from .. import run as runner
 from ..errors import UsageError
 from ..model import file_stamp
+from ..records import NamedTuple
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..targets import Target
     from .compile import Offer
     from .extract import CU
@@ -208,7 +210,7 @@ class Cache:
         self._identities: dict[str, str | None] = {}
         self._prefixes: dict[tuple, Any] = {}  # hashlib's objects, by what object_key hashed
         self._debug: dict[tuple, bool] = {}  # whether a command records the working directory
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
 
     @classmethod
     def open(cls, enabled: bool = True) -> Cache | None:
@@ -335,6 +337,8 @@ class Cache:
             return None
         if hashlib.sha256(body).digest() != digest:
             return None
+        import json  # here only: a cold `offlink cc` reads no entry (json imports re and enum)
+
         try:
             meta = json.loads(bytes(body[:meta_size]))
         except ValueError:
@@ -343,7 +347,7 @@ class Cache:
 
     def put(self, key: str, meta: dict, data: bytes) -> None:
         """Store an entry; a cache that cannot be written is skipped, never an error."""
-        meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+        meta_bytes = json_text(meta).encode()
         digest = hashlib.sha256(meta_bytes + data).digest()
         blob = _HEADER.pack(MAGIC, len(meta_bytes), len(data), digest) + meta_bytes + data
         if not _write_atomic(self._path(key), blob):
@@ -441,6 +445,56 @@ class Cache:
             if _unlink(path):
                 total -= size
         return total
+
+
+def json_text(value) -> str:
+    """json.dumps(value, sort_keys=True, separators=(",", ":")), the same text, for metadata
+    of dicts with string keys, lists, tuples, strings, ints, booleans and None (json.dumps
+    writes anything else) without importing json: with the re and enum it imports, ~8 ms of
+    every `offlink cc`, which writes entries and reads none."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    kind = type(value)
+    if kind is str:
+        return _json_string(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is list or kind is tuple:
+        return "[" + ",".join(json_text(v) for v in value) + "]"
+    if kind is dict and all(type(k) is str for k in value):
+        return "{" + ",".join(_json_string(k) + ":" + json_text(value[k])
+                              for k in sorted(value)) + "}"
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                 "\b": "\\b", "\f": "\\f"}
+
+
+def _json_string(text: str) -> str:
+    """A string as json.dumps writes it (ensure_ascii): printable ASCII but '"' and '\\' as it
+    is, the usual short escapes, anything else as \\uXXXX (a surrogate pair above U+FFFF)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _JSON_ESCAPES:
+            out.append(_JSON_ESCAPES[ch])
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}")
+    return '"' + "".join(out) + '"'
 
 
 def _version(tool: str) -> bytes:
