@@ -73,3 +73,23 @@ def test_importing_it_imports_no_typing():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_pythons_own_sha256_gives_openssls_digests():
+    """digest.without_openssl (every `offlink cc`): the same keys and checksums."""
+    import hashlib
+
+    from offlink import digest
+
+    data = bytes(range(256)) * 1000
+    before = digest._sha256
+    try:
+        digest.without_openssl()
+        own = digest.sha256(data)
+        assert own.hexdigest() == hashlib.sha256(data).hexdigest()
+        copy = own.copy()
+        copy.update(b"more")
+        assert copy.digest() == hashlib.sha256(data + b"more").digest()
+        assert digest.sha256().hexdigest() == hashlib.sha256().hexdigest()
+    finally:
+        digest._sha256 = before

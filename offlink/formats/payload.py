@@ -11,11 +11,11 @@ bounded by MAX_CODE_SIZE alone.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import zlib
 from collections.abc import Sequence
 
+from ..digest import sha256
 from ..errors import FormatError
 from ..records import NamedTuple
 from . import PAYLOAD_SECTION_PREFIX, Frozen
@@ -113,7 +113,7 @@ class Deferred:
 def stored_id(s: Stored) -> str:
     """Payload.code_id of a record's stored code."""
     form = b"zlib" if s.compressed else b"raw"
-    return hashlib.sha256(form + b"\0" + s.data).hexdigest()
+    return sha256(form + b"\0" + s.data).hexdigest()
 
 
 class _Code:
@@ -191,7 +191,7 @@ class Payload(Frozen):
             return stored_id(value)
         if isinstance(value, Deferred):
             return value.code_id
-        return hashlib.sha256(b"code\0" + value).hexdigest()
+        return sha256(b"code\0" + value).hexdigest()
 
 
 def build_record(p: Payload) -> bytes:

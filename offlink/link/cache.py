@@ -26,7 +26,6 @@ links that store little need not scan every entry (Cache.trim). `--no-cache` or
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import sys
@@ -36,6 +35,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from .. import run as runner
+from ..digest import sha256
 from ..errors import UsageError
 from ..model import file_stamp
 from ..records import NamedTuple
@@ -131,7 +131,7 @@ def trusted_root(root: str) -> str:
 
 
 def _content_hash(path: str) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     try:
         with open(path, "rb") as f:
             while chunk := f.read(1 << 20):
@@ -142,7 +142,7 @@ def _content_hash(path: str) -> str:
 
 
 def _hasher(*parts: str | bytes):
-    h = hashlib.sha256()
+    h = sha256()
     for part in parts:
         data = part.encode() if isinstance(part, str) else part
         h.update(struct.pack("<Q", len(data)))
@@ -208,7 +208,7 @@ class Cache:
         self.stored = 0
         self.hits = 0
         self._identities: dict[str, str | None] = {}
-        self._prefixes: dict[tuple, Any] = {}  # hashlib's objects, by what object_key hashed
+        self._prefixes: dict[tuple, Any] = {}  # hash objects, by what object_key hashed
         self._debug: dict[tuple, bool] = {}  # whether a command records the working directory
         self._lock = allocate_lock()
 
@@ -335,7 +335,7 @@ class Cache:
         body = memoryview(blob)[_HEADER.size:]
         if magic != MAGIC or len(body) != meta_size + data_size:
             return None
-        if hashlib.sha256(body).digest() != digest:
+        if sha256(body).digest() != digest:
             return None
         import json  # here only: a cold `offlink cc` reads no entry (json imports re and enum)
 
@@ -348,7 +348,7 @@ class Cache:
     def put(self, key: str, meta: dict, data: bytes) -> None:
         """Store an entry; a cache that cannot be written is skipped, never an error."""
         meta_bytes = json_text(meta).encode()
-        digest = hashlib.sha256(meta_bytes + data).digest()
+        digest = sha256(meta_bytes + data).digest()
         blob = _HEADER.pack(MAGIC, len(meta_bytes), len(data), digest) + meta_bytes + data
         if not _write_atomic(self._path(key), blob):
             return
@@ -666,7 +666,7 @@ def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str
         return None
     paths = {c.object_path: f"<object {c.key}>" for c in compiled}
     # A file the link reads (the narrowed image's version script) by its content.
-    paths.update({p: f"<file {hashlib.sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
+    paths.update({p: f"<file {sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
     paths.update({out: "<image>", workdir: "<tmp>"})
     return cache.image_key(target, argv, paths, linker, workdir)
 
