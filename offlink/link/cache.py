@@ -260,8 +260,9 @@ class Cache:
         """A tool identity probed by an earlier link: the same file (device, inode, size,
         mtime and ctime) has the same content and `--version`, so relinks skip the probe."""
         try:
-            with open(os.path.join(self.root, "tools", stamp), encoding="ascii") as f:
-                ident = f.read()
+            # bytes decoded, not a text file: that would import encodings.ascii (cc start-up)
+            with open(os.path.join(self.root, "tools", stamp), "rb") as f:
+                ident = f.read().decode("ascii")
         except (OSError, ValueError):
             return None
         return ident if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident) \
@@ -399,8 +400,8 @@ class Cache:
     def _noted_size(self) -> tuple[int, float] | None:
         """(total bytes, when it was scanned) as the last trim noted them, or None."""
         try:
-            with open(os.path.join(self.root, "size"), encoding="ascii") as f:
-                total, scanned = f.read().split()
+            with open(os.path.join(self.root, "size"), "rb") as f:
+                total, scanned = f.read().decode("ascii").split()
             return int(total), float(scanned)
         except (OSError, ValueError):
             return None
