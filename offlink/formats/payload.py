@@ -200,7 +200,10 @@ def build_record(p: Payload) -> bytes:
     if len(p.code) > MAX_CODE_SIZE:
         raise FormatError(f"{p.source}: {len(p.code)} bytes of target code is more than a "
                           f"payload holds ({MAX_CODE_SIZE} bytes)")
-    code = zlib.compress(p.code, 6)
+    # Level 4: Lua's preprocessed CUs deflate in 0.72 ms each against 1.62 ms at zlib's
+    # default 6, 8% larger (530 against 490 KB); every `offlink cc` writes one record per
+    # target, so the level is a share of its start-up time. Readers take any level.
+    code = zlib.compress(p.code, 4)
     body = _build_body(p.target, p.code_kind, p.source, p.compiler, p.options, p.offered, code)
     body += b"\0" * (-len(body) % 8)
     return HEADER_STRUCT.pack(MAGIC, VERSION, FLAG_ZLIB, zlib.crc32(body), len(body),
