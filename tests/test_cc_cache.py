@@ -434,6 +434,8 @@ def test_a_cold_compile_imports_none_of_the_slow_modules(project):
     before = len(cc_entries(project))
     assert cc("other.c", "-fPIC", "-o", "cold.o") == "[]"
     assert len(cc_entries(project)) == before + 1  # a miss: compiled and stored
+    assert cc("other.c", "-fPIC", "-o", "cold.o") == "[]"  # a hit reads entries, without json
+    assert len(cc_entries(project)) == before + 1
     assert "gnu.target_lto_" in run(["readelf", "-S", "-W", project / "cold.o"]).stdout
     cached = [p for p in (project.parent / "cache" / "objects").rglob("*") if p.is_file()
               and (e := Cache._decode(p.read_bytes())) is not None and e.meta
