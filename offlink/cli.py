@@ -144,7 +144,10 @@ def cmd_cc(argv: list[str]) -> int:
     given = list(opts.get("--offload-target") or [])  # type: ignore[arg-type]
     offered = tuple(opts.get("--offload-symbol") or ())  # type: ignore[arg-type]
     if "-c" in rest:  # (a response file's -c: no recipe)
+        from .digest import without_openssl
         from .objcache import close, warm
+
+        without_openssl()  # a compile hashes little: loading OpenSSL would cost more (~3 ms)
 
         started = warm(rest, given, offered)  # served from the object cache, unplanned
         if started is not None and started.hit:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from . import objcache
 from . import run as runner
@@ -18,13 +17,14 @@ from .errors import ToolError, UsageError
 from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver
 from .objcache import Job
+from .targets import Target, resolve
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .formats.payload import Payload
     from .link.cache import Cache
     from .link.staging import OutputSlot
     from .objcache import Started
-from .targets import Target, resolve
 
 # Preprocessing-only options: used when preprocessing, dropped from the target compile.
 PREPROCESS_ONLY = {"-D", "-U", "-I", "-include", "-imacros", "-isystem", "-iquote", "-idirafter",

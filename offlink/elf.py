@@ -10,9 +10,9 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from typing import NamedTuple
 
 from .errors import FormatError
+from .records import NamedTuple
 
 ELF_MAGIC = b"\x7fELF"
 AR_MAGIC = b"!<arch>\n"

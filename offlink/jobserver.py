@@ -11,16 +11,18 @@ limit is --jobs, OFFLINK_JOBS or the CPU count.
 from __future__ import annotations
 
 import os
-import select
-import signal
 import stat
 import sys
-import threading
-from typing import TYPE_CHECKING, NamedTuple
+from _thread import allocate_lock  # threading.Lock itself, without importing threading
 
 from .errors import ToolError
+from .records import NamedTuple
 
-if TYPE_CHECKING:  # typing costs start-up time a cached relink skips
+# typing, threading, signal and select are imported where needed: an `offlink cc` runs one
+# target compile in its own thread (run_jobs), and each import is start-up time of every cc.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
     from collections.abc import Sequence
     from typing import Callable, Protocol, TypeVar
 
@@ -142,6 +144,8 @@ class Jobserver:
                 os.write(self.write_fd, token)
                 return
             except BlockingIOError:  # a full pipe: cannot happen with make's token counts
+                import select
+
                 select.select([], [self.write_fd], [], 1.0)
 
     def close(self) -> None:
@@ -262,6 +266,9 @@ def _raise_interrupted(signum, frame):
 
 def stop_on_signals() -> None:
     """Make SIGTERM and SIGHUP unwind like Ctrl-C does (main thread only)."""
+    import signal
+    import threading
+
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -273,7 +280,7 @@ class Children:
     """The tool processes the jobs run, so that an interrupt can stop them."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
         self._pids: set[int] = set()
         self._stopping = False
 
@@ -309,6 +316,8 @@ class Children:
             # Ended, not yet reaped: its pid stays its own until stop() can no longer see it.
             os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
         except BaseException:  # Ctrl-C or SIGTERM in the thread running it: the tool stops
+            import signal
+
             self._forget(pid, signal.SIGTERM)
             raise
         finally:
@@ -336,6 +345,8 @@ class Children:
         return os.waitstatus_to_exitcode(status)
 
     def stop(self) -> None:
+        import signal
+
         with self._lock:
             self._stopping = True
             for pid in self._pids:
@@ -352,6 +363,8 @@ class _Pool:
     anything, such as a relink after one CU changed.)"""
 
     def __init__(self, workers: int, job: Callable[[int], T], wake: Callable[[], None]):
+        import threading
+
         self.workers, self.job, self.wake = workers, job, wake
         self.threads: list[threading.Thread] = []
         self.todo: list[int] = []
@@ -364,6 +377,8 @@ class _Pool:
             self.todo.append(index)
             self.cond.notify()
         if len(self.threads) < self.workers:
+            import threading
+
             thread = threading.Thread(target=self._work, name=f"offlink-job_{len(self.threads)}")
             self.threads.append(thread)
             thread.start()
@@ -433,6 +448,8 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
     pool = _Pool(max(1, min(slots.limit, count)), job, wake)
     nxt = 0
     try:
+        import select
+
         poller = select.poll()
         poller.register(wake_r, select.POLLIN)
         polled_token = False

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
 from .formats import Frozen
+from .records import NamedTuple
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .formats.payload import Payload
     from .targets import Target

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from .run import spawn
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .compile import CompilePlan
     from .link.cache import Cache
@@ -243,8 +243,7 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
     """The fat object's key from `static_parts`, each target's preprocessed code (in
     plan.targets' order) and, where a file names a target macro, the host's own (else the
     host's code is the target's but for those macros); None when not to be cached."""
-    import hashlib
-
+    from .digest import sha256
     from .link.cache import _hash
 
     host = [] if host_code is None else [host_code]
@@ -256,8 +255,8 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
         return None
     return _hash(*parts, compiler_id, objcopy_id,
                  *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV),
-                 *(hashlib.sha256(code).hexdigest() for code in codes),
-                 *(f"host {hashlib.sha256(code).hexdigest()}" for code in host))
+                 *(sha256(code).hexdigest() for code in codes),
+                 *(f"host {sha256(code).hexdigest()}" for code in host))
 
 def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
     """(the fat object, what its host compile said), or None."""

@@ -5,16 +5,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from .errors import ToolError
+
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     import subprocess
 
 # subprocess and shlex are imported where used, and shutil not at all: a plain link through
 # offlink only execs the linker, an `offlink cc` spawns its tools (`spawn`), and each import
 # is start-up time (subprocess ~5 ms, shutil ~2 ms of every cc).
-
-from .errors import ToolError
 
 VERBOSE = os.environ.get("OFFLINK_VERBOSE", "") not in ("", "0")
 
@@ -56,9 +56,11 @@ def which(tool: str) -> str | None:
 # tool offlink starts gets them back at their defaults, as subprocess (restore_signals) and a
 # plain build give them.
 def _restored() -> tuple[int, ...]:
-    import signal
+    # signal's own numbers, from the C module signal.py wraps in enums (importing signal, with
+    # enum, cost every `offlink cc` ~4 ms)
+    from _signal import SIGPIPE, SIGXFSZ
 
-    return (signal.SIGPIPE, signal.SIGXFSZ)
+    return (SIGPIPE, SIGXFSZ)
 
 
 def spawn(argv: Sequence[str], file_actions: list) -> int:

@@ -915,3 +915,66 @@ def test_a_whole_link_after_a_narrowed_one_gets_every_row(offlink, tmp_path):
     assert "g" not in rows()
     run(link, cwd=tmp_path, env=env)
     assert "g" in rows() and any(r.startswith("__omp_offloading_") for r in rows())
+
+
+def test_entry_metadata_is_written_as_json_dumps_writes_it():
+    """Cache.put writes metadata with its own json_text (a cold `offlink cc` imports no json):
+    byte for byte json.dumps(sort_keys, compact), for what metadata holds and beyond."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from offlink.link.cache import json_text
+
+    leaf = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False)
+    tree = st.recursive(leaf, lambda c: st.lists(c) | st.tuples(c, c)
+                        | st.dictionaries(st.text(), c), max_leaves=20)
+
+    @settings(max_examples=500, deadline=None)
+    @given(tree)
+    def same(value):
+        assert json_text(value) == json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+    same()
+    said = "a.c:1: warning: ‘x’ \x7f\U0001f600 \"q\" \\ \t\n"
+    assert json.loads(json_text({"said": said, "offers": [["f", "function", 1, True]]})) == \
+        {"said": said, "offers": [["f", "function", 1, True]]}
+
+
+def test_entry_metadata_is_read_as_json_loads_reads_it():
+    """Cache._decode reads metadata with its own json_value (a warm `offlink cc` imports no
+    json): what json.loads gives, or the error it raises, for metadata as written and for
+    JSON-like text; anything it does not take goes to json.loads."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from offlink.link.cache import json_text, json_value
+
+    def same(text: bytes) -> None:
+        try:
+            want = ("value", json.loads(text))
+        except ValueError as e:
+            want = ("error", type(e))
+        try:
+            got = ("value", json_value(text))
+        except ValueError as e:
+            got = ("error", type(e))
+        assert repr(got) == repr(want), text
+
+    leaf = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False)
+    tree = st.recursive(leaf, lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+                        max_leaves=20)
+
+    @settings(max_examples=300, deadline=None)
+    @given(tree)
+    def written(value):
+        same(json_text(value).encode())
+        same(json.dumps(value, ensure_ascii=False).encode())
+
+    @settings(max_examples=2000, deadline=None)
+    @given(st.text(st.sampled_from(list('{}[],:"\\ubfnrt0123456789-.eEaD /\x00\x7f\u00e9')),
+                   max_size=24))
+    def jsonish(text):
+        same(text.encode())
+
+    written()
+    jsonish()

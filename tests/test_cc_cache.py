@@ -413,13 +413,16 @@ def test_a_cold_compile_imports_none_of_the_slow_modules(project):
     """A cold `offlink cc` (preprocessing, host compile, objcopy, the target compile into the
     link cache) starts its tools with posix_spawn and makes, names and removes its work
     folder itself: no subprocess, shutil or tempfile (~10 ms of every cc), and never typer,
-    rich or lief. Its first compile may probe the tools' identities (`--version`, once)."""
+    rich or lief; nor typing, re, enum, json, signal, threading or hashlib (~15 ms of every
+    cc: records.py, cache.json_text, digest.py). Its first compile may probe the tools'
+    identities (`--version`, once)."""
     import sys
 
     env = env_for(project, PYTHONPATH=str(Path(__file__).resolve().parent.parent),
                   OFFLINK_CC_TARGET_COMPILE="1")
     said = project.parent / "said"
-    slow = "subprocess,shutil,tempfile,typer,rich,lief,click,concurrent.futures"
+    slow = "subprocess,shutil,tempfile,typer,rich,lief,click,concurrent.futures,typing,re,enum," \
+        "json,signal,threading,hashlib"
 
     def cc(source: str, *args: str) -> str:
         run([sys.executable, "-c", IMPORTS_SAID, slow, said, "cc", "gcc", "-O2", *args,
@@ -431,6 +434,8 @@ def test_a_cold_compile_imports_none_of_the_slow_modules(project):
     before = len(cc_entries(project))
     assert cc("other.c", "-fPIC", "-o", "cold.o") == "[]"
     assert len(cc_entries(project)) == before + 1  # a miss: compiled and stored
+    assert cc("other.c", "-fPIC", "-o", "cold.o") == "[]"  # a hit reads entries, without json
+    assert len(cc_entries(project)) == before + 1
     assert "gnu.target_lto_" in run(["readelf", "-S", "-W", project / "cold.o"]).stdout
     cached = [p for p in (project.parent / "cache" / "objects").rglob("*") if p.is_file()
               and (e := Cache._decode(p.read_bytes())) is not None and e.meta

@@ -11,13 +11,13 @@ bounded by MAX_CODE_SIZE alone.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from ..digest import sha256
 from ..errors import FormatError
+from ..records import NamedTuple
 from . import PAYLOAD_SECTION_PREFIX, Frozen
 
 MAGIC = b"OFLKCU\0\1"
@@ -113,7 +113,7 @@ class Deferred:
 def stored_id(s: Stored) -> str:
     """Payload.code_id of a record's stored code."""
     form = b"zlib" if s.compressed else b"raw"
-    return hashlib.sha256(form + b"\0" + s.data).hexdigest()
+    return sha256(form + b"\0" + s.data).hexdigest()
 
 
 class _Code:
@@ -191,7 +191,7 @@ class Payload(Frozen):
             return stored_id(value)
         if isinstance(value, Deferred):
             return value.code_id
-        return hashlib.sha256(b"code\0" + value).hexdigest()
+        return sha256(b"code\0" + value).hexdigest()
 
 
 def build_record(p: Payload) -> bytes:
@@ -200,7 +200,10 @@ def build_record(p: Payload) -> bytes:
     if len(p.code) > MAX_CODE_SIZE:
         raise FormatError(f"{p.source}: {len(p.code)} bytes of target code is more than a "
                           f"payload holds ({MAX_CODE_SIZE} bytes)")
-    code = zlib.compress(p.code, 6)
+    # Level 4: Lua's preprocessed CUs deflate in 0.72 ms each against 1.62 ms at zlib's
+    # default 6, 8% larger (530 against 490 KB); every `offlink cc` writes one record per
+    # target, so the level is a share of its start-up time. Readers take any level.
+    code = zlib.compress(p.code, 4)
     body = _build_body(p.target, p.code_kind, p.source, p.compiler, p.options, p.offered, code)
     body += b"\0" * (-len(body) % 8)
     return HEADER_STRUCT.pack(MAGIC, VERSION, FLAG_ZLIB, zlib.crc32(body), len(body),

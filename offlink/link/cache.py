@@ -26,22 +26,24 @@ links that store little need not scan every entry (Cache.trim). `--no-cache` or
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import struct
 import sys
-import threading
 import time
+from _thread import allocate_lock  # threading.Lock itself, without importing threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import __version__
 from .. import run as runner
+from ..digest import sha256
 from ..errors import UsageError
 from ..model import file_stamp
+from ..records import NamedTuple
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..targets import Target
     from .compile import Offer
     from .extract import CU
@@ -129,7 +131,7 @@ def trusted_root(root: str) -> str:
 
 
 def _content_hash(path: str) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     try:
         with open(path, "rb") as f:
             while chunk := f.read(1 << 20):
@@ -140,7 +142,7 @@ def _content_hash(path: str) -> str:
 
 
 def _hasher(*parts: str | bytes):
-    h = hashlib.sha256()
+    h = sha256()
     for part in parts:
         data = part.encode() if isinstance(part, str) else part
         h.update(struct.pack("<Q", len(data)))
@@ -206,9 +208,9 @@ class Cache:
         self.stored = 0
         self.hits = 0
         self._identities: dict[str, str | None] = {}
-        self._prefixes: dict[tuple, Any] = {}  # hashlib's objects, by what object_key hashed
+        self._prefixes: dict[tuple, Any] = {}  # hash objects, by what object_key hashed
         self._debug: dict[tuple, bool] = {}  # whether a command records the working directory
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
 
     @classmethod
     def open(cls, enabled: bool = True) -> Cache | None:
@@ -273,8 +275,9 @@ class Cache:
         """A tool identity probed by an earlier link: the same file (device, inode, size,
         mtime and ctime) has the same content and `--version`, so relinks skip the probe."""
         try:
-            with open(os.path.join(self.root, "tools", stamp), encoding="ascii") as f:
-                ident = f.read()
+            # bytes decoded, not a text file: that would import encodings.ascii (cc start-up)
+            with open(os.path.join(self.root, "tools", stamp), "rb") as f:
+                ident = f.read().decode("ascii")
         except (OSError, ValueError):
             return None
         return ident if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident) \
@@ -348,18 +351,18 @@ class Cache:
         body = memoryview(blob)[_HEADER.size:]
         if magic != MAGIC or len(body) != meta_size + data_size:
             return None
-        if hashlib.sha256(body).digest() != digest:
+        if sha256(body).digest() != digest:
             return None
         try:
-            meta = json.loads(bytes(body[:meta_size]))
+            meta = json_value(bytes(body[:meta_size]))
         except ValueError:
             return None
         return Entry(meta, bytes(body[meta_size:]))
 
     def put(self, key: str, meta: dict, data: bytes) -> None:
         """Store an entry; a cache that cannot be written is skipped, never an error."""
-        meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
-        digest = hashlib.sha256(meta_bytes + data).digest()
+        meta_bytes = json_text(meta).encode()
+        digest = sha256(meta_bytes + data).digest()
         blob = _HEADER.pack(MAGIC, len(meta_bytes), len(data), digest) + meta_bytes + data
         if not _write_atomic(self._path(key), blob):
             return
@@ -410,8 +413,8 @@ class Cache:
     def _noted_size(self) -> tuple[int, float] | None:
         """(total bytes, when it was scanned) as the last trim noted them, or None."""
         try:
-            with open(os.path.join(self.root, "size"), encoding="ascii") as f:
-                total, scanned = f.read().split()
+            with open(os.path.join(self.root, "size"), "rb") as f:
+                total, scanned = f.read().decode("ascii").split()
             return int(total), float(scanned)
         except (OSError, ValueError):
             return None
@@ -456,6 +459,160 @@ class Cache:
             if _unlink(path):
                 total -= size
         return total
+
+
+def json_text(value) -> str:
+    """json.dumps(value, sort_keys=True, separators=(",", ":")), the same text, for metadata
+    of dicts with string keys, lists, tuples, strings, ints, booleans and None (json.dumps
+    writes anything else) without importing json: with the re and enum it imports, ~8 ms of
+    every `offlink cc`, which writes entries and reads none."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    kind = type(value)
+    if kind is str:
+        return _json_string(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is list or kind is tuple:
+        return "[" + ",".join(json_text(v) for v in value) + "]"
+    if kind is dict and all(type(k) is str for k in value):
+        return "{" + ",".join(_json_string(k) + ":" + json_text(value[k])
+                              for k in sorted(value)) + "}"
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                 "\b": "\\b", "\f": "\\f"}
+
+
+def _json_string(text: str) -> str:
+    """A string as json.dumps writes it (ensure_ascii): printable ASCII but '"' and '\\' as it
+    is, the usual short escapes, anything else as \\uXXXX (a surrogate pair above U+FFFF)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _JSON_ESCAPES:
+            out.append(_JSON_ESCAPES[ch])
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}")
+    return '"' + "".join(out) + '"'
+
+
+def json_value(text: bytes):
+    """json.loads(text), without importing json where `text` is what json_text writes (a warm
+    `offlink cc` reads two entries: json with its re and enum cost it ~8 ms). Anything this
+    reader does not take (whitespace, floats, non-ASCII bytes, a doubtful escape, an error)
+    goes to json.loads, which then decides."""
+    try:
+        s = text.decode("ascii")
+        value, end = _json_parse(s, 0)
+        if end == len(s):
+            return value
+    except (ValueError, IndexError, KeyError, RecursionError):
+        pass
+    import json
+
+    return json.loads(text)
+
+
+_JSON_UNESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+                   "t": "\t"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _json_parse(s: str, i: int):
+    """The JSON value at s[i] and the index after it; ValueError or IndexError where it is
+    not the compact JSON json_text writes."""
+    c = s[i]
+    if c == '"':
+        return _json_parse_string(s, i)
+    if c == "{":
+        out: dict = {}
+        i += 1
+        if s[i] == "}":
+            return out, i + 1
+        while True:
+            if s[i] != '"':
+                raise ValueError
+            key, i = _json_parse_string(s, i)
+            if s[i] != ":":
+                raise ValueError
+            out[key], i = _json_parse(s, i + 1)
+            if s[i] == "}":
+                return out, i + 1
+            if s[i] != ",":
+                raise ValueError
+            i += 1
+    if c == "[":
+        items: list = []
+        i += 1
+        if s[i] == "]":
+            return items, i + 1
+        while True:
+            item, i = _json_parse(s, i)
+            items.append(item)
+            if s[i] == "]":
+                return items, i + 1
+            if s[i] != ",":
+                raise ValueError
+            i += 1
+    for word, value in (("true", True), ("false", False), ("null", None)):
+        if s.startswith(word, i):
+            return value, i + len(word)
+    j = i + 1 if c == "-" else i
+    k = j
+    while k < len(s) and "0" <= s[k] <= "9":
+        k += 1
+    if k == j or (s[j] == "0" and k > j + 1) or (k < len(s) and s[k] in ".eE"):
+        raise ValueError  # not an integer as JSON writes one: json.loads decides
+    return int(s[i:k]), k
+
+
+def _json_parse_string(s: str, i: int) -> tuple[str, int]:
+    parts = []
+    j = i + 1
+    while True:
+        end = s.index('"', j)
+        escape = s.find("\\", j, end)
+        chunk = s[j : end if escape < 0 else escape]
+        if not chunk.isprintable():  # a control character: json.loads refuses it
+            raise ValueError
+        parts.append(chunk)
+        if escape < 0:
+            return "".join(parts), end + 1
+        e = s[escape + 1]
+        if e != "u":
+            parts.append(_JSON_UNESCAPES[e])  # KeyError: not a JSON escape
+            j = escape + 2
+            continue
+        code = _json_hex(s, escape + 2)
+        j = escape + 6
+        if 0xD800 <= code <= 0xDBFF and s.startswith("\\u", j):
+            low = _json_hex(s, j + 2)
+            if 0xDC00 <= low <= 0xDFFF:  # a surrogate pair, as json.loads joins it
+                code = 0x10000 + ((code - 0xD800) << 10 | (low - 0xDC00))
+                j += 6
+        parts.append(chr(code))
+
+
+def _json_hex(s: str, i: int) -> int:
+    digits = s[i : i + 4]
+    if len(digits) != 4 or not _HEX.issuperset(digits):
+        raise ValueError
+    return int(digits, 16)
 
 
 def _version(tool: str) -> bytes:
@@ -630,7 +787,7 @@ def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str
         return None
     paths = {c.object_path: f"<object {c.key}>" for c in compiled}
     # A file the link reads (the narrowed image's version script) by its content.
-    paths.update({p: f"<file {hashlib.sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
+    paths.update({p: f"<file {sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
     paths.update({out: "<image>", workdir: "<tmp>"})
     reads = target.image_reads(plan) if plan is not None else []
     if reads:

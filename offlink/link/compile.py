@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from .. import run as runner
 from ..errors import OfflinkError, ToolError
@@ -19,6 +18,7 @@ from ..model import Offer as Offer  # re-exported: these lived here before model
 from ..model import write_objects as write_objects
 from ..targets import Target
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .cache import Cache
 
@@ -98,15 +98,15 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
         if launcher and runner.which(launcher[0]) is None:
             raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
-        import threading
         import time
+        from _thread import get_ident  # threading's, without importing threading (cc)
 
         start = time.perf_counter()
         if engine is None:
             said = target.run_compile(children, argv, what)
         else:
             said = engine.compile(children, argv, what)
-        span = (start, time.perf_counter(), threading.get_ident())
+        span = (start, time.perf_counter(), get_ident())
         offers = target.offers(cu, obj)
         if cache is not None:
             with open(obj, "rb") as f:
@@ -114,11 +114,13 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         return CompiledCU(cu, target, obj, offers, key, warnings=said, span=span)
 
     if todo:
-        from .. import progress
-
         display = None
-        if show_progress and progress.wanted():
-            if progress.siblings():
+        if show_progress:  # not `offlink cc`'s (fill_cache): it need not import progress
+            from .. import progress
+
+            if not progress.wanted():
+                pass
+            elif progress.siblings():
                 progress.announce(output, target.name, len(cus), len(cus) - len(todo))
             else:
                 display = progress.CompileProgress(target.name, len(cus),

@@ -8,11 +8,11 @@ one image. Each target is a module beside this one; `resolve` finds one by name 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from ..elf import EM_AARCH64, EM_X86_64
 from ..errors import UsageError
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from ..elf import ElfFile
     from ..jobserver import Children

@@ -9,7 +9,6 @@ are its own even where the executable exports the same names (FACTS.md).
 from __future__ import annotations
 
 import os
-import re
 
 from ..elf import (
     ELF_MAGIC,
@@ -169,6 +168,8 @@ def cu_files(compiled) -> set[str]:
 def is_shared_library(path: str) -> bool:
     """A link input named by path that is a shared library: named like one (libz.so.1.3, or
     a linker script named .so), or an ELF shared object under another name."""
+    import re  # only a link asks: re (with enum) costs every `offlink cc` ~5 ms to import
+
     if re.search(r"\.so(\.[0-9]+)*$", path):
         return True
     try:
