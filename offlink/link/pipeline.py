@@ -329,7 +329,7 @@ def check_output(plan: LinkPlan) -> dict[str, os.stat_result]:
 
 def _host_link(host: list[str]) -> None:
     try:
-        runner.run(host, "host link", capture=False)
+        runner.run_here(host, "host link")
     except ToolError as e:
         raise ToolError(f"host link failed (exit status {e.exit_code}): "
                         f"{runner.show(host)}", e.exit_code) from None
