@@ -134,7 +134,9 @@ def run_here(argv: Sequence[str], what: str) -> None:
     try:
         _, status = os.waitpid(pid, 0)
     except BaseException:
-        os.kill(pid, 9)  # SIGKILL, as subprocess.run's process.kill()
+        import signal
+
+        os.kill(pid, signal.SIGKILL)  # as subprocess.run's process.kill()
         os.waitpid(pid, 0)
         raise
     code = os.waitstatus_to_exitcode(status)
