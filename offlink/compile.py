@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from . import objcache
 from . import run as runner
+from ._records import TYPE_CHECKING
 from .errors import ToolError, UsageError
 from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
 from .link.plan import check_driver

@@ -10,8 +10,8 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from typing import NamedTuple
 
+from ._records import NamedTuple
 from .errors import FormatError
 
 ELF_MAGIC = b"\x7fELF"

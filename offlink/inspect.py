@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
 
+from ._records import TYPE_CHECKING
 from .elf import (
     STT_FUNC,
     STT_GNU_IFUNC,

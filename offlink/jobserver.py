@@ -16,8 +16,8 @@ import signal
 import stat
 import sys
 import threading
-from typing import TYPE_CHECKING, NamedTuple
 
+from ._records import TYPE_CHECKING, NamedTuple
 from .errors import ToolError
 
 if TYPE_CHECKING:  # typing costs start-up time a cached relink skips

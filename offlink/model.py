@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
+from ._records import TYPE_CHECKING, NamedTuple
 from .formats import Frozen
 
 if TYPE_CHECKING:

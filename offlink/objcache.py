@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
+from ._records import TYPE_CHECKING
 from .run import spawn
 
 if TYPE_CHECKING:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+
+from ._records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess

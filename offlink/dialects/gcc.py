@@ -17,8 +17,8 @@ import os
 import re
 import struct
 import zlib
-from typing import NamedTuple
 
+from .._records import NamedTuple
 from ..elf import (
     STB_GLOBAL,
     STB_LOCAL,

@@ -8,8 +8,7 @@ LLVM's offload objects.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .._records import TYPE_CHECKING
 from ..errors import FormatError
 from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
 

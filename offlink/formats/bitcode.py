@@ -12,8 +12,8 @@ irsymtab version) is not read here: `symbols()` returns None and the caller asks
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
+from .._records import NamedTuple
 from ..errors import FormatError
 
 MAGIC = b"BC\xc0\xde"

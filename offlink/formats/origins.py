@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import NamedTuple
 
+from .._records import NamedTuple
 from ..errors import FormatError
 
 SECTION = ".offlink.origins"

@@ -15,8 +15,8 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from .._records import NamedTuple
 from ..errors import FormatError
 from . import PAYLOAD_SECTION_PREFIX, Frozen
 

@@ -34,14 +34,16 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import __version__
 from .. import run as runner
+from .._records import TYPE_CHECKING, NamedTuple
 from ..errors import UsageError
 from ..model import file_stamp
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..targets import Target
     from .compile import Offer
     from .extract import CU

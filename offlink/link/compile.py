@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from .. import run as runner
+from .._records import TYPE_CHECKING
 from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
 from ..model import CU, CompiledCU

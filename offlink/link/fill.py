@@ -6,8 +6,8 @@ Only the section's bytes are written (at its file offset); no other byte of the 
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
+from .._records import NamedTuple
 from ..elf import (
     SHN_UNDEF,
     SHT_SYMTAB,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
+from .._records import NamedTuple
 from ..errors import LinkError, UsageError
 
 GLOB_CHARACTERS = frozenset("*?[")

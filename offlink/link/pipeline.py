@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from .. import run as runner
+from .._records import TYPE_CHECKING
 from ..errors import LinkError, ToolError, UsageError
 
 if TYPE_CHECKING:

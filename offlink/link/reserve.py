@@ -15,8 +15,8 @@ and strip keeps it (strip -R .offlink.origins removes it; inspect then shows the
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
+from .._records import TYPE_CHECKING
 from ..elf import (
     SHF_ALLOC,
     SHF_GNU_RETAIN,

@@ -8,8 +8,8 @@ one image. Each target is a module beside this one; `resolve` finds one by name 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+from .._records import TYPE_CHECKING
 from ..elf import EM_AARCH64, EM_X86_64
 from ..errors import UsageError
 

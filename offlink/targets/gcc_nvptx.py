@@ -18,8 +18,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import TYPE_CHECKING
 
+from .._records import TYPE_CHECKING
 from ..dialects import gcc
 from ..errors import ToolError, UsageError
 from . import Target

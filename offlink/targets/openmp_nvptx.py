@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import TYPE_CHECKING
 
+from .._records import TYPE_CHECKING
 from ..errors import FormatError, LinkError, ToolError
 from .openmp import OpenMPTarget, llvm_lib_dir, lto_level_words
 
