@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
 
 from .elf import (
     STT_FUNC,
@@ -17,6 +16,7 @@ from .elf import (
 from .errors import FormatError, TableError, UsageError
 from .formats.origins import SECTION as ORIGINS_SECTION
 from .formats.table import SECTION
+from .records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .elf import Section

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from .errors import FormatError, TableError
 from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
+from .records import NamedTuple
 
 
 def _load_core():

@@ -290,6 +290,41 @@ def test_link_killed_during_the_host_link_leaves_nothing_after_the_next_link(ws)
     assert run([ws.root / "other"]).returncode == 0
 
 
+def test_link_terminated_during_the_host_link_stops_the_linker_and_cleans_up(ws):
+    """SIGTERM while the host link runs (run.run_here waits for it): the linker is killed and
+    reaped, offlink says `interrupted` with status 128+15, the previous output stays, and no
+    work folder or file beside the output is left."""
+    import signal
+    import subprocess
+    import time
+
+    ws.write("a.c", GOOD)
+    ws.cc("gcc", "-c", "a.c", "-o", "a.o")
+    pid_file = ws.root / "linker.pid"
+    slow = ws.root / "slow-gcc"
+    # The host link (the one with offlink's placeholder) says its pid, then waits.
+    slow.write_text(f'#!/bin/sh\ncase "$*" in *offlink-table.o*) echo $$ > {pid_file}; '
+                    f'exec sleep 60;; esac\nexec {shutil.which("gcc")} "$@"\n')
+    slow.chmod(0o755)
+    proc = subprocess.Popen([ws.offlink, "link", str(slow), "a.o", "-o", "prog"], cwd=ws.root,
+                            env=ws.env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+        time.sleep(0.05)
+    linker = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "offlink: interrupted" in err
+    with pytest.raises(ProcessLookupError):
+        os.kill(linker, 0)  # killed, and reaped by offlink
+    assert (ws.root / "prog").read_text() == "previous output"
+    litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
+    assert litter == [], litter
+    assert list(ws.tmp.iterdir()) == []
+
+
 def test_cc_killed_during_the_host_compile_leaves_nothing_after_the_next_one(ws):
     import signal
     import subprocess

@@ -17,7 +17,6 @@ import os
 import re
 import struct
 import zlib
-from typing import NamedTuple
 
 from ..elf import (
     STB_GLOBAL,
@@ -32,6 +31,7 @@ from ..elf import (
 )
 from ..errors import FormatError, LinkError
 from ..model import CU
+from ..records import NamedTuple
 
 TARGET = "nvptx-none"  # the target of its CUs (targets/gcc_nvptx.py)
 RUNTIME = "libgomp"  # what its host code calls (GOMP_target_ext, ...)

@@ -8,10 +8,9 @@ LLVM's offload objects.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import FormatError
 from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
+from ..records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..elf import ElfFile, Section

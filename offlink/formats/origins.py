@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from ..errors import FormatError
+from ..records import NamedTuple
 
 SECTION = ".offlink.origins"
 MAGIC = b"offlink.origins "  # then the version in decimal and a newline, then JSON

@@ -10,7 +10,8 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import NamedTuple
+
+from ..records import NamedTuple
 
 MAGIC = b"OFFLINK\0"
 VERSION = 1

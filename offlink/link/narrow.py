@@ -15,9 +15,9 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 from ..errors import LinkError, UsageError
+from ..records import NamedTuple
 
 GLOB_CHARACTERS = frozenset("*?[")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from .. import run as runner
 from ..errors import LinkError, ToolError, UsageError
+from ..records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..targets import Target
@@ -329,7 +329,7 @@ def check_output(plan: LinkPlan) -> dict[str, os.stat_result]:
 
 def _host_link(host: list[str]) -> None:
     try:
-        runner.run(host, "host link", capture=False)
+        runner.run_here(host, "host link")
     except ToolError as e:
         raise ToolError(f"host link failed (exit status {e.exit_code}): "
                         f"{runner.show(host)}", e.exit_code) from None

@@ -15,7 +15,6 @@ and strip keeps it (strip -R .offlink.origins removes it; inspect then shows the
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 from ..elf import (
     SHF_ALLOC,
@@ -29,6 +28,7 @@ from ..elf import (
 )
 from ..formats import origins as origins_format
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout
+from ..records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING
+
+from ..records import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..formats.table import Layout

@@ -18,10 +18,10 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import TYPE_CHECKING
 
 from ..dialects import gcc
 from ..errors import ToolError, UsageError
+from ..records import TYPE_CHECKING
 from . import Target
 
 if TYPE_CHECKING:

@@ -37,8 +37,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING
 
+from ..records import TYPE_CHECKING
 from .liblto_worker import decode_reply, encode_request
 
 if TYPE_CHECKING:

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import TYPE_CHECKING
 
 from ..errors import FormatError, LinkError, ToolError, UsageError
+from ..records import TYPE_CHECKING
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
 if TYPE_CHECKING:
