@@ -228,7 +228,7 @@ def marked(source: str, depfile: str, code: bytes | None = None) -> bool | None:
         entered = included(code)
         if entered is None:
             return None
-        files = [*files, *entered]
+        files = list(dict.fromkeys([*files, *entered]))  # a header is read once
     return names_target([os.fsencode(source), *files])
 
 
