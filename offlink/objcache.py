@@ -9,7 +9,8 @@ host command with the -o and depfile names taken out, the working folder when de
 asked for, the locale and the compiler's search variables, and per target its name, its
 options and a SHA-256 of its preprocessed code. The host object is what that code implies when
 the host's preprocessed code is the same text but for the target's macros, i.e. when nothing
-tests them: the source and every file its depfile lists are scanned for `__OFFLINK_TARGET`, and
+tests them: the source and every file its depfile lists (with -MMD, which leaves system headers
+out, every file the code's linemarkers name) are scanned for `__OFFLINK_TARGET`, and
 where a file names it (every CU including offlink.h) the host's own preprocessed code is keyed
 too: the host preprocessing (the depfile-writing target preprocessing without the target's
 defines; started after the scan, or with the target preprocessing when the recipe says the
@@ -19,7 +20,7 @@ see is then only a CU that tests a target macro by a name made by token pasting
 (`__OFFLINK_ ## TARGET__`) and names it nowhere: its host code is not keyed and such a CU must
 not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile that writes files
 beside the object or reads files the preprocessor does not (coverage, profiles, split DWARF,
-dumps, plugins, `.incbin` in any side's code, -MMD...) is not cached at all (`refusal`).
+dumps, plugins, `.incbin` in any side's code, -MG...) is not cached at all (`refusal`).
 
 Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
 limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
@@ -60,7 +61,7 @@ AUX_OPTIONS = {"-fprofile-arcs", "--coverage", "-ftest-coverage", "-gsplit-dwarf
                "-fstack-usage"}
 AUX_PREFIXES = ("-fdump-", "-fcallgraph-info")
 _REFUSED = AUX_OPTIONS | {
-    "-save-temps", "--save-temps", "-aux-info", "-frecord-gcc-switches", "-MMD", "-MG", "-M",
+    "-save-temps", "--save-temps", "-aux-info", "-frecord-gcc-switches", "-MG", "-M",
     "-MM", "-P", "-Q", "-v", "-###", "-dumpbase", "-dumpdir", "-dumpbase-ext", "-specs",
     "-wrapper", "-plugin", "-Xclang", "-mllvm", "-Xassembler", "-Xpreprocessor", "-MJ",
     "-serialize-diagnostics", "-march=native", "-mtune=native", "-mcpu=native", "-gmodules",
@@ -121,16 +122,17 @@ def dependency_options(plan: CompilePlan, depfile: str) -> tuple[list[str], str 
     """The dependency options for the target preprocessing, writing `depfile`, and the depfile
     the host compile writes (None: none).
 
-    The host compile's own -MD, -MT, -MQ and -MP (host_argv spells out the -MF and -MT gcc
-    would derive from -o), so `depfile` is byte for byte the host compile's: on a hit it is
-    copied to the host's -MF. Without -MD, `-MD -MF depfile` for the list of files to scan.
+    The host compile's own -MD or -MMD, -MT, -MQ and -MP (host_argv spells out the -MF and -MT
+    gcc would derive from -o), so `depfile` is byte for byte the host compile's: on a hit it is
+    copied to the host's -MF. Without either, `-MD -MF depfile` for the list of files to scan
+    (with -MMD that list lacks system headers: `serve` reads them from the code).
     """
     from .compile import host_argv
     from .gccargs import words
 
     argv = host_argv(plan, "<object>")[1:]
     ws = words(argv)
-    if "-MD" not in {w.option for w in ws}:
+    if not {"-MD", "-MMD"} & {w.option for w in ws}:
         return ["-MD", "-MF", depfile], None
     out: list[str] = []
     target = None
@@ -138,7 +140,7 @@ def dependency_options(plan: CompilePlan, depfile: str) -> tuple[list[str], str 
         if w.option == "-MF":
             target = w.value
             out += ["-MF", depfile]
-        elif w.option in ("-MD", "-MT", "-MQ", "-MP"):
+        elif w.option in ("-MD", "-MMD", "-MT", "-MQ", "-MP"):
             out += argv[w.index : w.index + w.count]
     return out, target
 
@@ -197,9 +199,24 @@ def names_target(paths: list[bytes]) -> bool:
     return False
 
 
-def marked(source: str, depfile: str) -> bool | None:
-    """Whether the source or a file its depfile lists names a target macro (then the host's
-    code may differ from the target's); None when the depfile cannot be read."""
+def included(code: bytes) -> list[bytes] | None:
+    """The files preprocessed code's linemarkers name (`# 1 "stdio.h" 1 3 4`: every file the
+    preprocessor entered, system headers and what they include among them, which -MMD's
+    depfile leaves out); None when a name is escaped (a backslash or a quote in it)."""
+    import re
+
+    names = dict.fromkeys(re.findall(rb'\n# [0-9]+ "([^"\n]*)"', code))
+    names.pop(b"<built-in>", None)
+    names.pop(b"<command-line>", None)
+    if any(b"\\" in name for name in names):
+        return None
+    return list(names)
+
+
+def marked(source: str, depfile: str, code: bytes | None = None) -> bool | None:
+    """Whether the source or a file its depfile lists (or, given the `code` that wrote a -MMD
+    depfile, a file that code came from) names a target macro (then the host's code may
+    differ from the target's); None when the depfile or the code cannot be read."""
     try:
         with open(depfile, "rb") as f:
             files = prerequisites(f.read())
@@ -207,6 +224,11 @@ def marked(source: str, depfile: str) -> bool | None:
         return None
     if files is None:
         return None
+    if code is not None:
+        entered = included(code)
+        if entered is None:
+            return None
+        files = list(dict.fromkeys([*files, *entered]))  # a header is read once
     return names_target([os.fsencode(source), *files])
 
 
@@ -396,7 +418,11 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
     for job in jobs:  # one source: compile.py's `{si}-{target}.i`
         with open(os.path.join(tmp, f"0-{job.target}.i"), "rb") as f:
             codes.append(f.read())
-    mark = started.marked = marked(source, depfile)
+    # -MMD's depfile leaves system headers out (offlink.h may be one): their names come from
+    # the code that wrote it
+    deps = next(i for i, job in enumerate(jobs) if job.deps)
+    mark = started.marked = marked(source, depfile,
+                                   codes[deps] if "-MMD" in jobs[deps].argv else None)
     if mark is None:
         return
     host_code = None

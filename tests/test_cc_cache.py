@@ -281,7 +281,9 @@ def test_cache_off_and_no_litter(offlink, project):
     ("-O2 -MD -MF a.d -c a.c -o a.o", True),
     ("-g -Wa,--noexecstack -c a.c -o a.o", True),
     ("-c a.c", False),  # no -o
-    ("-MMD -c a.c -o a.o", False),
+    ("-MMD -c a.c -o a.o", True),
+    ("-MMD -MP -MF a.d -MQ a.o -c a.c -o a.o", True),
+    ("-MD -MG -c a.c -o a.o", False),  # gcc: -MG only with -M or -MM
     ("--coverage -c a.c -o a.o", False),
     ("-fprofile-generate=dir -c a.c -o a.o", False),
     ("-gsplit-dwarf -c a.c -o a.o", False),
@@ -310,6 +312,117 @@ def test_prerequisites_of_a_depfile():
     text = b"a.o: a.c /usr/include/stdio.h \\\n my\\ dir/b.h c$$.h\nb.h:\n"
     assert prerequisites(text) == [b"a.c", b"/usr/include/stdio.h", b"my dir/b.h", b"c$.h"]
     assert prerequisites(b"a.o: a.c b.h\n") == [b"a.c", b"b.h"]
+
+
+def test_the_files_preprocessed_code_came_from():
+    from offlink.objcache import included
+
+    code = (b'# 0 "a.c"\n# 0 "<built-in>"\n# 0 "<command-line>"\n'
+            b'# 1 "/usr/include/stdc-predef.h" 1 3 4\n# 1 "a.c"\n# 1 "sys/s.h" 1 3 4\n'
+            b'int s;\n# 1 "./inc/u.h" 1 3 4\n# 2 "sys/s.h" 2 3 4\n# 3 "a.c" 2\nint a;\n')
+    assert included(code) == [b"/usr/include/stdc-predef.h", b"a.c", b"sys/s.h",
+                              b"./inc/u.h"]
+    assert included(b'# 0 "a.c"\n# 1 "my\\"q.h" 1\n') is None  # escaped: not read
+
+
+# A small project's handwritten makefile in the common -MMD -MP style; `split.h`, given with
+# -isystem (so -MMD's depfile leaves it out), tests the target macro as offlink.h does.
+MAKEFILE = """CFLAGS = -O2 -MMD -MP -isystem sys -Isrc
+OUT ?= out
+OBJS = $(OUT)/a.o $(OUT)/b.o
+all: $(OBJS)
+$(OUT)/%.o: src/%.c
+\t@mkdir -p $(OUT)
+\t$(CC) $(CFLAGS) -c $< -o $@
+-include $(OBJS:.o=.d)
+"""
+SPLIT_SYSTEM_HEADER = """#ifdef __OFFLINK_TARGET__
+#define SPLIT 1
+#else
+#define SPLIT {host}
+#endif
+"""
+
+
+def mmd_project(root: Path) -> Path:
+    for name, text in {"Makefile": MAKEFILE, "sys/split.h": SPLIT_SYSTEM_HEADER.format(host=2),
+                       "src/a.h": "#define AVAL 5\n",
+                       "src/a.c": '#include <split.h>\n#include "a.h"\n'
+                                  "int a(void) { return AVAL + SPLIT; }\n",
+                       "src/b.c": '#include <stdio.h>\n#include "a.h"\n'
+                                  "int b(void) { return AVAL * 2; }\n"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def built(root: Path, out: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((root / out).iterdir())}
+
+
+def test_a_mmd_makefile_project_is_served_with_gccs_own_depfiles(offlink, project):
+    """-MMD -MP (a handwritten makefile's idiom): a warm rebuild after a touch runs no host
+    compile, and a miss and a hit give the objects an uncached offlink build gives and the
+    depfiles plain gcc writes, byte for byte. A system header testing the target macro is
+    not in the depfile, yet its host code is keyed: a change there misses."""
+    root = mmd_project(project.parent / "mk")
+    cc = f"{offlink} cc {project.parent / 'cc-log'}"
+    log = project.parent / "log"
+
+    def make(*args: str, **extra: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        run(["make", "-s", *args], cwd=root, env=env_for(project, **extra))
+        return [line for line in log.read_text().splitlines()
+                if " -E " not in f" {line} " and line != "--version"] if log.exists() else []
+
+    make("CC=gcc", "OUT=plain")
+    make(f"CC={cc}", "OUT=uncached", OFFLINK_NO_CACHE="1")
+    assert len(make(f"CC={cc}")) == 2  # a miss: both host compiles
+    plain, uncached = built(root, "plain"), built(root, "uncached")
+    depfiles = {n: d.replace(b"uncached/", b"plain/") for n, d in uncached.items()
+                if n.endswith(".d")}
+    assert depfiles == {n: d for n, d in plain.items() if n.endswith(".d")}
+    assert b"split.h" not in plain["a.d"] and b"src/a.h:" in plain["a.d"]  # -MMD -MP's
+
+    def same_as_uncached() -> bool:
+        return {n: d.replace(b"out/", b"uncached/") for n, d in built(root, "out").items()} \
+            == built(root, "uncached")
+
+    assert same_as_uncached()
+    os.utime(root / "src/a.h")
+    assert make(f"CC={cc}") == []  # a warm rebuild: both served
+    assert same_as_uncached()
+    (root / "sys/split.h").write_text(SPLIT_SYSTEM_HEADER.format(host=7))
+    make("-B", f"CC={cc}", "OUT=uncached", OFFLINK_NO_CACHE="1")
+    host = make("-B", f"CC={cc}")
+    assert len(host) == 1 and " src/a.c " in host[0]  # a.c's host code changed: a miss
+    assert same_as_uncached()
+
+
+@pytest.mark.parametrize("deps", [
+    "-MMD", "-MMD -MP", "-MMD -MF dep/x.d", "-MMD -MP -MQ $(o).o -MF x.d",
+    "-MMD -MT a -MT b -MF x.d", "-MMD -MP -MD"])
+def test_a_mmd_depfile_is_gccs_own_on_a_miss_and_a_hit(offlink, project, deps):
+    (project / "dep").mkdir()
+    (project / "sys").mkdir()
+    (project / "sys" / "s.h").write_text('#include "unit.h"\n')
+    (project / "unit.c").write_text('#include <s.h>\n#include <stdio.h>\n' + SOURCE)
+    args = ["-isystem", "sys", "-I.", *deps.split(), "-c", "unit.c", "-o", "unit.o"]
+    depfile = project / ("dep/x.d" if "dep/x.d" in deps else "x.d" if "x.d" in deps
+                         else "unit.d")
+    run([project.parent / "cc-log", *args], cwd=project)
+    plain = depfile.read_bytes()
+    assert b"s.h" not in plain
+    log = project.parent / "log"
+    for hit in (False, True):
+        depfile.unlink()
+        log.unlink()
+        run([offlink, "cc", project.parent / "cc-log", *args], cwd=project,
+            env=env_for(project))
+        assert depfile.read_bytes() == plain
+        host = [line for line in log.read_text().splitlines()
+                if " -E " not in f" {line} " and line != "--version"]
+        assert len(host) == (0 if hit else 1)
 
 
 def test_static_and_shared_objects_of_a_source_share_a_target_compile(offlink, project):

@@ -1,0 +1,86 @@
+"""Lua 5.4.6 rebuilt with a warm cache, compiled with the handwritten-makefile idiom `-MMD -MP`
+(`make -j2`, CC="offlink cc gcc"), plainly and through each offlink tree.
+
+    python benchmarks/cc_build/mmd_warm.py [--runs 3] [--lua tests/real_projects/lua] SRC [SRC...]
+
+Each SRC is an offlink source tree (an export: COMMON.md), run as `PYTHONPATH=SRC python -m
+offlink`. Lua's CFLAGS are given without its -march=native (never served from the object
+cache) and with -MMD -MP. Each offlink tree first fills its own cache with one untimed build;
+then every run cleans each build folder (`make clean`) and builds again, the variants
+interleaved. Figures are medians, CPU = user+sys of make and everything under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+CFLAGS = ("CFLAGS=-Wall -O2 -std=c99 -DLUA_USE_LINUX -fno-stack-protector -fno-common "
+          "-MMD -MP")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--lua", default=str(ROOT / "tests" / "real_projects" / "lua"))
+    ap.add_argument("src", nargs="+")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="lua-mmd-"))
+    try:
+        variants: dict[str, list[str]] = {"plain": []}
+        for i, src in enumerate(args.src):
+            wrapper = work / f"offlink-{i}"
+            wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{src}" exec "{sys.executable}" -m '
+                               'offlink "$@"\n')
+            wrapper.chmod(0o755)
+            variants[f"warm ({src})"] = [f"CC={wrapper} cc gcc"]
+        env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
+        env["OFFLINK_PROGRESS"] = "0"
+
+        def build(n: int, cc: list[str]) -> tuple[float, float]:
+            folder = work / str(n)
+            subprocess.run(["make", "-s", "-C", folder, "clean"], check=True,
+                           stdout=subprocess.DEVNULL)
+            before = os.times()
+            start = time.perf_counter()
+            subprocess.run(["make", "-s", "-j2", "-C", folder, *cc, CFLAGS, "MYLIBS=-ldl"],
+                           env={**env, "OFFLINK_CACHE_DIR": str(work / f"cache-{n}")},
+                           check=True, stdout=subprocess.DEVNULL)
+            after = os.times()
+            return time.perf_counter() - start, (after.children_user - before.children_user
+                                                 + after.children_system
+                                                 - before.children_system)
+
+        for n, cc in enumerate(variants.values()):
+            shutil.copytree(args.lua, work / str(n))
+            if cc:
+                build(n, cc)  # fills this tree's cache
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+        load = os.getloadavg()[0]
+        for _ in range(args.runs):
+            for n, (name, cc) in enumerate(variants.items()):
+                times[name].append(build(n, cc))
+        pw = statistics.median(w for w, _ in times["plain"])
+        pc = statistics.median(c for _, c in times["plain"])
+        print(f"load average {load:.2f} at the start; medians of {args.runs} interleaved runs\n")
+        print("| build | wall (s) | / plain | CPU (s) | / plain | runs (wall/CPU) |")
+        print("|---|---:|---:|---:|---:|---|")
+        for name, t in times.items():
+            w = statistics.median(x for x, _ in t)
+            c = statistics.median(x for _, x in t)
+            each = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in t)
+            print(f"| {name} | {w:.2f} | {w / pw:.2f}x | {c:.2f} | {c / pc:.2f}x | {each} |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
