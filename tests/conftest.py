@@ -71,6 +71,19 @@ def _isolated_cache(tmp_path_factory):
     os.environ.setdefault("OFFLINK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
+# `python -c IMPORTS_SAID MODULES SAID_FILE WORDS...`: `offlink WORDS...` in a fresh interpreter,
+# writing to SAID_FILE at exit which of MODULES (comma-separated) it imported.
+IMPORTS_SAID = """import atexit, sys
+def said(names=sys.argv[1].split(","), path=sys.argv[2]):
+    with open(path, "w") as f:
+        print(sorted(set(names) & set(sys.modules)), file=f)
+atexit.register(said)
+sys.argv = ["offlink", *sys.argv[3:]]
+from offlink.cli import main
+main()
+"""
+
+
 def run(argv, cwd=None, env=None, check=True) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True,
                           text=True)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_tool, run
+from conftest import IMPORTS_SAID, needs_tool, run
 
 from offlink.link import cache as cache_module
 from offlink.link.cache import Cache, parse_size
@@ -674,18 +674,6 @@ def test_relink_with_nothing_changed_opens_no_input_and_reads_no_object_entry(
         capfd.readouterr().err
     assert len(got) == 2  # the record of the inputs and the image: no object entry
     assert (tmp_path / "third").read_bytes() == (tmp_path / "first").read_bytes()
-
-
-# `offlink link` in a fresh interpreter, saying at exit which of these modules it imported.
-IMPORTS_SAID = """import atexit, sys
-def said(names=sys.argv[1].split(","), path=sys.argv[2]):
-    with open(path, "w") as f:
-        print(sorted(set(names) & set(sys.modules)), file=f)
-atexit.register(said)
-sys.argv = ["offlink", *sys.argv[3:]]
-from offlink.cli import main
-main()
-"""
 
 
 def test_relink_with_nothing_changed_imports_neither_subprocess_nor_typing(offlink, forty,

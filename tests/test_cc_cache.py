@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import copy_sample, run
+from conftest import IMPORTS_SAID, copy_sample, run
 
 from offlink.link.cache import Cache
 
@@ -483,18 +483,6 @@ def test_the_host_preprocessing_is_the_target_one_without_its_defines():
     assert host_capture(capture, 3, defines, ["-MD", "-MF", "w/host-code.d"]) == [
         "gcc", "-O2", "-D__OFFLINK_TARGET_HOST__=1", "-x", "c", "-E", "a.c", "-o",
         "w/host-code.i", "-MD", "-MF", "w/host-code.d"]
-
-
-# `offlink cc` in a fresh interpreter, saying at exit which of these modules it imported.
-IMPORTS_SAID = """import atexit, sys
-def said(names=sys.argv[1].split(","), path=sys.argv[2]):
-    with open(path, "w") as f:
-        print(sorted(set(names) & set(sys.modules)), file=f)
-atexit.register(said)
-sys.argv = ["offlink", *sys.argv[3:]]
-from offlink.cli import main
-main()
-"""
 
 
 def test_a_compile_whose_target_code_is_cached_imports_no_subprocess(project):
