@@ -92,6 +92,16 @@ def _major(compiler: str) -> str:
     return tail[1] if len(tail) == 2 and tail[1].isdigit() else "N"
 
 
+def read_runtime(path: str, compiler: str) -> bytes:
+    """A file of the device runtime (libomp-N-dev's); one clear error where it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ToolError(f"target openmp-{TRIPLE}: the device runtime {path}: {e.strerror} "
+                        f"(apt-get install libomp-{_major(compiler)}-dev)") from None
+
+
 def device_runtime(compiler: str, arch: str) -> bytes:
     """The device runtime's bitcode for `arch`: the image of libomptarget.devicertl.a's member
     for nvptx64/arch (as clang-linker-wrapper picks it: by the member's OffloadBinary)."""
@@ -99,12 +109,7 @@ def device_runtime(compiler: str, arch: str) -> bytes:
     from ..formats.offload_binary import SECTION, parse_binaries
 
     path = os.path.join(llvm_lib_dir(compiler), DEVICE_RUNTIME)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ToolError(f"target openmp-{TRIPLE}: the device runtime {path}: {e.strerror} "
-                        f"(apt-get install libomp-{_major(compiler)}-dev)") from None
+    data = read_runtime(path, compiler)
     members = list(archive_members(data, path))
     # Its own member first (devicertl-nvptx-sm_80.o), then every member.
     members.sort(key=lambda m: not m.name.endswith(f"-{arch}.o"))
@@ -311,12 +316,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         if not lto2:
             return
         bc = os.path.join(llvm_lib_dir(self.compiler), f"libomptarget-nvptx-{self.arch}.bc")
-        try:
-            with open(bc, "rb") as f:
-                runtime = f.read()
-        except OSError as e:
-            raise ToolError(f"target openmp-{TRIPLE}: the device runtime {bc}: {e.strerror} "
-                            f"(apt-get install libomp-{_major(self.compiler)}-dev)") from None
+        runtime = read_runtime(bc, self.compiler)
         rt_symbols = symbols(runtime, bc)
         resolutions = cu_resolutions(cus)
         if rt_symbols is None or not resolutions:
