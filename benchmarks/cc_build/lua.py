@@ -25,6 +25,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+def make_variants(work: Path, srcs: list[str], label: str) -> dict[str, list[str]]:
+    """The make words of each build: plain, then `CC=offlink cc gcc` through each tree."""
+    variants: dict[str, list[str]] = {"plain": []}
+    for i, src in enumerate(srcs):
+        wrapper = work / f"offlink-{i}"
+        wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{src}" exec "{sys.executable}" -m '
+                           'offlink "$@"\n')
+        wrapper.chmod(0o755)
+        variants[f"{label} ({src})"] = [f"CC={wrapper} cc gcc"]
+    return variants
+
+
+def report(times: dict[str, list[tuple[float, float]]], runs: int, load: float) -> None:
+    """Print the medians of each build's (wall, CPU) runs, and their ratios to plain's."""
+    pw = statistics.median(w for w, _ in times["plain"])
+    pc = statistics.median(c for _, c in times["plain"])
+    print(f"load average {load:.2f} at the start; medians of {runs} interleaved runs\n")
+    print("| build | wall (s) | / plain | CPU (s) | / plain | runs (wall/CPU) |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name, t in times.items():
+        w = statistics.median(x for x, _ in t)
+        c = statistics.median(x for _, x in t)
+        each = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in t)
+        print(f"| {name} | {w:.2f} | {w / pw:.2f}x | {c:.2f} | {c / pc:.2f}x | {each} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -33,13 +59,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lua-build-"))
     try:
-        variants: dict[str, list[str]] = {"plain": []}
-        for i, src in enumerate(args.src):
-            wrapper = work / f"offlink-{i}"
-            wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{src}" exec "{sys.executable}" -m '
-                               'offlink "$@"\n')
-            wrapper.chmod(0o755)
-            variants[f"cold ({src})"] = [f"CC={wrapper} cc gcc"]
+        variants = make_variants(work, args.src, "cold")
         for n in range(len(variants)):
             shutil.copytree(args.lua, work / str(n))
         env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
@@ -61,16 +81,7 @@ def main() -> None:
                 after = os.times()
                 times[name].append((wall, after.children_user - before.children_user
                                     + after.children_system - before.children_system))
-        pw = statistics.median(w for w, _ in times["plain"])
-        pc = statistics.median(c for _, c in times["plain"])
-        print(f"load average {load:.2f} at the start; medians of {args.runs} interleaved runs\n")
-        print("| build | wall (s) | / plain | CPU (s) | / plain | runs (wall/CPU) |")
-        print("|---|---:|---:|---:|---:|---|")
-        for name, t in times.items():
-            w = statistics.median(x for x, _ in t)
-            c = statistics.median(x for _, x in t)
-            each = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in t)
-            print(f"| {name} | {w:.2f} | {w / pw:.2f}x | {c:.2f} | {c / pc:.2f}x | {each} |")
+        report(times, args.runs, load)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from lua import make_variants, report  # this folder's lua.py (sys.path[0])
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CFLAGS = ("CFLAGS=-Wall -O2 -std=c99 -DLUA_USE_LINUX -fno-stack-protector -fno-common "
@@ -35,13 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lua-mmd-"))
     try:
-        variants: dict[str, list[str]] = {"plain": []}
-        for i, src in enumerate(args.src):
-            wrapper = work / f"offlink-{i}"
-            wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{src}" exec "{sys.executable}" -m '
-                               'offlink "$@"\n')
-            wrapper.chmod(0o755)
-            variants[f"warm ({src})"] = [f"CC={wrapper} cc gcc"]
+        variants = make_variants(work, args.src, "warm")
         env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
         env["OFFLINK_PROGRESS"] = "0"
 
@@ -68,16 +62,7 @@ def main() -> None:
         for _ in range(args.runs):
             for n, (name, cc) in enumerate(variants.items()):
                 times[name].append(build(n, cc))
-        pw = statistics.median(w for w, _ in times["plain"])
-        pc = statistics.median(c for _, c in times["plain"])
-        print(f"load average {load:.2f} at the start; medians of {args.runs} interleaved runs\n")
-        print("| build | wall (s) | / plain | CPU (s) | / plain | runs (wall/CPU) |")
-        print("|---|---:|---:|---:|---:|---|")
-        for name, t in times.items():
-            w = statistics.median(x for x, _ in t)
-            c = statistics.median(x for _, x in t)
-            each = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in t)
-            print(f"| {name} | {w:.2f} | {w / pw:.2f}x | {c:.2f} | {c / pc:.2f}x | {each} |")
+        report(times, args.runs, load)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
