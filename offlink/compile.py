@@ -277,14 +277,17 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
                 begun = objcache.Started(work, slot, jobs, cache,
                                          host_argv=_host_preprocessing(plan, jobs, deps,
                                                                        depfile, host_depfile))
-                objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile)
+                native = objcache.native_options(plan.expanded)
+                objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile,
+                               native)
                 if begun.hit:
                     if host_said_by_source is not None:
                         host_said_by_source[src.path] = begun.host_said
                     return 0
                 key = begun.key
                 if recipe is not None:
-                    objcache.write_recipe(cache, *recipe, plan, parts, begun, host_depfile)
+                    objcache.write_recipe(cache, *recipe, plan, parts, begun, host_depfile,
+                                          native)
         if not jobs:
             _start_preprocessing(plan, tmp, jobs)
         host_said = ""

@@ -6,8 +6,10 @@ object up by the key below and, on a hit, runs neither the host compile nor objc
 The key: this cache's format and offlink's version, the host compiler's and objcopy's identity
 (link/cache.py: resolved path, content hash and `--version`, remembered by stat stamp), the
 host command with the -o and depfile names taken out, the working folder when debug info is
-asked for, the locale and the compiler's search variables, and per target its name, its
-options and a SHA-256 of its preprocessed code. The host object is what that code implies when
+asked for, the locale and the compiler's search variables, per target its name, its options
+and a SHA-256 of its preprocessed code, and for `-march=native` (-mtune, -mcpu) what the
+driver passes its compiler proper for it on this machine (`native_expansion`: remembered by
+compiler and CPU, so a warm compile starts no driver). The host object is what that code implies when
 the host's preprocessed code is the same text but for the target's macros, i.e. when nothing
 tests them: the source and every file its depfile lists (with -MMD, which leaves system headers
 out, every file the code's linemarkers name) are scanned for `__OFFLINK_TARGET`, and
@@ -64,8 +66,7 @@ _REFUSED = AUX_OPTIONS | {
     "-save-temps", "--save-temps", "-aux-info", "-frecord-gcc-switches", "-MG", "-M",
     "-MM", "-P", "-Q", "-v", "-###", "-dumpbase", "-dumpdir", "-dumpbase-ext", "-specs",
     "-wrapper", "-plugin", "-Xclang", "-mllvm", "-Xassembler", "-Xpreprocessor", "-MJ",
-    "-serialize-diagnostics", "-march=native", "-mtune=native", "-mcpu=native", "-gmodules",
-    "-", "-B"}
+    "-serialize-diagnostics", "-gmodules", "-", "-B"}
 _REFUSED_PREFIXES = AUX_PREFIXES + ("-fprofile-", "-fauto-profile", "-fopt-info",
                      "-ftime-report", "-fmem-report", "-ftime-trace", "-time", "-fplugin",
                      "-fcompare-debug", "-fsave-optimization-record", "-foptimization-record",
@@ -261,10 +262,11 @@ def static_parts(plan: CompilePlan) -> list[str]:
 
 
 def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
-        host_code: bytes | None) -> str | None:
+        host_code: bytes | None, native: list[str]) -> str | None:
     """The fat object's key from `static_parts`, each target's preprocessed code (in
     plan.targets' order) and, where a file names a target macro, the host's own (else the
-    host's code is the target's but for those macros); None when not to be cached."""
+    host's code is the target's but for those macros), and what the `native` options
+    (`native_options`) stand for on this machine; None when not to be cached."""
     from .digest import sha256
     from .link.cache import _hash
 
@@ -275,10 +277,98 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
     objcopy_id = cache.tool_identity("objcopy")
     if compiler_id is None or objcopy_id is None:
         return None
-    return _hash(*parts, compiler_id, objcopy_id,
+    cpu = native_expansion(cache, compiler, compiler_id, native) if native else ""
+    if cpu is None:
+        return None
+    return _hash(*parts, compiler_id, objcopy_id, cpu,
                  *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV),
                  *(sha256(code).hexdigest() for code in codes),
                  *(f"host {sha256(code).hexdigest()}" for code in host))
+
+# -- -march=native: keyed by what the driver makes of it here --------------------------------
+def native_options(argv: list[str]) -> list[str]:
+    """The words of a command line that ask for this machine's CPU (`-march=native`,
+    `-mtune=native`, `-mcpu=native`, and gcc's `-mcpu=native+ext` forms): the object depends
+    on the CPU the compiler runs on."""
+    return [w for w in argv if w.startswith(("-march=native", "-mtune=native", "-mcpu=native"))]
+
+
+def cpu_identity() -> str | None:
+    """The first processor's entry in /proc/cpuinfo (vendor, family, model, stepping,
+    microcode, cache size, flags) without what changes as it runs (its clock); None where
+    there is none. What gcc and clang read to resolve `native` (cpuid) shows there."""
+    try:
+        fd = os.open("/proc/cpuinfo", os.O_RDONLY)
+    except OSError:
+        return None
+    text = b""
+    try:  # the kernel writes it a processor at a time: read the first one only
+        while b"\n\n" not in text:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            text += chunk
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    lines = [line for line in text.split(b"\n\n", 1)[0].split(b"\n")
+             if not line.lower().startswith((b"cpu mhz", b"bogomips"))]
+    return b"\n".join(lines).decode(errors="replace") if any(lines) else None
+
+
+def driver_command(said: str) -> str | None:
+    """The first command a driver's `-###` prints (gcc's cc1, clang's -cc1: the expanded
+    `-march=znver3 -mavx2 ... --param l1-cache-size=32`, `-target-cpu znver4 -target-feature
+    +avx2 ...`), its words joined by NULs, the output name (gcc's is a temporary file) taken
+    out; None when there is none."""
+    import shlex
+
+    for line in said.splitlines():
+        if not line.startswith(" ") or line.strip() == "(in-process)":
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            return None
+        return "\0".join("<output>" if i and words[i - 1] == "-o" else w
+                          for i, w in enumerate(words))
+    return None
+
+
+def native_expansion(cache: Cache, compiler: str, compiler_id: str,
+                     native: list[str]) -> str | None:
+    """A SHA-256 of what `compiler` passes its compiler proper for the `native` options on
+    this machine (`driver_command`); None when the driver does not say. Remembered by the
+    compiler's identity and `cpu_identity`, so a warm compile starts no driver: the same
+    compiler on the same CPU expands `native` alike."""
+    from .link.cache import _hash
+
+    cpu = cpu_identity()
+    stamp = None if cpu is None else _hash("offlink cc native", str(FORMAT), compiler_id,
+                                           "\0".join(native), cpu)
+    if stamp is not None:
+        known = cache._known_tool(stamp)
+        if known is not None:
+            return known
+    import subprocess
+
+    if "/" in compiler:  # a path from the working folder (the driver runs in /)
+        compiler = os.path.abspath(compiler)
+    try:  # in / with the C locale: nothing in the command depends on where it ran
+        said = subprocess.run([compiler, *native, "-###", "-c", "-x", "c", os.devnull],
+                              cwd="/", env={**os.environ, "LC_ALL": "C"}, check=True,
+                              stdin=subprocess.DEVNULL, capture_output=True).stderr
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    command = driver_command(said.decode(errors="replace"))
+    if command is None:
+        return None
+    expansion = _hash("native", command)
+    if stamp is not None:
+        cache._remember_tool(stamp, expansion)
+    return expansion
+
 
 def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
     """(the fat object, what its host compile said), or None."""
@@ -403,9 +493,10 @@ def _host_code(started: Started, source: str) -> bytes | None:
 
 
 def serve(started: Started, command: list[str], source: str, parts: list[str], depfile: str,
-          host_depfile: str | None) -> None:
+          host_depfile: str | None, native: list[str]) -> None:
     """Wait for the preprocessing, then install the cached fat object if there is one
-    (`started.hit`); else leave `started.key` for the compile to store under."""
+    (`started.hit`); else leave `started.key` for the compile to store under. `native`: the
+    command's `native_options`."""
     cache = started.cache
     assert cache is not None
     jobs = started.jobs
@@ -430,7 +521,7 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
         host_code = _host_code(started, source)
         if host_code is None:
             return
-    started.key = key(cache, parts, command[0], codes, host_code)
+    started.key = key(cache, parts, command[0], codes, host_code, native)
     found = lookup(cache, started.key) if started.key is not None else None
     if found is None:
         return
@@ -478,7 +569,7 @@ def recipe_key(argv: list[str], targets: list[str], offered: tuple[str, ...]) ->
 
 def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: str,
            deps_job: int, host_depfile: str | None, host_argv: list[str],
-           host_first: bool) -> dict:
+           host_first: bool, native: list[str]) -> dict:
     """What `warm` needs of the plan: the preprocessing commands (the work folder's path
     taken out), which of them writes the depfile, the host preprocessing and whether to
     start it with them (a file named a target macro), and the key's parts but the code."""
@@ -487,7 +578,7 @@ def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: 
 
     return {"kind": "cc-recipe", "compiler": plan.compiler, "source": plan.sources[0].path,
             "output": plan.sources[0].output, "deps_job": deps_job,
-            "host_depfile": host_depfile, "parts": parts,
+            "host_depfile": host_depfile, "parts": parts, "native": native,
             "captures": [[out(w) for w in argv] for argv in captures],
             "labels": [t.name for t in plan.targets],
             "host_capture": [out(w) for w in host_argv], "host_first": host_first}
@@ -495,7 +586,7 @@ def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: 
 
 def write_recipe(cache: Cache, argv: list[str], targets: list[str], offered: tuple[str, ...],
                  plan: CompilePlan, parts: list[str], started: Started,
-                 host_depfile: str | None) -> None:
+                 host_depfile: str | None, native: list[str]) -> None:
     """Keep the recipe of `offlink cc ARGV` (`recipe_key`'s arguments) for `warm`."""
     jobs, tmp = started.jobs, started.work.path
     if any(w.startswith("@") for w in argv) or not jobs or len(jobs) != len(plan.targets):
@@ -507,7 +598,7 @@ def write_recipe(cache: Cache, argv: list[str], targets: list[str], offered: tup
     deps_job = next(i for i, job in enumerate(jobs) if job.deps)
     cache.put(recipe_key(argv, targets, offered),
               recipe(plan, parts, [job.argv for job in jobs], tmp, deps_job, host_depfile,
-                     started.host_argv, bool(started.marked)),
+                     started.host_argv, bool(started.marked), native),
               b"")
 
 
@@ -521,6 +612,7 @@ def _read_recipe(cache: Cache, rkey: str) -> dict | None:
               and isinstance(meta["deps_job"], int)
               and isinstance(meta["host_depfile"], (str, type(None)))
               and all(isinstance(p, str) for p in meta["parts"])
+              and all(isinstance(w, str) for w in meta["native"])
               and all(isinstance(w, str) for argv in meta["captures"] for w in argv)
               and all(isinstance(t, str) for t in meta["labels"])
               and all(isinstance(w, str) for w in meta["host_capture"])
@@ -578,7 +670,7 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
                 close(started)
                 return None
         serve(started, argv, r["source"], r["parts"], os.path.join(work.path, "deps.d"),
-              r["host_depfile"])
+              r["host_depfile"], r["native"])
     except BaseException:
         close(started)
         raise

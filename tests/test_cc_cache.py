@@ -52,10 +52,14 @@ def compile_(offlink: str, src: Path, *args: str, cwd: Path | None = None, **ext
     argv = [offlink, "cc", src.parent / "cc-log", "-O2", *args, "-MD", "-MT", "unit.o",
             "-MF", "unit.o.d", "-c", "unit.c", "-o", "unit.o"]
     proc = run(argv, cwd=cwd or src, env=env_for(src, **extra))
-    # (`--version`: the compiler's identity, probed until its file has settled)
-    host = [line for line in log.read_text().splitlines()
-            if " -E " not in f" {line} " and line != "--version"]
-    return proc, host
+    return proc, host_compiles(log)
+
+
+def host_compiles(log: Path) -> list[str]:
+    """The logged commands that compiled: not a preprocessing, nor a probe (`--version`: the
+    compiler's identity, probed until its file has settled; `-###`: what -march=native is)."""
+    return [line for line in log.read_text().splitlines()
+            if not {"-E", "-###"} & set(line.split()) and line != "--version"]
 
 
 def outputs(folder: Path) -> tuple[bytes, bytes]:
@@ -293,7 +297,8 @@ def test_cache_off_and_no_litter(offlink, project):
     ("-frecord-gcc-switches -c a.c -o a.o", False),
     ("-Wa,-adhln=a.lst -c a.c -o a.o", False),
     ("-Wp,-MD,a.d -c a.c -o a.o", False),
-    ("-march=native -c a.c -o a.o", False),
+    ("-march=native -c a.c -o a.o", True),  # keyed by what native is here
+    ("-mtune=native -c a.c -o a.o", True),
     ("-fdiagnostics-format=sarif-file -c a.c -o a.o", False),
     ("-fmodules-ts -c a.c -o a.o", False),
 ])
@@ -582,3 +587,94 @@ def test_the_compiler_gets_sigpipe_at_its_default(project):
     assert len(masks) >= 2  # the target preprocessing and the host compile
     for mask in masks:
         assert not mask & (1 << (signal.SIGPIPE - 1)), hex(mask)
+
+
+def test_the_command_a_driver_would_run():
+    from offlink.objcache import driver_command
+
+    gcc = ("Using built-in specs.\nTarget: x86_64-linux-gnu\nCOLLECT_GCC_OPTIONS='-march=native'\n"
+           ' /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet /dev/null "-march=znver3" -mmmx '
+           '--param "l1-cache-size=32" "-mtune=znver3" -quiet -o /tmp/ccdk28Cg.s\n'
+           " as --64 -o null.o /tmp/ccdk28Cg.s\n")
+    assert driver_command(gcc) == "\0".join([
+        "/usr/lib/gcc/x86_64-linux-gnu/12/cc1", "-quiet", "/dev/null", "-march=znver3",
+        "-mmmx", "--param", "l1-cache-size=32", "-mtune=znver3", "-quiet", "-o", "<output>"])
+    clang = ('clang version 19.1.7\nInstalledDir: /usr/lib/llvm-19/bin\n (in-process)\n'
+             ' "/usr/lib/llvm-19/bin/clang" "-cc1" "-target-cpu" "znver4" "-target-feature"'
+             ' "+avx" "-o" "null.o" "-x" "c" "/dev/null"\n')
+    assert driver_command(clang) == "\0".join([
+        "/usr/lib/llvm-19/bin/clang", "-cc1", "-target-cpu", "znver4", "-target-feature",
+        "+avx", "-o", "<output>", "-x", "c", "/dev/null"])
+    assert driver_command("gcc: error: unrecognized option\n") is None
+
+
+def test_native_options():
+    from offlink.objcache import native_options
+
+    assert native_options(["gcc", "-O2", "-march=native", "-mtune=generic", "-mcpu=native+nosve",
+                           "-mtune=native", "-march=x86-64-v3", "-c", "a.c"]) == [
+        "-march=native", "-mcpu=native+nosve", "-mtune=native"]
+
+
+def test_a_march_native_compile_is_keyed_by_what_native_is_here(offlink, project):
+    """-march=native is served: keyed by the driver's expansion (`-march=znver3 -mavx2 ...
+    --param l1-cache-size=...`), remembered by compiler and CPU so a warm compile runs no
+    driver; a hit is the object a compile gives; another CPU's expansion misses."""
+    log = project.parent / "log"
+
+    def probes() -> int:
+        return sum("-###" in line.split() for line in log.read_text().splitlines())
+
+    compile_(offlink, project, "-march=native", OFFLINK_NO_CACHE="1")
+    uncached = outputs(project)
+    assert len(compile_(offlink, project, "-march=native")[1]) == 1  # a miss
+    assert probes() == 1
+    assert compile_(offlink, project, "-march=native")[1] == []  # a hit
+    assert probes() == 0  # the expansion was remembered
+    assert outputs(project) == uncached
+    # another CPU: the expansion remembered here is not this one's
+    tools = [p for p in (project.parent / "cache" / "tools").iterdir()]
+    here = {p: p.read_bytes() for p in tools}
+    for p in tools:
+        p.write_bytes(b"0" * 64)  # every memo: the identity probes' too, re-probed on a miss
+    assert len(compile_(offlink, project, "-march=native")[1]) == 1
+    assert outputs(project) == uncached
+    for p, data in here.items():  # this CPU again: a hit
+        p.write_bytes(data)
+    assert compile_(offlink, project, "-march=native")[1] == []
+    for p in tools:  # forgotten: the driver says it again
+        p.unlink()
+    assert compile_(offlink, project, "-march=native")[1] == []
+    assert probes() == 1
+    assert outputs(project) == uncached
+
+
+LUA = Path(__file__).resolve().parent / "real_projects" / "lua"
+
+
+def test_lua_with_its_own_march_native_is_served_on_a_rebuild(offlink, project):
+    """Lua's makefile as shipped compiles with -march=native: a rebuild after `make clean` is
+    served for every CU, and the objects are those an uncached build gives."""
+    cc = f"CC={offlink} cc {project.parent / 'cc-log'}"
+    log = project.parent / "log"
+    flags = "MYCFLAGS=-std=c99 -DLUA_USE_LINUX"
+    for name in ("uncached", "out"):
+        shutil.copytree(LUA, project.parent / name)
+    assert "-march=native" in (LUA / "makefile").read_text()
+
+    def make(name: str, *args: str, **extra: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        run(["make", "-s", "-j2", "-C", project.parent / name, *args, cc, flags],
+            env=env_for(project, **extra))
+        return host_compiles(log) if log.exists() else []
+
+    def objects(name: str) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in sorted((project.parent / name).glob("*.o"))}
+
+    make("uncached", "o", OFFLINK_NO_CACHE="1")
+    compiled = make("out", "o")
+    assert len(compiled) == len(objects("uncached")) > 30
+    assert all("-march=native" in line.split() for line in compiled)
+    make("out", "clean")
+    assert make("out", "o") == []  # every CU served
+    assert objects("out") == objects("uncached")
