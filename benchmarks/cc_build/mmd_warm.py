@@ -1,13 +1,15 @@
 """Lua 5.4.6 rebuilt with a warm cache, compiled with the handwritten-makefile idiom `-MMD -MP`
 (`make -j2`, CC="offlink cc gcc"), plainly and through each offlink tree.
 
-    python benchmarks/cc_build/mmd_warm.py [--runs 3] [--lua tests/real_projects/lua] SRC [SRC...]
+    python benchmarks/cc_build/mmd_warm.py [--runs 3] [--lua DIR] [--shipped] SRC [SRC...]
 
 Each SRC is an offlink source tree (an export: COMMON.md), run as `PYTHONPATH=SRC python -m
-offlink`. Lua's CFLAGS are given without its -march=native (never served from the object
-cache) and with -MMD -MP. Each offlink tree first fills its own cache with one untimed build;
-then every run cleans each build folder (`make clean`) and builds again, the variants
-interleaved. Figures are medians, CPU = user+sys of make and everything under it.
+offlink`. Lua's CFLAGS are given without its -march=native and with -MMD -MP; with
+`--shipped`, Lua's own CFLAGS as its makefile has them (-march=native, no depfiles), only
+MYCFLAGS without readline (not installed here). Each offlink tree first fills its own cache
+with one untimed build; then every run cleans each build folder (`make clean`) and builds
+again, the variants interleaved. Figures are medians, CPU = user+sys of make and everything
+under it.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--lua", default=str(ROOT / "tests" / "real_projects" / "lua"))
+    ap.add_argument("--shipped", action="store_true", help="Lua's own CFLAGS (-march=native)")
     ap.add_argument("src", nargs="+")
     args = ap.parse_args()
+    flags = "MYCFLAGS=-std=c99 -DLUA_USE_LINUX" if args.shipped else CFLAGS
     work = Path(tempfile.mkdtemp(prefix="lua-mmd-"))
     try:
         variants = make_variants(work, args.src, "warm")
@@ -45,7 +49,7 @@ def main() -> None:
                            stdout=subprocess.DEVNULL)
             before = os.times()
             start = time.perf_counter()
-            subprocess.run(["make", "-s", "-j2", "-C", folder, *cc, CFLAGS, "MYLIBS=-ldl"],
+            subprocess.run(["make", "-s", "-j2", "-C", folder, *cc, flags, "MYLIBS=-ldl"],
                            env={**env, "OFFLINK_CACHE_DIR": str(work / f"cache-{n}")},
                            check=True, stdout=subprocess.DEVNULL)
             after = os.times()
