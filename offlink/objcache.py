@@ -9,8 +9,8 @@ host command with the -o and depfile names taken out, the working folder when de
 asked for, the locale and the compiler's search variables, per target its name, its options
 and a SHA-256 of its preprocessed code, and for `-march=native` (-mtune, -mcpu) what the
 driver passes its compiler proper for it on this machine (`native_expansion`: remembered by
-compiler and CPU, so a warm compile starts no driver). The host object is what that code implies when
-the host's preprocessed code is the same text but for the target's macros, i.e. when nothing
+compiler and CPU, so a warm compile starts no driver). The host object is what that code implies
+when the host's preprocessed code is the same text but for the target's macros, i.e. when nothing
 tests them: the source and every file its depfile lists (with -MMD, which leaves system headers
 out, every file the code's linemarkers name) are scanned for `__OFFLINK_TARGET`, and
 where a file names it (every CU including offlink.h) the host's own preprocessed code is keyed

@@ -999,3 +999,66 @@ def test_entry_metadata_is_read_as_json_loads_reads_it():
 
     written()
     jsonish()
+
+
+NATIVE_CC = """\
+#!/bin/sh
+# A driver whose `-###` expands -march=native as the file `cpu` beside it says.
+for a; do
+  if [ "$a" = "-###" ]; then
+    echo probe >> '{log}'; echo " cc1 -march=$(cat '{cpu}') -o x.s" >&2; exit 0
+  fi
+done
+echo mycc 1.0
+"""
+
+
+def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path, monkeypatch):
+    """The link's target compile of a CU built with -march=native (the host fallback compiles
+    with the CU's options; clang's OpenMP CPU targets give llvm-lto2 --mcpu=native): its key
+    holds the driver's expansion, so a cache shared with another CPU misses; remembered, so a
+    relink starts no driver; a command without native words keeps its key."""
+    from offlink import objcache
+    from offlink.formats.payload import Payload, build_record, parse_records
+    from offlink.link.compile import planned
+    from offlink.model import CU
+    from offlink.targets.host import HostTarget
+
+    monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # remember the compiler's identity
+    log, cpu, tool = tmp_path / "probes", tmp_path / "cpu", tmp_path / "mycc"
+    tool.write_text(NATIVE_CC.format(log=log, cpu=cpu))
+    tool.chmod(0o755)
+    log.write_text("")
+
+    def key(*options: str, lto2: bool = False, machine: str = "znver3") -> str:
+        cpu.write_text(machine)
+        monkeypatch.setattr(objcache, "cpu_identity", lambda: f"cpu {machine}")
+        record = build_record(Payload("x86_64-pc-linux-gnu", "c", "a.c", str(tool), options,
+                                      b"int f(void){return 1;}", ()))
+        cu = CU("a.o", parse_records(record, "a.o", lazy=True)[0])
+        target = HostTarget("x86_64-pc-linux-gnu")
+        if lto2:  # as OpenMPTarget's llvm-lto2 command, from the payload's -march=native
+            monkeypatch.setattr(target, "compile_argv", lambda cu, src, obj: [
+                str(tool), "run", "--mcpu=native", src, "-o", obj])
+        return planned([cu], target, str(tmp_path / "w"), Cache(str(tmp_path / "c")))[0][3]
+
+    plain = key("-O2")
+    assert log.read_text() == ""  # no native words: no probe, the key as before
+    cache = Cache(str(tmp_path / "c"))
+    argv = [str(tool), "-O2", "-ffunction-sections", "-fdata-sections", "-fPIC", "-c",
+            "/w/0000-a.c.i", "-o", "/w/0000-a.c.o"]
+    assert plain == cache.object_key(HostTarget("x86_64-pc-linux-gnu"), CU("a.o", parse_records(
+        build_record(Payload("x86_64-pc-linux-gnu", "c", "a.c", str(tool), ("-O2",),
+                             b"int f(void){return 1;}", ())), "a.o", lazy=True)[0]), argv,
+        {"/w/0000-a.c.i": "<source>", "/w/0000-a.c.o": "<object>", "/w": "<tmp>"},
+        cache.tool_identity(str(tool)) or "")
+    here = key("-O2", "-march=native")
+    assert log.read_text().count("probe") == 1
+    assert key("-O2", "-march=native") == here  # remembered: a relink starts no driver
+    assert log.read_text().count("probe") == 1
+    # another machine sharing the cache folder: same command, another expansion
+    assert key("-O2", "-march=native", machine="skylake") != here
+    # llvm-lto2's --mcpu=native: keyed by the payload's driver's expansion of -march=native
+    lto = key("-march=native", lto2=True)
+    assert key("-march=native", lto2=True, machine="skylake") != lto
+    assert key("-march=native", lto2=True) == lto

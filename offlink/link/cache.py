@@ -5,7 +5,8 @@ record's stored, compressed bytes, so a hit needs no inflation: Payload.code_id)
 offered list, the target, the compile command with its temporary paths taken out, the compiler's
 identity (resolved path, content hash and `--version` output, probed once per link and
 remembered by the file's device, inode, size, mtime and ctime) and offlink's own version and
-cache format. With -g the working directory is in it too (debug info records it). An image's
+cache format. With -g the working directory is in it too (debug info records it); with
+`-march=native` and the like, what they stand for on this CPU (compile.native_cpu). An image's
 key covers its objects' keys, the image link command (and the files it reads besides the
 objects, by content: a narrowed link's version script), the linker's identity and the working
 directory. A relink with nothing changed runs neither a compile nor the device link, and

@@ -37,6 +37,7 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
     Only keys are made here, no entry is read: a relink whose image is in the cache needs
     nothing more from its objects (cache.cached_image)."""
     out = []
+    cpus: dict[tuple, str] = {}  # native_cpu's, by driver and words: once per link
     for i, cu in enumerate(cus):
         src, obj = object_names(i, cu, target, workdir)
         argv = target.compile_argv(cu, src, obj)
@@ -48,10 +49,44 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
                                 f"compiler '{argv[0]}' not found")
             # what runs the command, where a target runs it another way (run_compile)
             compiler += target.compile_engine(argv)
+            native = native_words(cu, argv)
+            if native:  # the object depends on the CPU: a shared cache is keyed by it
+                memo = (cu.payload.compiler, *native)
+                if memo not in cpus:
+                    cpus[memo] = native_cpu(cache, cu.payload.compiler, native)
+                compiler += cpus[memo]
             key = cache.object_key(target, cu, argv, {src: "<source>", obj: "<object>",
                                                       workdir: "<tmp>"}, compiler, workdir)
         out.append((src, obj, argv, key))
     return out
+
+
+def native_words(cu: CU, argv: list[str]) -> list[str]:
+    """The words of a CU's target compile `argv` that ask for this machine's CPU, as its
+    payload's driver takes them (objcache.native_options): llvm-lto2's `--mcpu=native`
+    (targets/openmp.py) is the payload's `-march=native`. Most commands have none."""
+    if not any("native" in w for w in argv):
+        return []
+    from ..objcache import native_options
+
+    words = native_options(argv)
+    if "--mcpu=native" in argv:
+        words += [w for w in native_options(list(cu.payload.options)) if w not in words]
+    return words
+
+
+def native_cpu(cache: Cache, driver: str, native: list[str]) -> str:
+    """What the `native` words stand for on this machine, for an object's key: the
+    expansion `offlink cc` keys its compiles by (objcache.native_expansion: remembered in
+    the cache, so a relink starts no driver), else this CPU's own entry."""
+    from ..objcache import cpu_identity, native_expansion
+    from .cache import _hash
+
+    ident = cache.tool_identity(driver)
+    expansion = native_expansion(cache, driver, ident, native) if ident else None
+    if expansion is None:  # the driver does not say: the CPU itself (or the machine) keys it
+        expansion = _hash("cpu", cpu_identity() or os.uname().nodename)
+    return f" native {expansion}"
 
 
 def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
