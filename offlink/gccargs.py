@@ -24,6 +24,53 @@ SEPARATE = {
 # clang's `-Xoffload-linker-<triple> WORD` and `-Xopenmp-target=<triple> WORD`
 # (JoinedAndSeparate): the next word is their value too.
 SEPARATE_PREFIXES = ("-Xoffload-linker-", "-Xopenmp-target=")
+# clang 19's driver options whose value is the next word (Separate, JoinedOrSeparate, and
+# MultiArg in CLANG_VALUES), read from clang-19 itself: each option name in libclang-cpp.so.19
+# given alone as `clang-19 -### NAME` that says "argument to 'NAME' is missing". GCC's
+# table (SEPARATE) differs: -aux-info, -dumpbase, -wrapper, -plugin are no clang options.
+CLANG_SEPARATE = frozenset({
+    "--CLASSPATH", "--analyzer-output", "--assert", "--bootclasspath", "--classpath",
+    "--config", "--define-macro", "--dyld-prefix", "--encoding", "--extdirs", "--for-linker",
+    "--force-link", "--include-directory", "--include-directory-after", "--include-prefix",
+    "--include-with-prefix", "--include-with-prefix-after", "--include-with-prefix-before",
+    "--language", "--library-directory", "--mhwdiv", "--no-system-header-prefix", "--output",
+    "--output-class-directory", "--param", "--prefix", "--print-file-name",
+    "--print-prog-name", "--resource", "--rtlib", "--std", "--stdlib", "--sysroot",
+    "--system-header-prefix", "--undefine-macro", "--vfsoverlay", "-A", "-B", "-D", "-F", "-G",
+    "-I", "-L", "-MF", "-MJ", "-MQ", "-MT", "-T", "-U", "-V", "-Xanalyzer", "-Xarch_device",
+    "-Xarch_host", "-Xassembler", "-Xclang", "-Xcuda-fatbinary", "-Xcuda-ptxas", "-Xlinker",
+    "-Xmicrosoft-visualc-tools-root", "-Xmicrosoft-visualc-tools-version",
+    "-Xmicrosoft-windows-sdk-root", "-Xmicrosoft-windows-sdk-version",
+    "-Xmicrosoft-windows-sys-root", "-Xopenmp-target", "-Xpreprocessor", "-Zlinker-input",
+    "-alias_list", "-allowable_client", "-arch", "-arch_only", "-arcmt-migrate-report-output",
+    "-b", "-bundle_loader", "-ccc-arcmt-migrate", "-ccc-gcc-name", "-ccc-install-dir",
+    "-ccc-objcmt-migrate", "-client_name", "-compatibility_version", "-current_version",
+    "-cxx-isystem", "-darwin-target-variant", "-darwin-target-variant-triple",
+    "-dependency-dot", "-dependency-file", "-dsym-dir", "-dumpdir", "-dylib_file",
+    "-dylinker_install_name", "-e", "-exported_symbols_list", "-fdebug-compilation-dir",
+    "-fexperimental-openacc-macro-override", "-filelist", "-fmodule-implementation-of",
+    "-fmodules-user-build-path", "-fnew-alignment", "-force_load", "-framework",
+    "-ftrapv-handler", "-gen-cdb-fragment-path", "-hlsl-entry", "-iapinotes-modules",
+    "-idirafter", "-iframework", "-iframeworkwithsysroot", "-imacros", "-image_base",
+    "-imultilib", "-include", "-include-pch", "-init", "-install_name",
+    "-interface-stub-version=", "-iprefix", "-iquote", "-isysroot", "-isystem",
+    "-isystem-after", "-ivfsoverlay", "-iwithprefix", "-iwithprefixbefore", "-iwithsysroot",
+    "-l", "-lazy_framework", "-lazy_library", "-meabi", "-mllvm", "-mmlir",
+    "-module-dependency-dir", "-mthread-model", "-multiply_defined",
+    "-multiply_defined_unused", "-o", "-object-file-name", "-pagezero_size",
+    "-read_only_relocs", "-reexport_framework", "-reexport_library", "-resource-dir", "-rpath",
+    "-sectalign", "-sectcreate", "-sectobjectsymbols", "-sectorder", "-seg1addr",
+    "-seg_addr_table", "-seg_addr_table_filename", "-segaddr", "-segcreate", "-segprot",
+    "-segs_read_only_addr", "-segs_read_write_addr", "-serialize-diagnostics", "-specs",
+    "-stdlib++-isystem", "-sub_library", "-sub_umbrella", "-target", "-u", "-umbrella",
+    "-undefined", "-unexported_symbols_list", "-vfsoverlay", "-weak_framework",
+    "-weak_library", "-weak_reference_mismatches", "-working-directory", "-x", "-z"})
+# clang's options that take more than one next word (Darwin's MultiArg options).
+CLANG_VALUES = {"-sectalign": 3, "-sectcreate": 3, "-sectorder": 3, "-segcreate": 3,
+                "-segprot": 3, "-sectobjectsymbols": 2, "-segaddr": 2}
+# clang's JoinedAndSeparate options: `-Xarch_<arch> WORD`, `-Xoffload-linker[-<triple>] WORD`,
+# `-Xopenmp-target=<triple> WORD`: the next word is their value however they end.
+CLANG_SEPARATE_PREFIXES = ("-Xarch_", "-Xoffload-linker", "-Xopenmp-target=")
 # The subset whose attached forms start with the option (-DX, -I/dir, -lm, -L/dir, -ofile).
 ATTACHED = ("-MF", "-MT", "-MQ", "-o", "-D", "-U", "-I", "-L", "-l", "-x", "-B", "-A", "-T",
             "-u", "-e", "-z", "-G")
@@ -154,8 +201,16 @@ class Word:
         return hash((self.index, self.count, self.option, self.value))
 
 
-def words(argv: list[str]) -> list[Word]:
-    """Split a driver command line (without the driver word) into options and inputs."""
+def is_clang(driver: str) -> bool:
+    """Whether a driver word names clang (clang-19, clang++, /usr/bin/clang...)."""
+    return "clang" in os.path.basename(driver)
+
+
+def words(argv: list[str], clang: bool = False) -> list[Word]:
+    """Split a driver command line (without the driver word) into options and inputs, with
+    GCC's table of options that take the next word, or clang 19's for a clang driver."""
+    separate, prefixes = (CLANG_SEPARATE, CLANG_SEPARATE_PREFIXES) if clang else \
+        (SEPARATE, SEPARATE_PREFIXES)
     out = []
     i = 0
     after_dashdash = False
@@ -166,11 +221,12 @@ def words(argv: list[str]) -> list[Word]:
         elif w == "--":
             after_dashdash = True
             out.append(Word(i, 1, "--", ""))
-        elif w in SEPARATE or w.startswith(SEPARATE_PREFIXES):
-            if i + 1 >= len(argv):
+        elif w in separate or w.startswith(prefixes):
+            n = CLANG_VALUES.get(w, 1) if clang else 1
+            if i + n >= len(argv):
                 raise UsageError(f"missing argument to '{w}'")
-            out.append(Word(i, 2, w, argv[i + 1]))
-            i += 1
+            out.append(Word(i, 1 + n, w, " ".join(argv[i + 1 : i + 1 + n])))
+            i += n
         else:
             for opt in ATTACHED:
                 if w.startswith(opt) and len(w) > len(opt) and not _longer_option(w):

@@ -315,6 +315,81 @@ def test_clangs_mllvm_takes_an_llvm_option():
     assert plan.output == "app"
 
 
+SQRT_C = r"""
+#include <math.h>
+#include <stdio.h>
+int main(void) {
+  double x = 0;
+#pragma omp target map(tofrom: x)
+  x = sqrt(16.0);
+  printf("%g\n", x);
+  return 0;
+}
+"""
+
+
+@needs_clang
+def test_clangs_separate_options_on_a_real_link(offlink, tmp_path):
+    """clang 19's link ignores `-Xarch_device WORD` and `-Xarch_host WORD` (an unused-argument
+    warning) and gives `-Xcuda-ptxas WORD` to ptxas only: offlink's link of the same line runs
+    the same kernels on the plugin. `-Xarch_device -ldevonly` was read as a library for the
+    image link (cannot find -ldevonly), `-Xcuda-ptxas -v` as the driver's -v."""
+    (tmp_path / "k.c").write_text(SQRT_C)
+    run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    line = [*OFFLOAD, tmp_path / "k.o", "-Xarch_device", "-ldevonly", "-Xarch_host",
+            "-lhostonly", "-Xcuda-ptxas", "-v", "-lm"]
+    run([offlink, "link", "--no-cache", CLANG, *line, "-o", tmp_path / "app"])
+    run([CLANG, *line, "-o", tmp_path / "app.clang"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "LIBOMPTARGET_INFO": "16"}
+    ours, theirs = run([tmp_path / "app"], env=env), run([tmp_path / "app.clang"], env=env)
+    assert ours.stdout == theirs.stdout == "4\n"
+    kernels = re.findall(r"Launching kernel (\S+)", ours.stderr)
+    assert kernels and kernels == re.findall(r"Launching kernel (\S+)", theirs.stderr)
+
+
+@needs_clang
+def test_clangs_mllvm_reaches_the_device_compiles(offlink, tmp_path):
+    """clang 19 gives the link line's `-mllvm OPTION` to clang-linker-wrapper, whose device
+    LTO takes it: offlink's device compiles of -foffload-lto CUs take it too (an option LLVM
+    does not know fails both links, naming it; a real one links and runs as clang's)."""
+    (tmp_path / "k.c").write_text(SQRT_C)
+    run([CLANG, "-O2", *OFFLOAD, "-foffload-lto", "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    bad = [*OFFLOAD, tmp_path / "k.o", "-mllvm", "-no-such-llvm-option", "-lm"]
+    theirs = run([CLANG, *bad, "-o", tmp_path / "bad.clang"], check=False)
+    ours = run([offlink, "link", "--no-cache", CLANG, *bad, "-o", tmp_path / "bad"], check=False)
+    assert theirs.returncode != 0 and ours.returncode != 0
+    assert "-no-such-llvm-option" in theirs.stderr and "-no-such-llvm-option" in ours.stderr
+    assert not (tmp_path / "bad").exists()
+    good = [*OFFLOAD, tmp_path / "k.o", "-mllvm", "-inline-threshold=0", "-lm"]
+    run([offlink, "link", "--no-cache", CLANG, *good, "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
+    assert run([tmp_path / "app"], env=env).stdout == "4\n"
+
+
+def test_clangs_device_only_words_are_not_the_image_links():
+    """The CPU image's link copies the host link's libraries (host_library_words): not those
+    behind -Xarch_device, -Xarch_host (clang's link ignores them) or -Xcuda-ptxas."""
+    from offlink.targets.openmp import host_library_words, link_opt_level
+
+    words = ["a.o", "-Xarch_device", "-ldev", "-Xarch_host", "-lhost", "-Xcuda-ptxas", "-lp",
+             "-lm", "-Xarch_x86_64", "-O0"]
+    assert host_library_words(words) == ["-lm"]
+    assert link_opt_level(words) == 2
+
+
+def test_nvptx_link_refuses_what_its_device_link_cannot_take():
+    """-mllvm and -Xcuda-ptxas go to clang's NVIDIA device link, which offlink's per-CU NVIDIA
+    builds do not take: one clear error naming the option, not other device code."""
+    from offlink.errors import UsageError
+    from offlink.targets.openmp import refuse_nvptx_words
+
+    refuse_nvptx_words(["a.o", "-Xarch_device", "-mllvm", "-lm"])  # -mllvm is -Xarch_'s value
+    with pytest.raises(UsageError, match=r"^-Xcuda-ptxas -v: clang 19 gives it to the NVIDIA"):
+        refuse_nvptx_words(["a.o", "-Xcuda-ptxas", "-v"])
+    with pytest.raises(UsageError, match=r"^-mllvm -inline-threshold=0: "):
+        refuse_nvptx_words(["a.o", "-mllvm", "-inline-threshold=0"])
+
+
 NVPTX = ["-fopenmp", "--offload-arch=sm_80", f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
          f"--cuda-path={CUDA_HOME}"]
 NVPTX_TARGET = "openmp-nvptx64-nvidia-cuda"

@@ -210,3 +210,42 @@ def test_response_file_kept_whole_is_passed_as_written(tmp_path, monkeypatch):
     assert plan.output == "app" and plan.strip
     assert plan.base_args == ["a.o", "-L.", "-lm", "@missing.rsp"]
     assert plan.host_args == ["a.o", "@libs.rsp", "@missing.rsp"]
+
+
+# clang 19's options that take the next word (gccargs.CLANG_SEPARATE, read from clang-19),
+# each followed by a word that would otherwise be an input, a library or the output.
+CLANG_WORDS = [
+    ["-Xarch_host", "-lm"], ["-Xarch_device", "-lm"], ["-Xarch_sm_80", "-lm"],
+    ["-Xarch_x86_64", "-Wl,--defsym=a=1"], ["-Xcuda-ptxas", "-v"], ["-Xcuda-fatbinary", "x.o"],
+    ["-Xclang", "-oops"], ["-mllvm", "-openmp-opt-disable-spmdization"], ["-target", "x.o"],
+    ["--config", "c.cfg"], ["-include", "h.o"], ["-MF", "d.o"], ["-MT", "-lm"],
+    ["-Xopenmp-target=x86_64-pc-linux-gnu", "-lm"], ["-Xoffload-linker-nvptx64", "-lm"],
+    ["-Zlinker-input", "-lm"], ["-sectcreate", "s", "t", "f.o"], ["-segaddr", "s", "x.o"]]
+
+
+@pytest.mark.parametrize("taken", CLANG_WORDS, ids=lambda w: w[0])
+def test_clangs_options_take_their_next_words(taken):
+    """With a clang driver the words after such an option are its value: no input, library
+    or output of the link (clang 19's link ignores -Xarch_* and gives -mllvm to the device
+    link); the host link keeps them as written, for clang to read, but the device side's."""
+    p = plan_link(["clang-19", "a.o", *taken, "-o", "app"])
+    assert p.inputs == [Input("file", "a.o")]
+    assert p.output == "app"
+    kept = [] if taken[0].startswith(("-Xoffload-linker", "-Xopenmp-target")) else taken
+    assert host_link_argv(p, "tmp", []) == ["clang-19", "a.o", *kept, "-o", "tmp"]
+
+
+def test_gcc_keeps_gccs_table():
+    """gcc knows no -Xarch_host or --config: the word after them is its own (an input here),
+    as gcc reads it, and GCC's -aux-info takes the next word where clang has no such option."""
+    p = plan_link(["gcc", "a.o", "-Xarch_host", "-lm", "--config", "b.o"])
+    assert p.inputs == [Input("file", "a.o"), Input("library", "m"), Input("file", "b.o")]
+    assert [w.option for w in words(["-aux-info", "x.o"])] == ["-aux-info"]
+    assert [w.option for w in words(["-aux-info", "x.o"], clang=True)] == ["-aux-info", ""]
+
+
+def test_clangs_option_without_its_word_is_one_clear_error():
+    with pytest.raises(UsageError, match="missing argument to '-Xarch_device'"):
+        plan_link(["clang-19", "a.o", "-Xarch_device"])
+    with pytest.raises(UsageError, match="missing argument to '-sectcreate'"):
+        plan_link(["clang-19", "a.o", "-sectcreate", "s", "t"])

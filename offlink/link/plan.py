@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..errors import UsageError
-from ..gccargs import expand_with_origins, linker_options, respelled, words
+from ..gccargs import expand_with_origins, is_clang, linker_options, respelled, words
 from ..model import Input, LinkPlan
 from ..model import find_library as find_library  # re-exported: it lived here before model.py
 
@@ -26,7 +26,7 @@ def plan_link(argv: list[str]) -> LinkPlan:
     driver = argv[0]
     check_driver(driver, "link")
     args, origins = expand_with_origins(argv[1:])
-    ws = words(args)
+    ws = words(args, clang=is_clang(driver))  # clang's and gcc's options differ
     parts: list[tuple[int, int, list[str]]] = []  # what each word becomes in the host link
     output = "a.out"
     mode = "executable"

@@ -27,7 +27,7 @@ import threading
 from collections import Counter
 
 from ..elf import STB_GLOBAL, ElfFile
-from ..errors import FormatError, LinkError, ToolError
+from ..errors import FormatError, LinkError, ToolError, UsageError
 from . import Target
 
 
@@ -117,25 +117,43 @@ def link_opt_level(args) -> int:
     (the wrapper's default) without one. A higher number is 3, as clang's compiles take it.
     The value of a separate-argument option (`-Xlinker -O1`, `-Xoffload-linker -O1`: the
     device linker's, `-mllvm`, `-o`) is no -O word."""
-    from ..gccargs import SEPARATE, expand_response_files
+    from ..gccargs import expand_response_files, words
 
     level = 2
-    value_next = False
-    for word in expand_response_files(list(args)):
-        if value_next:
-            value_next = False
-        elif word == "--":
-            break
-        elif word in SEPARATE or word.startswith("-X"):  # clang's -X... all take the next word
-            value_next = True
-        elif word.startswith(("-O", "--optimize=")):
-            value = word[2:] if word.startswith("-O") else word[len("--optimize="):]
+    for w in words(expand_response_files(list(args)), clang=True):
+        if w.option.startswith(("-O", "--optimize=")):
+            value = w.option[2:] if w.option.startswith("-O") else \
+                w.option[len("--optimize="):]
             named = {"": 1, "g": 1, "s": 2, "z": 2, "fast": 3}
             if value in named:
                 level = named[value]
             elif value.isdigit():
                 level = min(int(value), 3)
     return level
+
+
+def llvm_options(args) -> list[str]:
+    """The values of a link line's `-mllvm OPTION` words, in order: clang 19 gives them to
+    clang-linker-wrapper, which sets them in its own LLVM for the device LTO and code
+    generation."""
+    from ..gccargs import expand_response_files, words
+
+    return [w.value for w in words(expand_response_files(list(args)), clang=True)
+            if w.option == "-mllvm"]
+
+
+def refuse_nvptx_words(args) -> None:
+    """One clear error for the link line's words clang 19 gives an NVIDIA image's device link
+    that offlink's NVIDIA link does not take: `-mllvm OPTION` (the wrapper's device LTO) and
+    `-Xcuda-ptxas WORD` (the wrapper's `--ptxas-arg`). Dropping them silently would give other
+    device code than clang's link."""
+    from ..gccargs import expand_response_files, words
+
+    for w in words(expand_response_files(list(args)), clang=True):
+        if w.option in ("-mllvm", "-Xcuda-ptxas"):
+            raise UsageError(f"{w.option} {w.value}: clang 19 gives it to the NVIDIA device "
+                             f"link (clang-linker-wrapper), which offlink's per-CU NVIDIA "
+                             f"builds do not take yet; leave it off the link line")
 
 
 # Architectures LLVM's Triple parses (its first component), for device_linker_words: a word
@@ -173,31 +191,19 @@ def device_linker_words(args, triple: str) -> list[str]:
     no architecture in it: `-lm`, `--defsym=a=1`) makes the whole word every image's, a
     triple with an empty rest gives the triple itself, else the rest goes to the image whose
     triple is exactly that one."""
-    from ..gccargs import expand_response_files
+    from ..gccargs import expand_response_files, words
 
     given = []
-    ws = expand_response_files(list(args))
-    i = 0
-    while i < len(ws):
-        word = ws[i]
-        if word == "--":
-            break
-        if word == "-Xopenmp-target" or word.startswith("-Xopenmp-target="):
-            i += 2  # its word is not the device linker's, even when it is -Xoffload-linker
-            continue
-        if word == "-Xoffload-linker" or word.startswith("-Xoffload-linker-"):
-            if i + 1 < len(ws):
-                named = word[len("-Xoffload-linker-"):]
-                if not named:
-                    given.append(ws[i + 1])
-                else:
-                    parts = named.split("-")
-                    if parts[0] in _GPU_TRIPLES and len(parts) < 3:
-                        named = _GPU_TRIPLES[parts[0]]
-                    given.append(f"{named}={ws[i + 1]}")
-            i += 2
-            continue
-        i += 1
+    for w in words(expand_response_files(list(args)), clang=True):
+        if w.option.startswith("-Xoffload-linker"):
+            named = w.option[len("-Xoffload-linker-"):]
+            if not named:
+                given.append(w.value)
+            else:
+                parts = named.split("-")
+                if parts[0] in _GPU_TRIPLES and len(parts) < 3:
+                    named = _GPU_TRIPLES[parts[0]]
+                given.append(f"{named}={w.value}")
     out = []
     for word in given:
         head, _, value = word.partition("=")
@@ -228,7 +234,7 @@ def _ld_args(args) -> tuple[list[str], list[str]]:
 
     ld: list[str] = []
     dirs: list[str] = []
-    for w in words(expand_response_files(list(args))):
+    for w in words(expand_response_files(list(args)), clang=True):
         if w.option == "":
             ld.append(w.value)
         elif w.option == "-l":
@@ -355,6 +361,7 @@ class OpenMPTarget(Target):
         self._cus: list = []  # the CUs those ids are of (kept alive)
         self.liblto = ""  # the libLTO that runs llvm-lto2's commands (liblto.py), "" for none
         self.opt_level = 2  # the link line's (link_opt_level), as clang's link uses it
+        self.llvm_options: list[str] = []  # the link line's -mllvm values (llvm_options)
         self._worker = None  # its liblto.Worker, started by the first command
         self._lock = threading.Lock()
 
@@ -369,6 +376,8 @@ class OpenMPTarget(Target):
                 raise LinkError(f"target {self.name}: the CUs were compiled for "
                                 f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                                 f"links one --offload-arch per link so far")
+            if plan is not None:
+                refuse_nvptx_words(plan.argv[1:])
             nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
             nvptx.opt_level = level
             nvptx.setup_lto(cus, plan)
@@ -379,6 +388,7 @@ class OpenMPTarget(Target):
         t = OpenMPTarget(self.name)
         t.compiler = compiler
         t.opt_level = level
+        t.llvm_options = llvm_options(plan.argv[1:]) if plan is not None else []
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
             t.lto2 = _lto2(compiler)
             if t.lto2:
@@ -401,9 +411,10 @@ class OpenMPTarget(Target):
             cpu = [f"--mcpu={o[len('-march='):]}" for o in p.options if o.startswith("-march=")]
             return [self.lto2, "run", *lto_level_words(self.opt_level),
                     "--relocation-model=pic", *cpu, source, "-o", output,
-                    *(f"-r={source},{n},{r}" for n, r in res)]
-        return [p.compiler, "-c", f"-O{self.opt_level}", "-fPIC", *p.options, "-x", "ir",
-                source, "-o", output]
+                    *(f"-r={source},{n},{r}" for n, r in res), *self.llvm_options]
+        mllvm = [w for o in self.llvm_options for w in ("-mllvm", o)]
+        return [p.compiler, "-c", f"-O{self.opt_level}", "-fPIC", *p.options, *mllvm, "-x",
+                "ir", source, "-o", output]
 
     def run_compile(self, children, argv, what):
         """llvm-lto2's command done by the libLTO worker (the same object, without starting
