@@ -277,7 +277,9 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
                 begun = objcache.Started(work, slot, jobs, cache,
                                          host_argv=_host_preprocessing(plan, jobs, deps,
                                                                        depfile, host_depfile))
-                native = objcache.native_options(plan.expanded)
+                from .link.cache import native_options
+
+                native = native_options(plan.expanded)
                 objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile,
                                native)
                 if begun.hit:

@@ -4,25 +4,25 @@ A warm compile runs the target preprocessing (which `offlink cc` runs anyway), l
 object up by the key below and, on a hit, runs neither the host compile nor objcopy.
 
 The key: this cache's format and offlink's version, the host compiler's and objcopy's identity
-(link/cache.py: resolved path, content hash and `--version`, remembered by stat stamp), the
-host command with the -o and depfile names taken out, the working folder when debug info is
-asked for, the locale and the compiler's search variables, per target its name, its options
-and a SHA-256 of its preprocessed code, and for `-march=native` (-mtune, -mcpu) what the
-driver passes its compiler proper for it on this machine (`native_expansion`: remembered by
-compiler and CPU, so a warm compile starts no driver). The host object is what that code implies
-when the host's preprocessed code is the same text but for the target's macros, i.e. when nothing
-tests them: the source and every file its depfile lists (with -MMD, which leaves system headers
-out, every file the code's linemarkers name) are scanned for `__OFFLINK_TARGET`, and
-where a file names it (every CU including offlink.h) the host's own preprocessed code is keyed
-too: the host preprocessing (the depfile-writing target preprocessing without the target's
-defines; started after the scan, or with the target preprocessing when the recipe says the
-command line needed it) and a SHA-256 of its output. It also writes the depfile a hit installs
-where the host compile writes one (the target's may list other headers). What a scan cannot
-see is then only a CU that tests a target macro by a name made by token pasting
-(`__OFFLINK_ ## TARGET__`) and names it nowhere: its host code is not keyed and such a CU must
-not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile that writes files
-beside the object or reads files the preprocessor does not (coverage, profiles, split DWARF,
-dumps, plugins, `.incbin` in any side's code, -MG...) is not cached at all (`refusal`).
+(link/cache.py: resolved path, content hash and `--version`, remembered by stat stamp), the host
+command with the -o and depfile names taken out, the working folder when debug info is asked for,
+the locale and the compiler's search variables, per target its name, its options and a SHA-256 of
+its preprocessed code, and for `-march=native` (-mtune, -mcpu) what the driver passes its compiler
+proper for it on this machine (link/cache.py's `native_expansion`: remembered by compiler and CPU,
+so a warm compile starts no driver). The host object is what that code implies when the host's
+preprocessed code is the same text but for the target's macros, i.e. when nothing tests them: the
+source and every file its depfile lists (with -MMD, which leaves system headers out, every file the
+code's linemarkers name) are scanned for `__OFFLINK_TARGET`, and where a file names it (every CU
+including offlink.h) the host's own preprocessed code is keyed too: the host preprocessing (the
+depfile-writing target preprocessing without the target's defines; started after the scan, or with
+the target preprocessing when the recipe says the command line needed it) and a SHA-256 of its
+output. It also writes the depfile a hit installs where the host compile writes one (the target's
+may list other headers). What a scan cannot see is then only a CU that tests a target macro by a
+name made by token pasting (`__OFFLINK_ ## TARGET__`) and names it nowhere: its host code is not
+keyed and such a CU must not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a
+compile that writes files beside the object or reads files the preprocessor does not (coverage,
+profiles, split DWARF, dumps, plugins, `.incbin` in any side's code, -MG...) is not cached at all
+(`refusal`).
 
 Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
 limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
@@ -266,9 +266,9 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
     """The fat object's key from `static_parts`, each target's preprocessed code (in
     plan.targets' order) and, where a file names a target macro, the host's own (else the
     host's code is the target's but for those macros), and what the `native` options
-    (`native_options`) stand for on this machine; None when not to be cached."""
+    (link.cache.native_options) stand for on this machine; None when not to be cached."""
     from .digest import sha256
-    from .link.cache import _hash
+    from .link.cache import _hash, native_expansion
 
     host = [] if host_code is None else [host_code]
     if any(b".incbin" in code for code in [*codes, *host]):  # the assembler reads a file
@@ -284,91 +284,6 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
                  *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV),
                  *(sha256(code).hexdigest() for code in codes),
                  *(f"host {sha256(code).hexdigest()}" for code in host))
-
-# -- -march=native: keyed by what the driver makes of it here --------------------------------
-def native_options(argv: list[str]) -> list[str]:
-    """The words of a command line that ask for this machine's CPU (`-march=native`,
-    `-mtune=native`, `-mcpu=native`, and gcc's `-mcpu=native+ext` forms): the object depends
-    on the CPU the compiler runs on."""
-    return [w for w in argv if w.startswith(("-march=native", "-mtune=native", "-mcpu=native"))]
-
-
-def cpu_identity() -> str | None:
-    """The first processor's entry in /proc/cpuinfo (vendor, family, model, stepping,
-    microcode, cache size, flags) without what changes as it runs (its clock); None where
-    there is none. What gcc and clang read to resolve `native` (cpuid) shows there."""
-    try:
-        fd = os.open("/proc/cpuinfo", os.O_RDONLY)
-    except OSError:
-        return None
-    text = b""
-    try:  # the kernel writes it a processor at a time: read the first one only
-        while b"\n\n" not in text:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            text += chunk
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    lines = [line for line in text.split(b"\n\n", 1)[0].split(b"\n")
-             if not line.lower().startswith((b"cpu mhz", b"bogomips"))]
-    return b"\n".join(lines).decode(errors="replace") if any(lines) else None
-
-
-def driver_command(said: str) -> str | None:
-    """The first command a driver's `-###` prints (gcc's cc1, clang's -cc1: the expanded
-    `-march=znver3 -mavx2 ... --param l1-cache-size=32`, `-target-cpu znver4 -target-feature
-    +avx2 ...`), its words joined by NULs, the output name (gcc's is a temporary file) taken
-    out; None when there is none."""
-    import shlex
-
-    for line in said.splitlines():
-        if not line.startswith(" ") or line.strip() == "(in-process)":
-            continue
-        try:
-            words = shlex.split(line)
-        except ValueError:
-            return None
-        return "\0".join("<output>" if i and words[i - 1] == "-o" else w
-                          for i, w in enumerate(words))
-    return None
-
-
-def native_expansion(cache: Cache, compiler: str, compiler_id: str,
-                     native: list[str]) -> str | None:
-    """A SHA-256 of what `compiler` passes its compiler proper for the `native` options on
-    this machine (`driver_command`); None when the driver does not say. Remembered by the
-    compiler's identity and `cpu_identity`, so a warm compile starts no driver: the same
-    compiler on the same CPU expands `native` alike."""
-    from .link.cache import _hash
-
-    cpu = cpu_identity()
-    stamp = None if cpu is None else _hash("offlink cc native", str(FORMAT), compiler_id,
-                                           "\0".join(native), cpu)
-    if stamp is not None:
-        known = cache._known_tool(stamp)
-        if known is not None:
-            return known
-    import subprocess
-
-    if "/" in compiler:  # a path from the working folder (the driver runs in /)
-        compiler = os.path.abspath(compiler)
-    try:  # in / with the C locale: nothing in the command depends on where it ran
-        said = subprocess.run([compiler, *native, "-###", "-c", "-x", "c", os.devnull],
-                              cwd="/", env={**os.environ, "LC_ALL": "C"}, check=True,
-                              stdin=subprocess.DEVNULL, capture_output=True).stderr
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    command = driver_command(said.decode(errors="replace"))
-    if command is None:
-        return None
-    expansion = _hash("native", command)
-    if stamp is not None:
-        cache._remember_tool(stamp, expansion)
-    return expansion
-
 
 def lookup(cache: Cache, key: str) -> tuple[bytes, str] | None:
     """(the fat object, what its host compile said), or None."""

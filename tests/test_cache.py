@@ -1018,7 +1018,6 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
     with the CU's options; clang's OpenMP CPU targets give llvm-lto2 --mcpu=native): its key
     holds the driver's expansion, so a cache shared with another CPU misses; remembered, so a
     relink starts no driver; a command without native words keeps its key."""
-    from offlink import objcache
     from offlink.formats.payload import Payload, build_record, parse_records
     from offlink.link.compile import planned
     from offlink.model import CU
@@ -1032,7 +1031,7 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
 
     def key(*options: str, lto2: bool = False, machine: str = "znver3") -> str:
         cpu.write_text(machine)
-        monkeypatch.setattr(objcache, "cpu_identity", lambda: f"cpu {machine}")
+        monkeypatch.setattr(cache_module, "cpu_identity", lambda: f"cpu {machine}")
         record = build_record(Payload("x86_64-pc-linux-gnu", "c", "a.c", str(tool), options,
                                       b"int f(void){return 1;}", ()))
         cu = CU("a.o", parse_records(record, "a.o", lazy=True)[0])

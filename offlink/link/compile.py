@@ -63,11 +63,11 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
 
 def native_words(cu: CU, argv: list[str]) -> list[str]:
     """The words of a CU's target compile `argv` that ask for this machine's CPU, as its
-    payload's driver takes them (objcache.native_options): llvm-lto2's `--mcpu=native`
+    payload's driver takes them (cache.native_options): llvm-lto2's `--mcpu=native`
     (targets/openmp.py) is the payload's `-march=native`. Most commands have none."""
     if not any("native" in w for w in argv):
         return []
-    from ..objcache import native_options
+    from .cache import native_options
 
     words = native_options(argv)
     if "--mcpu=native" in argv:
@@ -77,10 +77,9 @@ def native_words(cu: CU, argv: list[str]) -> list[str]:
 
 def native_cpu(cache: Cache, driver: str, native: list[str]) -> str:
     """What the `native` words stand for on this machine, for an object's key: the
-    expansion `offlink cc` keys its compiles by (objcache.native_expansion: remembered in
+    expansion `offlink cc` keys its compiles by (cache.native_expansion: remembered in
     the cache, so a relink starts no driver), else this CPU's own entry."""
-    from ..objcache import cpu_identity, native_expansion
-    from .cache import _hash
+    from .cache import _hash, cpu_identity, native_expansion
 
     ident = cache.tool_identity(driver)
     expansion = native_expansion(cache, driver, ident, native) if ident else None
