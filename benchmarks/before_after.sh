@@ -40,6 +40,10 @@ uptime
     --offlink "after=$NEW"
 "$PY" benchmarks/clang/bench.py --cus 30,300 --modes lto --repeat 3 --offlink "before=$OLD" \
     --offlink "after=$NEW"
+if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ]; then  # sm_80: linked, not run (no GPU needed)
+    "$PY" benchmarks/clang/bench.py --cus 30 --modes lto --repeat 3 --arch sm_80 \
+        --offlink "before=$OLD" --offlink "after=$NEW"
+fi
 if [ "${QUICK:-}" != 1 ]; then
     "$PY" benchmarks/fill/bench.py --runs 7 --offlink "before=$OLD" --offlink "after=$NEW"
     env PYTHONPATH="$OUT/after" "$PY" benchmarks/runtime_first_translate/bench.py \
