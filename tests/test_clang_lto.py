@@ -445,14 +445,10 @@ def _linkage(obj: bytes) -> set[tuple]:
             for s in ElfFile(obj).symbols() if s.name and (s.is_global or s.st_type in (1, 2))}
 
 
-@needs_clang
-def test_the_liblto_worker_compiles_as_llvm_lto2(offlink, tmp_path):
-    """Each CU's `llvm-lto2 run` command is done by the libLTO worker (one LLVM for the link).
-    C CUs: every device object is llvm-lto2's, byte for byte (the internalized helper and the
-    exported one). C++ (templates, inline, weak, common, sections, static, indirect functions,
-    declare target variables): the same symbols with the same binding, type and visibility
-    (libLTO's internalize takes a lone internalized inline function out of its comdat, and
-    lays the functions out in another order). The program prints what clang's link prints."""
+def _four_cus(tmp_path) -> list:
+    """The C++ and C CUs the libLTO worker tests link (templates, inline, weak, common,
+    indirect functions; an internalized helper and an exported one), compiled with
+    -foffload-lto at -O2; their objects."""
     (tmp_path / "x.cpp").write_text(X_CPP)
     (tmp_path / "extern_dev.cpp").write_text(EXTERN_DEV_CPP)
     (tmp_path / "a.c").write_text(A_C)
@@ -461,6 +457,18 @@ def test_the_liblto_worker_compiles_as_llvm_lto2(offlink, tmp_path):
     for src in ("x.cpp", "extern_dev.cpp", "a.c", "b.c"):
         objs.append(tmp_path / (src.split(".")[0] + ".o"))
         run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / src, "-o", objs[-1]])
+    return objs
+
+
+@needs_clang
+def test_the_liblto_worker_compiles_as_llvm_lto2(offlink, tmp_path):
+    """Each CU's `llvm-lto2 run` command is done by the libLTO worker (one LLVM for the link).
+    C CUs: every device object is llvm-lto2's, byte for byte (the internalized helper and the
+    exported one). C++ (templates, inline, weak, common, sections, static, indirect functions,
+    declare target variables): the same symbols with the same binding, type and visibility
+    (libLTO's internalize takes a lone internalized inline function out of its comdat, and
+    lays the functions out in another order). The program prints what clang's link prints."""
+    objs = _four_cus(tmp_path)
     link = ["clang++-19", *OFFLOAD, *objs, "-o", tmp_path / "app"]
     env = {**os.environ, "OFFLINK_NO_CACHE": "1", "LD_LIBRARY_PATH": LLVM_LIB}
     worker = _device_objects(offlink, link, {**env, "OFFLINK_LIBLTO": "1"})
@@ -582,14 +590,7 @@ def test_the_link_lines_level_is_the_device_ltos(offlink, tmp_path, level):
     objects are llvm-lto2's byte for byte and its C++ objects have the same symbols (at -O0
     llvm-lto2 runs every CU: the worker would keep a dead internalized helper), and the
     program prints what clang's link of the same objects at that level prints."""
-    (tmp_path / "x.cpp").write_text(X_CPP)
-    (tmp_path / "extern_dev.cpp").write_text(EXTERN_DEV_CPP)
-    (tmp_path / "a.c").write_text(A_C)
-    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)").replace("main", "main_b"))
-    objs = []
-    for src in ("x.cpp", "extern_dev.cpp", "a.c", "b.c"):
-        objs.append(tmp_path / (src.split(".")[0] + ".o"))
-        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / src, "-o", objs[-1]])
+    objs = _four_cus(tmp_path)
     link = ["clang++-19", *OFFLOAD, level, *objs, "-o", tmp_path / "app"]
     env = {**os.environ, "OFFLINK_NO_CACHE": "1", "LD_LIBRARY_PATH": LLVM_LIB}
     n = level[2:]
