@@ -16,8 +16,8 @@ from .elf import (
 from .errors import FormatError, TableError, UsageError
 from .formats.origins import SECTION as ORIGINS_SECTION
 from .formats.table import SECTION
-from .records import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .elf import Section
     from .formats.origins import Origins

@@ -6,8 +6,7 @@ every field's annotation into a ForwardRef). The modules a compile imports decla
 tuples with this `NamedTuple` instead: to a type checker it is typing's own; at run time
 a class statement with it makes the same collections.namedtuple class typing makes (fields in
 annotation order, defaults, methods, docstring), the annotations kept as the strings they are.
-The same modules write `TYPE_CHECKING = False`, or import it from here, rather than importing
-it from typing.
+The same modules write `TYPE_CHECKING = False` rather than importing it from typing.
 """
 
 from __future__ import annotations

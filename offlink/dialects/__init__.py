@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import LinkError
 from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
-from ..records import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from types import ModuleType
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..errors import FormatError
 from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
-from ..records import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from ..elf import ElfFile, Section
     from ..model import CU

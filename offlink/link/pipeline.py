@@ -13,11 +13,11 @@ import time
 
 from .. import run as runner
 from ..errors import LinkError, ToolError, UsageError
-from ..records import TYPE_CHECKING
+from .plan import LinkPlan, host_link_argv, plan_link
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from ..targets import Target
-from .plan import LinkPlan, host_link_argv, plan_link
 
 HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
 

@@ -28,8 +28,8 @@ from ..elf import (
 )
 from ..formats import origins as origins_format
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout
-from ..records import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

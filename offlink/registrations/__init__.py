@@ -13,8 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from ..records import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from ..formats.table import Layout
     from ..link.cache import Cache

@@ -21,9 +21,9 @@ import re
 
 from ..dialects import gcc
 from ..errors import ToolError, UsageError
-from ..records import TYPE_CHECKING
 from . import Target
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from ..link.cache import Cache
 

@@ -38,9 +38,9 @@ import os
 import sys
 import threading
 
-from ..records import TYPE_CHECKING
 from .liblto_worker import decode_reply, encode_request
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     import subprocess
 

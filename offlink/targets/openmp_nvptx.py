@@ -37,9 +37,9 @@ import os
 import shlex
 
 from ..errors import FormatError, LinkError, ToolError, UsageError
-from ..records import TYPE_CHECKING
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from ..link.cache import Cache
 
