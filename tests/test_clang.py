@@ -170,6 +170,37 @@ def test_relink_is_deterministic_and_cached(offlink, sample, tmp_path):
     assert "image from cache" in proc.stderr  # the CUs' objects are used as they are
 
 
+def resized_c(functions: int) -> str:
+    """A program whose target image grows with `functions` declare target functions."""
+    fs = "".join(f"int f{i}(int x) {{ return x * {i} + {i * i}; }}\n" for i in range(functions))
+    return ("#include <stdio.h>\n#pragma omp declare target\n" + fs +
+            "int twice(int x) { return 2 * x + f0(1) + 1; }\n#pragma omp end declare target\n"
+            "int main(void) {\n  int r = 0;\n#pragma omp target map(from: r)\n"
+            "  r = twice(20);\n  printf(\"%d\\n\", r);\n  return 0;\n}\n")
+
+
+@needs_clang
+def test_relink_with_a_resized_image_takes_the_registration_from_the_cache(offlink, tmp_path):
+    """The libomptarget registration names its image by the placeholder's symbols, not by
+    offset and size: a relink whose image changed size compiles no new registration, and the
+    program it makes runs on libomptarget with the new image."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"),
+           "LD_LIBRARY_PATH": LLVM_LIB}
+    said, sizes = [], []
+    for functions in (1, 800):
+        (tmp_path / "k.c").write_text(resized_c(functions))
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+        said.append(run([offlink, "link", "--verbose", CLANG, *OFFLOAD, tmp_path / "k.o",
+                         "-o", tmp_path / "app"], env=env).stderr)
+        info = run([offlink, "inspect", "--json", tmp_path / "app"]).stdout
+        sizes.append([t["image_size"] for t in json.loads(info)["table"]["targets"]])
+        proc = run([tmp_path / "app"], env={**env, "LIBOMPTARGET_INFO": "16"})
+        assert proc.stdout == "41\n" and len(launches_of(proc.stderr)) == 1
+    assert sizes[0] != sizes[1]  # the second image is another size
+    assert len(_verbose_commands(said[0], "offlink-omptarget-register.c")) == 1
+    assert not _verbose_commands(said[1], "offlink-omptarget-register.c")
+
+
 @needs_clang
 def test_offload_binary_reader_agrees_with_llvm_objdump(sample):
     obj = ElfFile.open(sample / "build" / "vec.o")

@@ -236,7 +236,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         staged = os.path.join(workdir, "out", os.path.basename(plan.output))
         from ..registrations import objects as registration_objects
 
-        extra = [placeholder, *registration_objects(plan, images, layout, workdir, cache),
+        extra = [placeholder, *registration_objects(plan, images, workdir, cache),
                  *_host_link_args(plan, targets)]
         host = _drop_words(host_link_argv(plan, staged, extra), targets)
         from ..registrations import opt_in

@@ -1,8 +1,11 @@
 """Stage 5, reserve: a placeholder object holding `.openmp_target` at its final size.
 
 The object defines `__OPENMP_TARGET__` (weak, hidden) at offset 0 of the section, so code that
-refers to it is resolved by the linker. The images are already in place (their offsets are
-fixed by the layout), so the build-id the linker computes covers them; the fill writes the
+refers to it is resolved by the linker, and `__offlink_image_K` / `__offlink_image_K_end`
+(global, hidden: local in the output) at the start and end of image K, so a runtime
+registration names its images by index (registrations/): its code is then the same on every
+relink that changes an image's size, and its compiled object is a cache hit. The images are
+already in place (their offsets are fixed by the layout), so the build-id the linker computes covers them; the fill writes the
 metadata once the host addresses are final. SHF_GNU_RETAIN keeps the section through
 --gc-sections.
 
@@ -22,6 +25,7 @@ from ..elf import (
     SHT_PROGBITS,
     SHT_STRTAB,
     SHT_SYMTAB,
+    STB_GLOBAL,
     STB_WEAK,
     STT_OBJECT,
     STV_HIDDEN,
@@ -35,6 +39,11 @@ if TYPE_CHECKING:
 
     from ..model import CU, CompiledCU, Image
     from .narrow import Narrowing
+
+
+def image_symbol(k: int, suffix: str = "") -> str:
+    """The placeholder's symbol at the start (suffix "") or end ("_end") of image `k`."""
+    return f"__offlink_image_{k}{suffix}"
 
 
 def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
@@ -51,6 +60,11 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
     # Null symbol, then __OPENMP_TARGET__: weak, object, hidden, section 1, value 0.
     symtab = bytes(sym.size) + sym.pack(1, (STB_WEAK << 4) | STT_OBJECT, STV_HIDDEN, 1, 0,
                                         layout.total_size)
+    for k, (at, img) in enumerate(zip(layout.image_offsets, images)):
+        for suffix, value, size in (("", at, len(img)), ("_end", at + len(img), 0)):
+            symtab += sym.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 1,
+                               value, size)
+            strtab += image_symbol(k, suffix).encode() + b"\0"
     parts = []  # (data, align)
     off = 64
     def place(data: bytes, align: int) -> int:

@@ -1,7 +1,7 @@
 """Runtime registrations: what a toolchain's offload runtime expects at program start, built
-from this link's images and table layout: libomptarget's (`omptarget.py`) and libgomp's
-(`gomp.py`). offlink's own runtime needs none: it finds the table the reserve and fill stages
-write into every module.
+from this link's images (named by their index in the table: link/reserve.py's symbols):
+libomptarget's (`omptarget.py`) and libgomp's (`gomp.py`). offlink's own runtime needs none:
+it finds the table the reserve and fill stages write into every module.
 
 A target names the registration its images always need (`Target.registration`); the link's
 pipeline asks `objects` for the objects to add to the host link, and `opt_in` for one asked
@@ -15,13 +15,12 @@ import os
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..formats.table import Layout
     from ..link.cache import Cache
     from ..model import Image, LinkPlan
     from .gomp import Registration
 
 
-def objects(plan: LinkPlan, images: list[Image], layout: Layout, workdir: str,
+def objects(plan: LinkPlan, images: list[Image], workdir: str,
             cache: Cache | None = None) -> list[str]:
     """One object per registration the images' targets ask for (none for most targets)."""
     groups: dict[str, list[int]] = {}
@@ -32,8 +31,7 @@ def objects(plan: LinkPlan, images: list[Image], layout: Layout, workdir: str,
     out = []
     for name, indexes in groups.items():
         module = importlib.import_module(f"{__name__}.{name}")
-        out.append(module.build(plan, [images[i] for i in indexes],
-                                [layout.image_offsets[i] for i in indexes], workdir, cache))
+        out.append(module.build(plan, [images[i] for i in indexes], indexes, workdir, cache))
     return out
 
 

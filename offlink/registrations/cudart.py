@@ -4,7 +4,8 @@ llvm/Frontend/Offloading/OffloadWrapper.cpp, wrapCudaBinary; its --save-temps mo
 
 One generated C file per link, compiled by the link's C driver: a `__fatbinwrapper` (magic
 0x466243b1, version 1) in `.nvFatBinSegment` whose data pointer is the fatbin in this module's
-`.openmp_target` (the image is stored once, where the table says it is), and a constructor of
+`.openmp_target`, the placeholder's `__offlink_image_K` (link/reserve.py: the image is stored
+once, where the table says it is, and the text is the same on a relink), and a constructor of
 priority 101 that calls `__cudaRegisterFatBinary`, then, for each linker-merged
 `cuda_offloading_entries` row, `__cudaRegisterFunction` (size 0: a kernel) or
 `__cudaRegisterVar` (a global: extern and constant from the row's flags; managed, surface and
@@ -32,7 +33,7 @@ struct fatbin_wrapper {
 };
 extern struct __tgt_offload_entry __start_cuda_offloading_entries[] HIDDEN;
 extern struct __tgt_offload_entry __stop_cuda_offloading_entries[] HIDDEN;
-extern char __OPENMP_TARGET__[] HIDDEN;
+extern char %(image)s[] HIDDEN;
 extern void **__cudaRegisterFatBinary(const void *);
 extern void __cudaRegisterFatBinaryEnd(void **);
 extern void __cudaUnregisterFatBinary(void **);
@@ -47,7 +48,7 @@ __attribute__((section("cuda_offloading_entries"), used))
 static struct __tgt_offload_entry dummy_entry[0];
 
 __attribute__((section(".nvFatBinSegment"), aligned(8)))
-static const struct fatbin_wrapper wrapper = {%(magic)#x, 1, __OPENMP_TARGET__ + %(offset)d, 0};
+static const struct fatbin_wrapper wrapper = {%(magic)#x, 1, %(image)s, 0};
 
 static void **handle;
 
@@ -69,16 +70,18 @@ __attribute__((constructor(101))) static void register_fatbin(void) {
 """
 
 
-def c_source(offset: int) -> str:
-    """The registration of the fatbin at `offset` in `.openmp_target`."""
-    return _TEXT % {"magic": FATBIN_MAGIC, "offset": offset}
+def c_source(index: int) -> str:
+    """The registration of the fatbin that is the table's image `index`."""
+    from ..link.reserve import image_symbol
+
+    return _TEXT % {"magic": FATBIN_MAGIC, "image": image_symbol(index)}
 
 
-def build(plan, images, offsets: list[int], workdir: str, cache=None) -> str:
+def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
     from ..errors import LinkError
     from .omptarget import compile_c
 
     if len(images) != 1:
         raise LinkError("the CUDA runtime registers one fatbin per module")
-    return compile_c(plan, c_source(offsets[0]), SOURCE, "the CUDA runtime registration",
+    return compile_c(plan, c_source(indexes[0]), SOURCE, "the CUDA runtime registration",
                      workdir, cache)

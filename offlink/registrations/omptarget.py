@@ -1,9 +1,11 @@
 """libomptarget's registration of a module's images, as clang's link writes it (clang 19's
 clang-linker-wrapper, llvm/Frontend/Offloading/OffloadWrapper.cpp; seed 002).
 
-One generated C file per link, compiled by the link's C driver (byte for byte the same for
-the same images): a `__tgt_device_image` per image, whose start and end point into this
-module's `.openmp_target` (the image is stored once, where the table says it is), whose
+One generated C file per link, compiled by the link's C driver: a `__tgt_device_image` per
+image, whose start and end are the placeholder's `__offlink_image_K` and `__offlink_image_K_end`
+in this module's `.openmp_target` (link/reserve.py: the image is stored once, where the table
+says it is; the text names images by index only, so a relink that changes an image's size
+takes the compiled object from the cache), whose
 entries are the linker-merged `omp_offloading_entries` rows (`__start_`/`__stop_`, the rows
 the CUs' host objects carry), a `__tgt_bin_desc` over them, and a constructor calling
 `__tgt_register_lib` and registering `__tgt_unregister_lib` with atexit (which in a shared
@@ -54,7 +56,6 @@ struct __tgt_bin_desc {
 };
 extern struct __tgt_offload_entry __start_omp_offloading_entries[] HIDDEN;
 extern struct __tgt_offload_entry __stop_omp_offloading_entries[] HIDDEN;
-extern char __OPENMP_TARGET__[] HIDDEN;
 extern void __tgt_register_lib(struct __tgt_bin_desc *);
 extern void __tgt_unregister_lib(struct __tgt_bin_desc *);
 extern int atexit(void (*)(void));
@@ -79,12 +80,16 @@ __attribute__((constructor(100))) static void register_lib(void) {
 """
 
 
-def c_source(spans: list[tuple[int, int]]) -> str:
-    """The registration for images at (offset in `.openmp_target`, size)."""
-    rows = ",\n".join(f"  {{__OPENMP_TARGET__ + {off}, __OPENMP_TARGET__ + {off + size},\n"
+def c_source(indexes: list[int]) -> str:
+    """The registration of the table's images at these indexes (the placeholder's symbols)."""
+    from ..link.reserve import image_symbol
+
+    names = [(image_symbol(k), image_symbol(k, "_end")) for k in indexes]
+    externs = "".join(f"extern char {a}[] HIDDEN, {b}[] HIDDEN;\n" for a, b in names)
+    rows = ",\n".join(f"  {{{a}, {b},\n"
                       f"   __start_omp_offloading_entries, __stop_omp_offloading_entries}}"
-                      for off, size in spans)
-    return (_PROLOGUE + "\nstatic struct __tgt_device_image images[] = {\n" + rows
+                      for a, b in names)
+    return (_PROLOGUE + externs + "\nstatic struct __tgt_device_image images[] = {\n" + rows
             + "\n};\n\n" + _EPILOGUE)
 
 
@@ -95,10 +100,11 @@ def c_compiler(driver: str) -> str:
     return "cc"
 
 
-def build(plan, images, offsets: list[int], workdir: str, cache=None) -> str:
-    """Write and compile the registration (or take the object from the cache: it depends
-    only on the C text and the compiler); the object's path."""
-    text = c_source([(off, len(img.data)) for off, img in zip(offsets, images)])
+def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
+    """Write and compile the registration of `images`, the table's images at `indexes` (or
+    take the object from the cache: it depends only on the C text and the compiler); the
+    object's path."""
+    text = c_source(indexes)
     return compile_c(plan, text, SOURCE, "the libomptarget registration", workdir, cache)
 
 
