@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -364,6 +365,64 @@ def test_clangs_mllvm_reaches_the_device_compiles(offlink, tmp_path):
     run([offlink, "link", "--no-cache", CLANG, *good, "-o", tmp_path / "app"])
     env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
     assert run([tmp_path / "app"], env=env).stdout == "4\n"
+
+
+TWICE_C = r"""
+int twice(int v) {
+  int r = 0;
+#pragma omp target map(tofrom: r)
+  r = v * 2;
+  return r;
+}
+"""
+
+
+@needs_clang
+def test_clangs_mllvm_is_not_the_host_links(offlink, tmp_path):
+    """clang 19 gives the link line's `-mllvm OPTION` to clang-linker-wrapper, so its own
+    link with -Werror says nothing of it; a host-only clang link never takes it (not under
+    -flto either: clang 19 gives no -mllvm to the linker plugin), calls it unused, and with
+    -Werror fails. offlink's host link goes without the pairs (`-mllvm X`, `-mllvm=X`) and
+    links what clang links, which runs the same kernels."""
+    (tmp_path / "a.c").write_text(SQRT_C.replace("return 0;", "return twice(1) - 2;")
+                                  .replace("#include <math.h>", "#include <math.h>\n"
+                                           "int twice(int);"))
+    (tmp_path / "b.c").write_text(TWICE_C)
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    objs = [tmp_path / "a.o", tmp_path / "b.o"]
+    line = [*OFFLOAD, *objs, "-mllvm", "-openmp-opt-disable", "-mllvm=-inline-threshold=3",
+            "-Werror", "-lm"]
+    run([CLANG, *line, "-o", tmp_path / "app.clang"])
+    run([offlink, "link", "--no-cache", CLANG, *line, "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "LIBOMPTARGET_INFO": "16"}
+    ours, theirs = run([tmp_path / "app"], env=env), run([tmp_path / "app.clang"], env=env)
+    assert ours.stdout == theirs.stdout == "4\n"
+    kernels = launches_of(ours.stderr)
+    assert len(kernels) == 2 and kernels == launches_of(theirs.stderr)
+    # Under host -flto too: clang's host-only link refuses the pair there as well.
+    said = run([CLANG, "-###", "-flto", "-mllvm", "-openmp-opt-disable", "-Werror", *objs],
+               check=False)
+    assert said.returncode != 0 and "unused during compilation: '-mllvm" in said.stderr
+    shown = run([offlink, "link", "--dry-run", CLANG, "-flto", *line, "-o", tmp_path / "lto"])
+    host = shlex.split(shown.stdout.strip().splitlines()[-1])
+    assert "-flto" in host and "-Werror" in host and "-lm" in host, host
+    assert not {"-mllvm", "-openmp-opt-disable", "-mllvm=-inline-threshold=3"} & set(host)
+
+
+def test_host_link_drops_mllvm_with_its_value():
+    """The pair goes whole (`-mllvm -o` is no output), `-mllvm=X` too; a word that is another
+    option's value is not asked on its own (`-Xarch_device -mllvm` keeps both, as clang's link
+    would ignore them both)."""
+    from offlink.link.pipeline import _drop_words
+    from offlink.targets.openmp import OpenMPTarget, llvm_options
+
+    t = OpenMPTarget(f"openmp-{TRIPLE}")
+    line = [CLANG, *OFFLOAD, "a.o", "-mllvm", "-o", "-mllvm=-x=1", "-Xarch_device", "-mllvm",
+            "-Werror", "-o", "app"]
+    assert _drop_words(line, [t]) == [CLANG, "-fopenmp", "a.o", "-Xarch_device", "-mllvm",
+                                      "-Werror", "-o", "app"]
+    assert llvm_options(line[1:]) == ["-o", "-x=1"]
 
 
 def test_clangs_device_only_words_are_not_the_image_links():

@@ -423,14 +423,23 @@ def _show_dry(argv: list[str]) -> str:
 
 def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
     """The host link without the driver words a target replaces (words that would make the
-    driver run its own device link and registration as well)."""
+    driver run its own device link and registration as well, or that only that link takes).
+    An option is asked by its first word and goes with its value (`-mllvm X`); a value is
+    never asked on its own (`-Xlinker --offload-arch=x` stays whole)."""
+    from ..gccargs import is_clang, words
     from ..targets import Target
 
     # Only targets that drop words are asked (most drop none: 1000 objects, 1000 calls each).
     drops = [t for t in targets if type(t).host_link_drops is not Target.host_link_drops]
     if not drops:
         return list(argv)
-    return [argv[0], *(w for w in argv[1:] if not any(t.host_link_drops(w) for t in drops))]
+    args = argv[1:]
+    out = [argv[0]]
+    for w in words(args, clang=is_clang(argv[0])):
+        first = args[w.index]
+        if not any(t.host_link_drops(first) for t in drops):
+            out += args[w.index : w.index + w.count]
+    return out
 
 
 def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:

@@ -132,14 +132,20 @@ def link_opt_level(args) -> int:
     return level
 
 
+def is_llvm_option(word: str) -> bool:
+    """`-mllvm` (its value the next word) or clang's `-mllvm=OPTION` (the same option)."""
+    return word == "-mllvm" or word.startswith("-mllvm=")
+
+
 def llvm_options(args) -> list[str]:
-    """The values of a link line's `-mllvm OPTION` words, in order: clang 19 gives them to
-    clang-linker-wrapper, which sets them in its own LLVM for the device LTO and code
-    generation."""
+    """The values of a link line's `-mllvm OPTION` (or `-mllvm=OPTION`) words, in order:
+    clang 19 gives them to clang-linker-wrapper, which sets them in its own LLVM for the
+    device LTO and code generation."""
     from ..gccargs import expand_response_files, words
 
-    return [w.value for w in words(expand_response_files(list(args)), clang=True)
-            if w.option == "-mllvm"]
+    return [w.value or w.option[len("-mllvm="):]
+            for w in words(expand_response_files(list(args)), clang=True)
+            if is_llvm_option(w.option)]
 
 
 def refuse_nvptx_words(args) -> None:
@@ -506,10 +512,13 @@ class OpenMPTarget(Target):
         return [f"-L{llvm_lib_dir(self.compiler)}", "-lomptarget"]
 
     def host_link_drops(self, word: str) -> bool:
-        """Driver words that would make clang run its own device link and registration."""
+        """Driver words that would make clang run its own device link and registration, and
+        `-mllvm` (with its value): clang 19 gives it to that link (llvm_options); a host-only
+        link never takes it, -flto or not (no -mllvm reaches the linker plugin), so it calls
+        it unused, an error under -Werror where clang's own link links."""
         from ..dialects.llvm import is_offload_driver_word
 
-        return is_offload_driver_word(word)
+        return is_offload_driver_word(word) or is_llvm_option(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows
