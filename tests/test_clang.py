@@ -1109,6 +1109,28 @@ def test_xoffload_linker_words_reach_nvlink(offlink, clang_cuda):
 
 @needs_clang
 @needs_cuda
+@pytest.mark.parametrize("words", [["-mllvm", "-inline-threshold=0"],
+                                   ["-mllvm=-inline-threshold=0"], ["-Xcuda-ptxas", "-v"]])
+def test_clang_cuda_link_refuses_what_its_device_link_cannot_take(offlink, clang_cuda, words):
+    """clang 19 gives -mllvm and -Xcuda-ptxas to a CUDA link's device side as to OpenMP's
+    sm_NN one (`-mllvm X` and `--ptxas-arg=X` to clang-linker-wrapper): the same one-line
+    error as the OpenMP NVIDIA link, not the words given to the host link."""
+    d = clang_cuda
+    said = run([CLANG, "-###", *CUDA_WORDS, d / "a.o", *words, "-o", d / "never"]).stderr
+    wrapper = next(line for line in said.splitlines() if "clang-linker-wrapper" in line)
+    assert ('"--ptxas-arg=-v"' if words[0] == "-Xcuda-ptxas" else
+            '"-mllvm" "-inline-threshold=0"') in wrapper
+    failed = run([offlink, "link", "--dry-run", CLANG, *CUDA_WORDS, d / "a.o", d / "b.o",
+                  *words, "-o", d / "never"], check=False)
+    assert failed.returncode != 0 and not failed.stdout
+    assert failed.stderr == (f"offlink: error: {' '.join(words)}: clang 19 gives it to the "
+                             f"NVIDIA device link (clang-linker-wrapper), which offlink's "
+                             f"per-CU NVIDIA builds do not take yet; leave it off the link "
+                             f"line\n")
+
+
+@needs_clang
+@needs_cuda
 @pytest.mark.parametrize("level", ["-O0", "-O1", "-O3"])
 def test_clang_cuda_offload_lto_cu_follows_the_link_lines_level(offlink, clang_cuda, tmp_path,
                                                                 level):

@@ -151,13 +151,14 @@ def llvm_options(args) -> list[str]:
 def refuse_nvptx_words(args) -> None:
     """One clear error for the link line's words clang 19 gives an NVIDIA image's device link
     that offlink's NVIDIA link does not take: `-mllvm OPTION` (the wrapper's device LTO) and
-    `-Xcuda-ptxas WORD` (the wrapper's `--ptxas-arg`). Dropping them silently would give other
-    device code than clang's link."""
+    `-Xcuda-ptxas WORD` (the wrapper's `--ptxas-arg`), for OpenMP's sm_NN images and clang
+    CUDA's alike. Dropping them silently would give other device code than clang's link."""
     from ..gccargs import expand_response_files, words
 
     for w in words(expand_response_files(list(args)), clang=True):
-        if w.option in ("-mllvm", "-Xcuda-ptxas"):
-            raise UsageError(f"{w.option} {w.value}: clang 19 gives it to the NVIDIA device "
+        if is_llvm_option(w.option) or w.option == "-Xcuda-ptxas":
+            said = f"{w.option} {w.value}" if w.value else w.option
+            raise UsageError(f"{said}: clang 19 gives it to the NVIDIA device "
                              f"link (clang-linker-wrapper), which offlink's per-CU NVIDIA "
                              f"builds do not take yet; leave it off the link line")
 
