@@ -425,6 +425,30 @@ def test_host_link_drops_mllvm_with_its_value():
     assert llvm_options(line[1:]) == ["-o", "-x=1"]
 
 
+@needs_clang
+def test_offlink_cc_reads_a_clang_line_as_clang_does(offlink, tmp_path):
+    """`offlink cc clang-19` with clang's options that take a word (-resource-dir, -include-pch,
+    -MJ): the fat object is made (the preprocessing got `-resource-dir -x c` and failed), the
+    compilation database entry is the host compile's (none by a target compile, no file named
+    after the next option), and the program links and runs."""
+    (tmp_path / "h.h").write_text("static inline int hdr(int x) { return x + 1; }\n")
+    run([CLANG, "-O2", "-x", "c-header", "h.h", "-o", "h.pch"], cwd=tmp_path)
+    (tmp_path / "r.c").write_text("int add2(int x) { return hdr(x) + 1; }\n")
+    (tmp_path / "m.c").write_text('#include <stdio.h>\nint add2(int);\n'
+                                  'int main(void) { printf("%d\\n", add2(1)); return 0; }\n')
+    resource = run([CLANG, "-print-resource-dir"]).stdout.strip()
+    made = run([offlink, "cc", "--offload-target", "host", CLANG, "-c", "-resource-dir",
+                resource, "-include-pch", "h.pch", "-MJ", "r.json", "-O2", "-Werror", "r.c",
+                "-o", "r.o"], cwd=tmp_path)
+    assert made.stderr == ""
+    assert json.loads((tmp_path / "r.json").read_text().rstrip().rstrip(","))["file"] == "r.c"
+    assert not (tmp_path / "-O2").exists()
+    run([offlink, "cc", "--offload-target", "host", CLANG, "-c", "m.c", "-o", "m.o"],
+        cwd=tmp_path)
+    run([offlink, "link", CLANG, "r.o", "m.o", "-o", "app"], cwd=tmp_path)
+    assert run([tmp_path / "app"]).stdout == "3\n"
+
+
 def test_clangs_device_only_words_are_not_the_image_links():
     """The CPU image's link copies the host link's libraries (host_library_words): not those
     behind -Xarch_device, -Xarch_host (clang's link ignores them) or -Xcuda-ptxas."""
