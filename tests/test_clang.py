@@ -425,6 +425,21 @@ def test_host_link_drops_mllvm_with_its_value():
     assert llvm_options(line[1:]) == ["-o", "-x=1"]
 
 
+def test_host_link_drops_words_in_response_files(tmp_path):
+    """An @file holding words the host link goes without is expanded, less those words (it
+    was passed as written: clang's own offload link, or an unused -mllvm, in the host link);
+    one that keeps all of its words is passed as written."""
+    from offlink.link.pipeline import _drop_words
+    from offlink.targets.openmp import OpenMPTarget
+
+    (tmp_path / "drops").write_text(f"-fopenmp-targets={TRIPLE} -mllvm\n-x=1 -Werror\n")
+    (tmp_path / "keeps").write_text("-lm -Xarch_device -mllvm\n")
+    drops, keeps = f"@{tmp_path / 'drops'}", f"@{tmp_path / 'keeps'}"
+    t = OpenMPTarget(f"openmp-{TRIPLE}")
+    assert _drop_words([CLANG, "-fopenmp", drops, keeps, "a.o", "-o", "app"], [t]) == \
+        [CLANG, "-fopenmp", "-Werror", keeps, "a.o", "-o", "app"]
+
+
 @needs_clang
 def test_offlink_cc_reads_a_clang_line_as_clang_does(offlink, tmp_path):
     """`offlink cc clang-19` with clang's options that take a word (-resource-dir, -include-pch,
