@@ -168,9 +168,9 @@ def cmd_cc(argv: list[str]) -> int:
         return run_compile(plan, started=started, recipe=(rest, given, offered))
     if started is not None:
         close(started)
-    from .gccargs import expand_response_files, words
+    from .gccargs import expand_response_files, is_clang, words
 
-    ws = words(expand_response_files(rest[1:]))
+    ws = words(expand_response_files(rest[1:]), clang=is_clang(rest[0]))
     if {"-c", "-E", "-S", "-M", "-MM", "-fsyntax-only", "--version", "-v", "-dumpversion",
             "-dumpmachine", "--help"} & {w.option for w in ws} or not ws:
         from .run import exec_tool

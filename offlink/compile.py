@@ -14,7 +14,15 @@ import sys
 from . import objcache
 from . import run as runner
 from .errors import ToolError, UsageError
-from .gccargs import Word, expand_response_files, expand_with_origins, language_of, respelled, words
+from .gccargs import (
+    Word,
+    expand_response_files,
+    expand_with_origins,
+    is_clang,
+    language_of,
+    respelled,
+    words,
+)
 from .link.plan import check_driver
 from .objcache import Job
 from .targets import Target, resolve
@@ -26,11 +34,16 @@ if TYPE_CHECKING:
     from .link.staging import OutputSlot
     from .objcache import Started
 
-# Preprocessing-only options: used when preprocessing, dropped from the target compile.
+# Preprocessing-only options: used when preprocessing, dropped from the target compile
+# (clang's -include-pch too: `clang -E` writes out what the PCH declares, and a compile of
+# the preprocessed code calls it unused).
 PREPROCESS_ONLY = {"-D", "-U", "-I", "-include", "-imacros", "-isystem", "-iquote", "-idirafter",
                    "-iprefix", "-iwithprefix", "-iwithprefixbefore", "-nostdinc", "-nostdinc++",
-                   "-Xpreprocessor", "-undef", "-H", "-C", "-CC", "-P", "-trigraphs"}
-DEPENDENCY = {"-M", "-MM", "-MD", "-MMD", "-MF", "-MT", "-MQ", "-MP", "-MG"}
+                   "-Xpreprocessor", "-undef", "-H", "-C", "-CC", "-P", "-trigraphs",
+                   "-include-pch"}
+# Files the host compile writes about itself: dependencies, and clang's compilation database
+# entry (-MJ FILE), which a target compile would overwrite with its own command.
+DEPENDENCY = {"-M", "-MM", "-MD", "-MMD", "-MF", "-MT", "-MQ", "-MP", "-MG", "-MJ"}
 # Options of the host compile that a target compile must not get. The code model is the
 # target's to choose (the host target compiles -fPIC), so a library's static and shared
 # objects of one source (CMake: -fPIC for the shared one only) share one target compile.
@@ -78,7 +91,7 @@ def plan_compile(argv: list[str], targets: list[str],
     compiler, args = argv[0], argv[1:]
     check_driver(compiler, "cc")
     args, origins = expand_with_origins(args)
-    ws = words(args)
+    ws = words(args, clang=is_clang(compiler))  # clang's and gcc's options differ
     opts = {w.option for w in ws}
     if "-c" not in opts or opts & {"-E", "-S", "-M", "-MM", "-fsyntax-only"}:
         return None
@@ -124,7 +137,7 @@ def plan_compile_and_link(argv: list[str], obj_dir: str) -> OneStepPlan | None:
     """Plan a compile-and-link command; None when no input is a C or C++ source (a link of
     objects: pass it to `offlink link` as it is). The objects go into `obj_dir`."""
     compiler, args = argv[0], expand_response_files(argv[1:])
-    ws = words(args)
+    ws = words(args, clang=is_clang(compiler))
     opts = {w.option for w in ws}
     output = next((w.value for w in reversed(ws) if w.option == "-o"), "a.out")
     common: list[str] = []  # the options of every compile, as spelled
@@ -199,7 +212,7 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
     are passed as written (the compiler reads them), unless one holds the -o.
     """
     out = plan.sources[0].output
-    ws = words(plan.expanded)
+    ws = words(plan.expanded, clang=is_clang(plan.compiler))
     opts = {w.option for w in ws}
     parts = []
     for w in ws:

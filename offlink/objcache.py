@@ -84,14 +84,14 @@ _NAMES = {"-o", "-MF", "-MT", "-MQ"}  # options whose value is a name the object
 
 def refusal(plan: CompilePlan) -> str | None:
     """Why this compile is not served from the object cache; None when it may be."""
-    from .gccargs import words
+    from .gccargs import is_clang, words
 
     if not plan.output_given or len(plan.sources) != 1:
         return "not one source with -o"
     for name in _REFUSED_ENV:
         if os.environ.get(name):
             return f"{name} is set"
-    for w in words(plan.expanded):
+    for w in words(plan.expanded, clang=is_clang(plan.compiler)):
         opt = w.option
         if opt in ("", "--"):
             if opt == "--" or w.value == "-":
@@ -129,10 +129,10 @@ def dependency_options(plan: CompilePlan, depfile: str) -> tuple[list[str], str 
     (with -MMD that list lacks system headers: `serve` reads them from the code).
     """
     from .compile import host_argv
-    from .gccargs import words
+    from .gccargs import is_clang, words
 
     argv = host_argv(plan, "<object>")[1:]
-    ws = words(argv)
+    ws = words(argv, clang=is_clang(plan.compiler))
     if not {"-MD", "-MMD"} & {w.option for w in ws}:
         return ["-MD", "-MF", depfile], None
     out: list[str] = []
@@ -245,11 +245,11 @@ def host_capture(capture: list[str], prefix: int, defines: list[str],
 def static_parts(plan: CompilePlan) -> list[str]:
     """The parts of the key that the command line alone decides (a recipe keeps them)."""
     from . import __version__
-    from .gccargs import words
+    from .gccargs import is_clang, words
     from .link.cache import _uses_debug_info
 
     host = []
-    for w in words(plan.expanded):
+    for w in words(plan.expanded, clang=is_clang(plan.compiler)):
         host += [w.option, "<name>"] if w.option in _NAMES else \
             plan.expanded[w.index : w.index + w.count]
     parts = ["offlink cc object", str(FORMAT), __version__, "\0".join(host),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -395,6 +396,103 @@ def test_clangs_mllvm_reaches_the_device_compiles(offlink, tmp_path):
     run([offlink, "link", "--no-cache", CLANG, *good, "-o", tmp_path / "app"])
     env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
     assert run([tmp_path / "app"], env=env).stdout == "4\n"
+
+
+TWICE_C = r"""
+int twice(int v) {
+  int r = 0;
+#pragma omp target map(tofrom: r)
+  r = v * 2;
+  return r;
+}
+"""
+
+
+@needs_clang
+def test_clangs_mllvm_is_not_the_host_links(offlink, tmp_path):
+    """clang 19 gives the link line's `-mllvm OPTION` to clang-linker-wrapper, so its own
+    link with -Werror says nothing of it; a host-only clang link never takes it (not under
+    -flto either: clang 19 gives no -mllvm to the linker plugin), calls it unused, and with
+    -Werror fails. offlink's host link goes without the pairs (`-mllvm X`, `-mllvm=X`) and
+    links what clang links, which runs the same kernels."""
+    (tmp_path / "a.c").write_text(SQRT_C.replace("return 0;", "return twice(1) - 2;")
+                                  .replace("#include <math.h>", "#include <math.h>\n"
+                                           "int twice(int);"))
+    (tmp_path / "b.c").write_text(TWICE_C)
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    objs = [tmp_path / "a.o", tmp_path / "b.o"]
+    line = [*OFFLOAD, *objs, "-mllvm", "-openmp-opt-disable", "-mllvm=-inline-threshold=3",
+            "-Werror", "-lm"]
+    run([CLANG, *line, "-o", tmp_path / "app.clang"])
+    run([offlink, "link", "--no-cache", CLANG, *line, "-o", tmp_path / "app"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "LIBOMPTARGET_INFO": "16"}
+    ours, theirs = run([tmp_path / "app"], env=env), run([tmp_path / "app.clang"], env=env)
+    assert ours.stdout == theirs.stdout == "4\n"
+    kernels = launches_of(ours.stderr)
+    assert len(kernels) == 2 and kernels == launches_of(theirs.stderr)
+    # Under host -flto too: clang's host-only link refuses the pair there as well.
+    said = run([CLANG, "-###", "-flto", "-mllvm", "-openmp-opt-disable", "-Werror", *objs],
+               check=False)
+    assert said.returncode != 0 and "unused during compilation: '-mllvm" in said.stderr
+    shown = run([offlink, "link", "--dry-run", CLANG, "-flto", *line, "-o", tmp_path / "lto"])
+    host = shlex.split(shown.stdout.strip().splitlines()[-1])
+    assert "-flto" in host and "-Werror" in host and "-lm" in host, host
+    assert not {"-mllvm", "-openmp-opt-disable", "-mllvm=-inline-threshold=3"} & set(host)
+
+
+def test_host_link_drops_mllvm_with_its_value():
+    """The pair goes whole (`-mllvm -o` is no output), `-mllvm=X` too; a word that is another
+    option's value is not asked on its own (`-Xarch_device -mllvm` keeps both, as clang's link
+    would ignore them both)."""
+    from offlink.link.pipeline import _drop_words
+    from offlink.targets.openmp import OpenMPTarget, llvm_options
+
+    t = OpenMPTarget(f"openmp-{TRIPLE}")
+    line = [CLANG, *OFFLOAD, "a.o", "-mllvm", "-o", "-mllvm=-x=1", "-Xarch_device", "-mllvm",
+            "-Werror", "-o", "app"]
+    assert _drop_words(line, [t]) == [CLANG, "-fopenmp", "a.o", "-Xarch_device", "-mllvm",
+                                      "-Werror", "-o", "app"]
+    assert llvm_options(line[1:]) == ["-o", "-x=1"]
+
+
+def test_host_link_drops_words_in_response_files(tmp_path):
+    """An @file holding words the host link goes without is expanded, less those words (it
+    was passed as written: clang's own offload link, or an unused -mllvm, in the host link);
+    one that keeps all of its words is passed as written."""
+    from offlink.link.pipeline import _drop_words
+    from offlink.targets.openmp import OpenMPTarget
+
+    (tmp_path / "drops").write_text(f"-fopenmp-targets={TRIPLE} -mllvm\n-x=1 -Werror\n")
+    (tmp_path / "keeps").write_text("-lm -Xarch_device -mllvm\n")
+    drops, keeps = f"@{tmp_path / 'drops'}", f"@{tmp_path / 'keeps'}"
+    t = OpenMPTarget(f"openmp-{TRIPLE}")
+    assert _drop_words([CLANG, "-fopenmp", drops, keeps, "a.o", "-o", "app"], [t]) == \
+        [CLANG, "-fopenmp", "-Werror", keeps, "a.o", "-o", "app"]
+
+
+@needs_clang
+def test_offlink_cc_reads_a_clang_line_as_clang_does(offlink, tmp_path):
+    """`offlink cc clang-19` with clang's options that take a word (-resource-dir, -include-pch,
+    -MJ): the fat object is made (the preprocessing got `-resource-dir -x c` and failed), the
+    compilation database entry is the host compile's (none by a target compile, no file named
+    after the next option), and the program links and runs."""
+    (tmp_path / "h.h").write_text("static inline int hdr(int x) { return x + 1; }\n")
+    run([CLANG, "-O2", "-x", "c-header", "h.h", "-o", "h.pch"], cwd=tmp_path)
+    (tmp_path / "r.c").write_text("int add2(int x) { return hdr(x) + 1; }\n")
+    (tmp_path / "m.c").write_text('#include <stdio.h>\nint add2(int);\n'
+                                  'int main(void) { printf("%d\\n", add2(1)); return 0; }\n')
+    resource = run([CLANG, "-print-resource-dir"]).stdout.strip()
+    made = run([offlink, "cc", "--offload-target", "host", CLANG, "-c", "-resource-dir",
+                resource, "-include-pch", "h.pch", "-MJ", "r.json", "-O2", "-Werror", "r.c",
+                "-o", "r.o"], cwd=tmp_path)
+    assert made.stderr == ""
+    assert json.loads((tmp_path / "r.json").read_text().rstrip().rstrip(","))["file"] == "r.c"
+    assert not (tmp_path / "-O2").exists()
+    run([offlink, "cc", "--offload-target", "host", CLANG, "-c", "m.c", "-o", "m.o"],
+        cwd=tmp_path)
+    run([offlink, "link", CLANG, "r.o", "m.o", "-o", "app"], cwd=tmp_path)
+    assert run([tmp_path / "app"]).stdout == "3\n"
 
 
 def test_clangs_device_only_words_are_not_the_image_links():
@@ -1077,6 +1175,28 @@ def test_xoffload_linker_words_reach_nvlink(offlink, clang_cuda):
                   "-Xoffload-linker", "-O3", "-o", d / "never"], check=False)
     assert failed.returncode != 0
     assert failed.stderr.startswith("offlink: error: -Xoffload-linker word '-O3' for target ")
+
+
+@needs_clang
+@needs_cuda
+@pytest.mark.parametrize("words", [["-mllvm", "-inline-threshold=0"],
+                                   ["-mllvm=-inline-threshold=0"], ["-Xcuda-ptxas", "-v"]])
+def test_clang_cuda_link_refuses_what_its_device_link_cannot_take(offlink, clang_cuda, words):
+    """clang 19 gives -mllvm and -Xcuda-ptxas to a CUDA link's device side as to OpenMP's
+    sm_NN one (`-mllvm X` and `--ptxas-arg=X` to clang-linker-wrapper): the same one-line
+    error as the OpenMP NVIDIA link, not the words given to the host link."""
+    d = clang_cuda
+    said = run([CLANG, "-###", *CUDA_WORDS, d / "a.o", *words, "-o", d / "never"]).stderr
+    wrapper = next(line for line in said.splitlines() if "clang-linker-wrapper" in line)
+    assert ('"--ptxas-arg=-v"' if words[0] == "-Xcuda-ptxas" else
+            '"-mllvm" "-inline-threshold=0"') in wrapper
+    failed = run([offlink, "link", "--dry-run", CLANG, *CUDA_WORDS, d / "a.o", d / "b.o",
+                  *words, "-o", d / "never"], check=False)
+    assert failed.returncode != 0 and not failed.stdout
+    assert failed.stderr == (f"offlink: error: {' '.join(words)}: clang 19 gives it to the "
+                             f"NVIDIA device link (clang-linker-wrapper), which offlink's "
+                             f"per-CU NVIDIA builds do not take yet; leave it off the link "
+                             f"line\n")
 
 
 @needs_clang

@@ -127,6 +127,22 @@ def test_plan_compile_languages_and_pass_through():
     assert plan_compile(["gcc", "a.o", "-o", "p"], ["host"]) is None
 
 
+def test_plan_compile_reads_a_clang_line_with_clangs_table():
+    """`offlink cc clang-19` reads the line as clang 19 does: -resource-dir, -include-pch and
+    -MJ take the next word (GCC's table made each value an input, so the preprocessing got
+    `-resource-dir -x c` and failed, and `-MJ a.json -O2` wrote a file named -O2). The
+    compilation database entry is the host compile's alone, as a depfile; a PCH is used by
+    the preprocessing, whose output holds what it declares. gcc keeps GCC's table."""
+    line = ["-c", "-resource-dir", "/r", "-include-pch", "h.pch", "-MJ", "a.json", "-O2",
+            "a.c", "-o", "a.o"]
+    p = plan_compile(["clang-19", *line], ["host"])
+    assert [s.path for s in p.sources] == ["a.c"]
+    assert p.preprocess_args == ["-resource-dir", "/r", "-include-pch", "h.pch", "-O2"]
+    assert p.target_options == ["-resource-dir", "/r", "-O2"]
+    g = plan_compile(["gcc", *line], ["host"])
+    assert "/r" not in g.preprocess_args and "h.pch" not in g.preprocess_args
+
+
 def test_unknown_target():
     with pytest.raises(UsageError, match="unknown offload target 'vax'"):
         plan_compile(["gcc", "-c", "a.c"], ["vax"])

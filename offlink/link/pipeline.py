@@ -423,14 +423,25 @@ def _show_dry(argv: list[str]) -> str:
 
 def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
     """The host link without the driver words a target replaces (words that would make the
-    driver run its own device link and registration as well)."""
+    driver run its own device link and registration as well, or that only that link takes).
+    An option is asked by its first word and goes with its value (`-mllvm X`); a value is
+    never asked on its own (`-Xlinker --offload-arch=x` stays whole). Words in an `@file` are
+    asked too: one that keeps all of its words is passed as written, one that loses a word
+    is expanded (as plan_link does with the words it leaves out)."""
+    from ..gccargs import expand_with_origins, is_clang, respelled, words
     from ..targets import Target
 
     # Only targets that drop words are asked (most drop none: 1000 objects, 1000 calls each).
     drops = [t for t in targets if type(t).host_link_drops is not Target.host_link_drops]
     if not drops:
         return list(argv)
-    return [argv[0], *(w for w in argv[1:] if not any(t.host_link_drops(w) for t in drops))]
+    args, origins = expand_with_origins(argv[1:])
+    parts = []
+    for w in words(args, clang=is_clang(argv[0])):
+        spelled = args[w.index : w.index + w.count]
+        dropped = any(t.host_link_drops(spelled[0]) for t in drops)
+        parts.append((w.index, w.count, [] if dropped else spelled))
+    return [argv[0], *respelled(argv[1:], args, origins, parts)]
 
 
 def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:

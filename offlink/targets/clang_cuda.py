@@ -21,7 +21,7 @@ import shlex
 
 from ..errors import LinkError
 from . import Target
-from .openmp import device_linker_words, link_opt_level, llvm_lib_dir
+from .openmp import device_linker_words, link_opt_level, llvm_lib_dir, refuse_nvptx_words
 from .openmp_nvptx import check_entries, cu_arch, cuda_bin, cuda_home, nvlink_words
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -55,6 +55,8 @@ class ClangCudaTarget(Target):
             raise LinkError(f"target {self.name}: the CUs were compiled for "
                             f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                             f"links one --offload-arch per link so far")
+        if plan is not None:  # as the OpenMP NVIDIA link: the same wrapper takes them
+            refuse_nvptx_words(plan.argv[1:])
         t = ClangCudaTarget(self.name, archs[0], cus[0].payload.compiler if cus else "clang")
         t.opt_level = link_opt_level(plan.argv[1:]) if plan is not None else 2
         return t

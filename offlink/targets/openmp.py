@@ -132,26 +132,33 @@ def link_opt_level(args) -> int:
     return level
 
 
+def is_llvm_option(word: str) -> bool:
+    """`-mllvm` (its value the next word) or clang's `-mllvm=OPTION` (the same option)."""
+    return word == "-mllvm" or word.startswith("-mllvm=")
+
+
 def llvm_options(args) -> list[str]:
-    """The values of a link line's `-mllvm OPTION` words, in order: clang 19 gives them to
-    clang-linker-wrapper, which sets them in its own LLVM for the device LTO and code
-    generation."""
+    """The values of a link line's `-mllvm OPTION` (or `-mllvm=OPTION`) words, in order:
+    clang 19 gives them to clang-linker-wrapper, which sets them in its own LLVM for the
+    device LTO and code generation."""
     from ..gccargs import expand_response_files, words
 
-    return [w.value for w in words(expand_response_files(list(args)), clang=True)
-            if w.option == "-mllvm"]
+    return [w.value or w.option[len("-mllvm="):]
+            for w in words(expand_response_files(list(args)), clang=True)
+            if is_llvm_option(w.option)]
 
 
 def refuse_nvptx_words(args) -> None:
     """One clear error for the link line's words clang 19 gives an NVIDIA image's device link
     that offlink's NVIDIA link does not take: `-mllvm OPTION` (the wrapper's device LTO) and
-    `-Xcuda-ptxas WORD` (the wrapper's `--ptxas-arg`). Dropping them silently would give other
-    device code than clang's link."""
+    `-Xcuda-ptxas WORD` (the wrapper's `--ptxas-arg`), for OpenMP's sm_NN images and clang
+    CUDA's alike. Dropping them silently would give other device code than clang's link."""
     from ..gccargs import expand_response_files, words
 
     for w in words(expand_response_files(list(args)), clang=True):
-        if w.option in ("-mllvm", "-Xcuda-ptxas"):
-            raise UsageError(f"{w.option} {w.value}: clang 19 gives it to the NVIDIA device "
+        if is_llvm_option(w.option) or w.option == "-Xcuda-ptxas":
+            said = f"{w.option} {w.value}" if w.value else w.option
+            raise UsageError(f"{said}: clang 19 gives it to the NVIDIA device "
                              f"link (clang-linker-wrapper), which offlink's per-CU NVIDIA "
                              f"builds do not take yet; leave it off the link line")
 
@@ -506,10 +513,13 @@ class OpenMPTarget(Target):
         return [f"-L{llvm_lib_dir(self.compiler)}", "-lomptarget"]
 
     def host_link_drops(self, word: str) -> bool:
-        """Driver words that would make clang run its own device link and registration."""
+        """Driver words that would make clang run its own device link and registration, and
+        `-mllvm` (with its value): clang 19 gives it to that link (llvm_options); a host-only
+        link never takes it, -flto or not (no -mllvm reaches the linker plugin), so it calls
+        it unused, an error under -Werror where clang's own link links."""
         from ..dialects.llvm import is_offload_driver_word
 
-        return is_offload_driver_word(word)
+        return is_offload_driver_word(word) or is_llvm_option(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows
