@@ -31,7 +31,7 @@ from ..elf import (
     STV_HIDDEN,
 )
 from ..formats import origins as origins_format
-from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout
+from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
@@ -39,11 +39,6 @@ if TYPE_CHECKING:
 
     from ..model import CU, CompiledCU, Image
     from .narrow import Narrowing
-
-
-def image_symbol(k: int, suffix: str = "") -> str:
-    """The placeholder's symbol at the start (suffix "") or end ("_end") of image `k`."""
-    return f"__offlink_image_{k}{suffix}"
 
 
 def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
