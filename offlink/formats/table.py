@@ -17,6 +17,14 @@ MAGIC = b"OFFLINK\0"
 VERSION = 1
 SECTION = ".openmp_target"
 SYMBOL = "__OPENMP_TARGET__"
+
+
+def image_symbol(k: int, suffix: str = "") -> str:
+    """The symbol offlink's placeholder object (link/reserve.py) defines at the start (suffix
+    "") or just after the end ("_end") of image `k`; registrations name their images by it."""
+    return f"__offlink_image_{k}{suffix}"
+
+
 IMAGE_ALIGN = 64
 SECTION_ALIGN = 64
 

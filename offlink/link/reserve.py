@@ -5,9 +5,9 @@ refers to it is resolved by the linker, and `__offlink_image_K` / `__offlink_ima
 (global, hidden: local in the output) at the start and end of image K, so a runtime
 registration names its images by index (registrations/): its code is then the same on every
 relink that changes an image's size, and its compiled object is a cache hit. The images are
-already in place (their offsets are fixed by the layout), so the build-id the linker computes covers them; the fill writes the
-metadata once the host addresses are final. SHF_GNU_RETAIN keeps the section through
---gc-sections.
+already in place (their offsets are fixed by the layout), so the build-id the linker computes
+covers them; the fill writes the metadata once the host addresses are final. SHF_GNU_RETAIN
+keeps the section through --gc-sections.
 
 The same object carries `.offlink.origins` (formats/origins.md): which CU offered each row, known
 before the host link, so it needs no fill. Not allocated (flags 0): ld keeps it as an orphan
@@ -31,7 +31,7 @@ from ..elf import (
     STV_HIDDEN,
 )
 from ..formats import origins as origins_format
-from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout
+from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
@@ -39,11 +39,6 @@ if TYPE_CHECKING:
 
     from ..model import CU, CompiledCU, Image
     from .narrow import Narrowing
-
-
-def image_symbol(k: int, suffix: str = "") -> str:
-    """The placeholder's symbol at the start (suffix "") or end ("_end") of image `k`."""
-    return f"__offlink_image_{k}{suffix}"
 
 
 def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,

@@ -72,7 +72,7 @@ __attribute__((constructor(101))) static void register_fatbin(void) {
 
 def c_source(index: int) -> str:
     """The registration of the fatbin that is the table's image `index`."""
-    from ..link.reserve import image_symbol
+    from ..formats.table import image_symbol
 
     return _TEXT % {"magic": FATBIN_MAGIC, "image": image_symbol(index)}
 
