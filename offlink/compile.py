@@ -286,7 +286,7 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
             _start_preprocessing(plan, tmp, jobs, deps)
             if any(job.deps for job in jobs):
                 assert slot is not None
-                parts = objcache.static_parts(plan)
+                parts = objcache.static_parts(plan, cache)
                 begun = objcache.Started(work, slot, jobs, cache,
                                          host_argv=_host_preprocessing(plan, jobs, deps,
                                                                        depfile, host_depfile))

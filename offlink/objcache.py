@@ -3,26 +3,26 @@
 A warm compile runs the target preprocessing (which `offlink cc` runs anyway), looks the fat
 object up by the key below and, on a hit, runs neither the host compile nor objcopy.
 
-The key: this cache's format and offlink's version, the host compiler's and objcopy's identity
-(link/cache.py: resolved path, content hash and `--version`, remembered by stat stamp), the host
-command with the -o and depfile names taken out, the working folder when debug info is asked for,
-the locale and the compiler's search variables, per target its name, its options and a SHA-256 of
-its preprocessed code, and for `-march=native` (-mtune, -mcpu) what the driver passes its compiler
-proper for it on this machine (link/cache.py's `native_expansion`: remembered by compiler and CPU,
-so a warm compile starts no driver). The host object is what that code implies when the host's
-preprocessed code is the same text but for the target's macros, i.e. when nothing tests them: the
-source and every file its depfile lists (with -MMD, which leaves system headers out, every file the
-code's linemarkers name) are scanned for `__OFFLINK_TARGET`, and where a file names it (every CU
-including offlink.h) the host's own preprocessed code is keyed too: the host preprocessing (the
-depfile-writing target preprocessing without the target's defines; started after the scan, or with
-the target preprocessing when the recipe says the command line needed it) and a SHA-256 of its
-output. It also writes the depfile a hit installs where the host compile writes one (the target's
-may list other headers). What a scan cannot see is then only a CU that tests a target macro by a
-name made by token pasting (`__OFFLINK_ ## TARGET__`) and names it nowhere: its host code is not
-keyed and such a CU must not be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a
-compile that writes files beside the object or reads files the preprocessor does not (coverage,
-profiles, split DWARF, dumps, plugins, `.incbin` in any side's code, -MG...) is not cached at all
-(`refusal`).
+The key: this cache's format and offlink's own code (link/cache.py's `code_identity`), the host
+compiler's and objcopy's identity (link/cache.py: resolved path, content hash and `--version`,
+remembered by stat stamp), the host command with the -o and depfile names taken out, the working
+folder when debug info is asked for, the locale and the compiler's search variables, per target
+its name, its options and a SHA-256 of its preprocessed code, and for `-march=native` (-mtune,
+-mcpu) what the driver passes its compiler proper for it on this machine (link/cache.py's
+`native_expansion`: remembered by compiler and CPU, so a warm compile starts no driver). The host
+object is what that code implies when the host's preprocessed code is the same text but for the
+target's macros, i.e. when nothing tests them: the source and every file its depfile lists (with
+-MMD, which leaves system headers out, every file the code's linemarkers name) are scanned for
+`__OFFLINK_TARGET`, and where a file names it (every CU including offlink.h) the host's own
+preprocessed code is keyed too: the host preprocessing (the depfile-writing target preprocessing
+without the target's defines; started after the scan, or with the target preprocessing when the
+recipe says the command line needed it) and a SHA-256 of its output. It also writes the depfile a
+hit installs where the host compile writes one (the target's may list other headers). What a scan
+cannot see is then only a CU that tests a target macro by a name made by token pasting
+(`__OFFLINK_ ## TARGET__`) and names it nowhere: its host code is not keyed and such a CU must not
+be served from this cache (OFFLINK_NO_CACHE=1). As in ccache, a compile that writes files beside
+the object or reads files the preprocessor does not (coverage, profiles, split DWARF, dumps,
+plugins, `.incbin` in any side's code, -MG...) is not cached at all (`refusal`).
 
 Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
 limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
@@ -30,7 +30,7 @@ limit (link/cache.py): the fat object as the data, what the host compile said as
 A warm compile must cost little more than its preprocessing, so `warm` serves it before
 offlink's planning is imported (compile.py, the targets, gccargs): a *recipe* entry, keyed by
 everything the plan is a function of (the command line, the targets, the working folder,
-PATH, offlink's version), holds what the plan gave: the preprocessing commands (the host's
+PATH, offlink's own code), holds what the plan gave: the preprocessing commands (the host's
 too, and whether it was needed) and the key's parts but the code. It is written by the first
 compile of that command line (and again by `warm` when a file begins or ceases to name a
 target macro); a command with a response file (whose content the plan reads) has none.
@@ -242,9 +242,9 @@ def host_capture(capture: list[str], prefix: int, defines: list[str],
     given = set(defines)
     return [*capture[:prefix], *(w for w in capture[prefix:] if w not in given), *deps]
 
-def static_parts(plan: CompilePlan) -> list[str]:
-    """The parts of the key that the command line alone decides (a recipe keeps them)."""
-    from . import __version__
+def static_parts(plan: CompilePlan, cache: Cache) -> list[str]:
+    """The parts of the key that the command line (and offlink's own code: a recipe is
+    keyed by it too) alone decides (a recipe keeps them)."""
     from .gccargs import is_clang, words
     from .link.cache import _uses_debug_info
 
@@ -252,7 +252,7 @@ def static_parts(plan: CompilePlan) -> list[str]:
     for w in words(plan.expanded, clang=is_clang(plan.compiler)):
         host += [w.option, "<name>"] if w.option in _NAMES else \
             plan.expanded[w.index : w.index + w.count]
-    parts = ["offlink cc object", str(FORMAT), __version__, "\0".join(host),
+    parts = ["offlink cc object", str(FORMAT), cache.code_identity(), "\0".join(host),
              plan.sources[0].language, "\0".join(plan.offered),
              os.getcwd() if _uses_debug_info(plan.expanded) else ""]
     for target in plan.targets:
@@ -470,15 +470,16 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
 
 
 # -- the warm path: a recipe instead of the plan ---------------------------------------------
-def recipe_key(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> str:
+def recipe_key(cache: Cache, argv: list[str], targets: list[str],
+               offered: tuple[str, ...]) -> str:
     """What the plan of `offlink cc ARGV` is a function of (no response file among ARGV):
-    `targets` as given (--offload-target), else $OFFLINK_TARGETS decides."""
-    from . import __version__
+    `targets` as given (--offload-target), else $OFFLINK_TARGETS decides; and offlink's own
+    code, which reads ARGV."""
     from .link.cache import _hash
 
-    return _hash("offlink cc recipe", str(FORMAT), __version__, os.getcwd(), os.uname().machine,
-                 os.environ.get("PATH", ""), "\0".join(argv), "\0".join(targets),
-                 "" if targets else os.environ.get("OFFLINK_TARGETS", ""),
+    return _hash("offlink cc recipe", str(FORMAT), cache.code_identity(), os.getcwd(),
+                 os.uname().machine, os.environ.get("PATH", ""), "\0".join(argv),
+                 "\0".join(targets), "" if targets else os.environ.get("OFFLINK_TARGETS", ""),
                  "\0".join(offered))
 
 
@@ -511,7 +512,7 @@ def write_recipe(cache: Cache, argv: list[str], targets: list[str], offered: tup
     if any(job.argv[0] != plan.compiler for job in jobs):  # another tool (nvcc): its lookup
         return
     deps_job = next(i for i, job in enumerate(jobs) if job.deps)
-    cache.put(recipe_key(argv, targets, offered),
+    cache.put(recipe_key(cache, argv, targets, offered),
               recipe(plan, parts, [job.argv for job in jobs], tmp, deps_job, host_depfile,
                      started.host_argv, bool(started.marked), native),
               b"")
@@ -552,7 +553,7 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
         return None
     if cache is None:
         return None
-    rkey = recipe_key(argv, targets, offered)
+    rkey = recipe_key(cache, argv, targets, offered)
     r = _read_recipe(cache, rkey)
     if r is None or output_problem(r["source"], r["output"]) is not None:
         return None

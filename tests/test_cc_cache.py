@@ -678,3 +678,29 @@ def test_lua_with_its_own_march_native_is_served_on_a_rebuild(offlink, project):
     make("out", "clean")
     assert make("out", "o") == []  # every CU served
     assert objects("out") == objects("uncached")
+
+
+def test_another_offlink_code_misses_what_the_old_one_stored(project, tmp_path):
+    """Entries and recipes are keyed by offlink's own code, not its version number: a copy of
+    the package with one source file changed (a git checkout of another commit, version number
+    unchanged) compiles again instead of being served what the old code made."""
+    import sys
+
+    from conftest import ROOT
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(ROOT / "offlink", pkg / "offlink",
+                    ignore=shutil.ignore_patterns("__pycache__", "lib"))
+    wrapper = tmp_path / "offlink-copy"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{pkg}" exec "{sys.executable}" -m offlink "$@"\n')
+    wrapper.chmod(0o755)
+    assert len(compile_(str(wrapper), project)[1]) == 1
+    assert compile_(str(wrapper), project)[1] == []  # the same code: served
+    before = outputs(project)
+    with open(pkg / "offlink" / "gccargs.py", "a") as f:
+        f.write("# another commit\n")
+    assert len(compile_(str(wrapper), project)[1]) == 1  # another code: compiled again
+    assert outputs(project) == before
+    assert compile_(str(wrapper), project)[1] == []
+    # one recipe per code, each with its code's identity among the key's parts
+    assert len({r["parts"][2] for r in recipes(project)}) == 2

@@ -1300,3 +1300,28 @@ def test_device_code_uses_a_host_static_archive_as_clangs_link(offlink, tmp_path
         ref, got = run([tmp_path / "ref"], env=env), run([tmp_path / "app"], env=env)
         assert got.stdout == ref.stdout == want
         assert len(launches_of(got.stderr)) == len(launches_of(ref.stderr)) == 1
+
+
+@needs_clang
+def test_bitcode_objects_link_plainly_and_host_lto_offload_objects_are_refused(offlink, tmp_path):
+    """clang's -flto objects are LLVM bitcode: without target code they are the host link's
+    (a plain LTO program links and runs as with clang's own link); with it (the offload
+    driver's host compile with -flto) offlink says in one line that it reads ELF only, for
+    an object and an archive member alike, and writes nothing."""
+    (tmp_path / "a.c").write_text("int f(void) { return 3; }\n")
+    (tmp_path / "m.c").write_text('#include <stdio.h>\nint f(void);\n'
+                                  'int main(void) { printf("%d\\n", f()); return 0; }\n')
+    (tmp_path / "k.c").write_text(resized_c(1))
+    for name in ("a", "m"):
+        run([CLANG, "-O2", "-flto", "-c", tmp_path / f"{name}.c", "-o", tmp_path / f"{name}.o"])
+    run([CLANG, "-O2", "-flto", *OFFLOAD, "-c", tmp_path / "k.c", "-o", tmp_path / "k.o"])
+    run([offlink, "link", CLANG, "-flto", tmp_path / "a.o", tmp_path / "m.o", "-o",
+         tmp_path / "app"])
+    assert run([tmp_path / "app"]).stdout == "3\n"
+    run(["ar", "rc", tmp_path / "libk.a", tmp_path / "k.o"])
+    for inputs, name in (([tmp_path / "k.o"], "k.o"), ([f"-L{tmp_path}", "-lk"], "libk.a(k.o)")):
+        proc = run([offlink, "link", CLANG, "-flto", *OFFLOAD, tmp_path / "m.o", *inputs, "-o",
+                    tmp_path / "never"], check=False)
+        assert proc.returncode == 1 and not (tmp_path / "never").exists()
+        assert proc.stderr.startswith("offlink: error: ") and proc.stderr.count("\n") == 1
+        assert f"{name}: LLVM bitcode with target code" in proc.stderr

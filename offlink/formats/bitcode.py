@@ -204,6 +204,24 @@ def _top_blobs(data: bytes, where: str) -> dict[int, bytes]:
     return out
 
 
+# The global clang's -fembed-offload-object (its offload driver's host compile) puts the
+# OffloadBinary in (llvm::embedBufferInModule: section .llvm.offloading); its name is among the
+# module's names in the STRTAB blob, whatever its linkage.
+EMBEDDED_OBJECT = b"llvm.embedded.object"
+
+
+def is_bitcode(head: bytes) -> bool:
+    """Whether a file beginning with `head` (4 bytes or more) is LLVM bitcode."""
+    return head[:4] in (MAGIC, WRAPPER_MAGIC)
+
+
+def carries_offload(data: bytes, where: str) -> bool:
+    """Whether a bitcode module embeds an offload object (a host compile with -flto by clang's
+    offload driver). A file without a STRTAB block (LLVM < 5) embeds none: the embedding is
+    newer."""
+    return EMBEDDED_OBJECT in _top_blobs(data, where).get(STRTAB_BLOCK, b"")
+
+
 def symbols(data: bytes, where: str) -> list[Symbol] | None:
     """The module's symbols in the order the LTO API lists them (llvm-lto2 wants one
     resolution per symbol), or None when the file carries no irsymtab this reader knows."""

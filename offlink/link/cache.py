@@ -4,14 +4,16 @@ An object's key covers all the target compile depends on: the CU's code (a SHA-2
 record's stored, compressed bytes, so a hit needs no inflation: Payload.code_id), kind and
 offered list, the target, the compile command with its temporary paths taken out, the compiler's
 identity (resolved path, content hash and `--version` output, probed once per link and
-remembered by the file's device, inode, size, mtime and ctime) and offlink's own version and
-cache format. With -g the working directory is in it too (debug info records it); with
-`-march=native` and the like, what they stand for on this CPU (compile.native_cpu). An image's
-key covers its objects' keys, the image link command (and the files it reads besides the
-objects, by content: a narrowed link's version script), the linker's identity and the working
-directory. A relink with nothing changed runs neither a compile nor the device link, and
-reads no object entry where the target's image command needs none (`cached_image`: the image's
-entry keeps the merged offers); link/relink.py spares it reading its inputs too.
+remembered by the file's device, inode, size, mtime and ctime) and offlink's own code (its
+source files' content: `code_identity`, remembered the same way; a version number does not
+change with every commit of a checkout) and cache format. With -g the working directory is in it
+too (debug info records it); with `-march=native` and the like, what they stand for on this CPU
+(compile.native_cpu). An image's key covers its objects' keys, the image link command (and the
+files it reads besides the objects, by content: a narrowed link's version script), the linker's
+identity and the working directory. A relink with nothing changed runs neither a compile nor the
+device link, and reads no object entry where the target's image command needs none
+(`cached_image`: the image's entry keeps the merged offers); link/relink.py spares it reading
+its inputs too.
 
 Entries live in `OFFLINK_CACHE_DIR/objects` (default `$XDG_CACHE_HOME/offlink`, beside the
 runtime library's `runtime/`), one file each: a header with a SHA-256 of the rest, then JSON
@@ -129,6 +131,26 @@ def trusted_root(root: str) -> str:
                          f"link; choose another OFFLINK_CACHE_DIR, or set OFFLINK_CACHE_SHARED=1 "
                          f"if everyone who can write there is trusted")
     return root
+
+
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # offlink/
+_SOURCE_SUFFIXES = (".py", ".c", ".h", ".in", ".json")
+_CODE: str | None = None  # code_identity, once per process
+
+
+def _package_files(root: str, rel: str = "") -> list[tuple[str, os.stat_result]]:
+    """The source files under `root` (not __pycache__), sorted by their path below it, each
+    with its stat."""
+    out = []
+    with os.scandir(os.path.join(root, rel)) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for e in entries:
+        if e.is_dir(follow_symlinks=False):
+            if e.name != "__pycache__":
+                out += _package_files(root, f"{rel}{e.name}/")
+        elif e.name.endswith(_SOURCE_SUFFIXES):
+            out.append((rel + e.name, e.stat()))
+    return out
 
 
 def _content_hash(path: str) -> str:
@@ -272,6 +294,32 @@ class Cache:
                 self._remember_tool(stamp, ident)
         return ident
 
+    def code_identity(self) -> str:
+        """A SHA-256 of offlink's own source files (the package's .py, .c, .h, .in and .json),
+        so an entry an older offlink made is never served to a newer one, whatever the version
+        number says: an upgrade, or a git checkout of another commit, starts from a cold cache.
+        Once per process; across processes remembered by the files' stat stamps (~0.3 ms to
+        stat them), so only the first run of a new offlink reads them."""
+        global _CODE
+        if _CODE is not None:
+            return _CODE
+        files = _package_files(PACKAGE)
+        stamp = _hash("offlink code", PACKAGE, *(f"{rel}\0{file_stamp(st)}" for rel, st in files))
+        ident = self._known_tool(stamp)
+        if ident is None:
+            h = _hasher("offlink code", __version__)
+            for rel, _ in files:
+                with open(os.path.join(PACKAGE, rel), "rb") as f:
+                    h.update(struct.pack("<Q", len(rel)) + rel.encode())
+                    data = f.read()
+                h.update(struct.pack("<Q", len(data)) + data)
+            ident = h.hexdigest()
+            now = time.time()
+            if all(now - st.st_ctime > _SETTLED for _, st in files):
+                self._remember_tool(stamp, ident)
+        _CODE = ident
+        return ident
+
     def _known_tool(self, stamp: str) -> str | None:
         """A tool identity probed by an earlier link: the same file (device, inode, size,
         mtime and ctime) has the same content and `--version`, so relinks skip the probe."""
@@ -306,7 +354,7 @@ class Cache:
         memo = (shared, cwd)
         h = self._prefixes.get(memo)
         if h is None:
-            h = _hasher("object", str(FORMAT), __version__, type(target).__qualname__,
+            h = _hasher("object", str(FORMAT), self.code_identity(), type(target).__qualname__,
                         target.name, p.code_kind, "\0".join(words), "\0".join(p.options),
                         "\0".join(p.offered), compiler, cwd)
             with self._lock:
@@ -315,7 +363,8 @@ class Cache:
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:
-        return _hash("image", str(FORMAT), __version__, type(target).__qualname__, target.name,
+        return _hash("image", str(FORMAT), self.code_identity(), type(target).__qualname__,
+                     target.name,
                      "\0".join(normalise(argv, paths, tmp)), linker, os.getcwd())
 
     # -- entries -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ..elf import (
     is_archive,
 )
 from ..errors import FormatError
+from ..formats.bitcode import carries_offload, is_bitcode
 from ..model import CU, Input, LinkPlan, find_library
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
@@ -148,6 +149,9 @@ def _files(plan: LinkPlan) -> list[_File]:
                              tuple(n for n, _, _ in members), bytes(data[:8]) == THIN_AR_MAGIC))
             continue
         if bytes(data[:4]) != b"\x7fELF":
+            if is_bitcode(bytes(data[:4])):
+                _check_bitcode(data, path)
+                continue  # an LTO object with no target code: the linker's plugin reads it
             if path.endswith(OBJECT_SUFFIXES):
                 raise FormatError(f"{path}: not an ELF object file")
             continue  # a linker script, a shared library stub, ...
@@ -170,11 +174,25 @@ def object_at(path: str, place: int) -> tuple[str, ElfFile]:
 
 
 def _object(data, name: str) -> ElfFile | None:
-    """A relocatable ELF64 LE object, or None for anything else."""
+    """A relocatable ELF64 LE object, or None for anything else (LLVM bitcode with no target
+    code too: `_check_bitcode`)."""
     raw = bytes(data[:18])
+    if is_bitcode(raw):
+        _check_bitcode(data, name)
     if raw[:4] != b"\x7fELF" or raw[4:6] != b"\x02\x01" or raw[16:18] != b"\x01\x00":
         return None
     return ElfFile(data, name)
+
+
+def _check_bitcode(data, name: str) -> None:
+    """Refuse a bitcode object that embeds target code: clang's host compile with -flto.
+    offlink reads clang's offload objects as ELF; one without target code (a plain -flto
+    object) is the host link's to read (its LTO plugin), as in any link."""
+    if carries_offload(bytes(data), name):
+        raise FormatError(f"{name}: LLVM bitcode with target code (clang's host compile with "
+                          f"-flto): offlink reads clang's offload objects as ELF only; compile "
+                          f"the host side without -flto (-foffload-lto keeps the device code's "
+                          f"LTO)")
 
 
 # Where a CU was read: (file: its index in input_paths, place: of the object in the file
