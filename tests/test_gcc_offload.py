@@ -499,6 +499,20 @@ def test_host_lto_is_refused_with_the_way_out(offlink, sample, tmp_path):
 
 
 @needs_gcc_offload
+def test_the_way_out_of_host_lto_links_and_runs(offlink, sample, tmp_path):
+    """The refusal's way out: objects compiled -flto -ffat-lto-objects, linked without -flto
+    (a word that only tunes an LTO link, -flto-partition=one, turns none on), link and run."""
+    for name in ("saxpy", "stats"):
+        run(["gcc", *CFLAGS, "-fPIC", "-flto", "-ffat-lto-objects", "-c", sample / f"{name}.c",
+             "-o", f"{name}.o"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "-fopenmp", "-flto-partition=one", "-shared", "saxpy.o",
+         "stats.o", "-o", "libss.so"], cwd=tmp_path)
+    run([offlink, "link", "gcc", "-fopenmp", sample / "build" / "main.o", "-L.", "-lss",
+         "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
+    assert run([tmp_path / "app"]).stdout == (sample / "expected.txt").read_text()
+
+
+@needs_gcc_offload
 @needs_ptxas
 def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]

@@ -84,6 +84,11 @@ def test_lto_and_dashdash():
     assert plan_link(["gcc", "-flto", "a.o"]).lto
     assert plan_link(["gcc", "-flto=auto", "a.o"]).lto
     assert not plan_link(["gcc", "-flto", "-fno-lto", "a.o"]).lto
+    # options that tune an LTO link turn none on (gcc's and clang's alike)
+    for word in ("-flto-partition=one", "-flto-compression-level=3", "-flto-jobs=2",
+                 "-flto-report"):
+        assert not plan_link(["gcc", word, "a.o"]).lto, word
+        assert plan_link(["gcc", "-flto=jobserver", word, "a.o"]).lto, word
     p = plan_link(["gcc", "a.o", "--", "-weird.o"])
     assert Input("file", "-weird.o") in p.inputs
 

@@ -73,7 +73,9 @@ def plan_link(argv: list[str]) -> LinkPlan:
             # -Xopenmp-target: clang 19's link gives it to nothing); the host link without
             # clang's offload words would find it unused.
             keep = False
-        elif opt.startswith("-flto") and opt != "-flto=none":
+        elif (opt == "-flto" or opt.startswith("-flto=")) and opt != "-flto=none":
+            # (not -flto-partition=, -flto-compression-level=, clang's -flto-jobs=...: they
+            # tune an LTO link and turn none on)
             lto = True
         elif opt in ("-fno-lto", "-flto=none"):
             lto = False
