@@ -307,13 +307,11 @@ class Cache:
         stamp = _hash("offlink code", PACKAGE, *(f"{rel}\0{file_stamp(st)}" for rel, st in files))
         ident = self._known_tool(stamp)
         if ident is None:
-            h = _hasher("offlink code", __version__)
+            contents: list[str | bytes] = []
             for rel, _ in files:
                 with open(os.path.join(PACKAGE, rel), "rb") as f:
-                    h.update(struct.pack("<Q", len(rel)) + rel.encode())
-                    data = f.read()
-                h.update(struct.pack("<Q", len(data)) + data)
-            ident = h.hexdigest()
+                    contents += [rel, f.read()]
+            ident = _hash("offlink code", __version__, *contents)
             now = time.time()
             if all(now - st.st_ctime > _SETTLED for _, st in files):
                 self._remember_tool(stamp, ident)
@@ -364,8 +362,7 @@ class Cache:
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:
         return _hash("image", str(FORMAT), self.code_identity(), type(target).__qualname__,
-                     target.name,
-                     "\0".join(normalise(argv, paths, tmp)), linker, os.getcwd())
+                     target.name, "\0".join(normalise(argv, paths, tmp)), linker, os.getcwd())
 
     # -- entries -------------------------------------------------------------------------
     def _path(self, key: str) -> str:
