@@ -363,6 +363,7 @@ class OpenMPTarget(Target):
         self.name = name
         self.triple = name.removeprefix("openmp-")
         self.compiler = "clang"
+        self.entry_generation = 1  # the registration's rows (formats/offload_entries.py)
         self.lto2 = ""  # llvm-lto2 for the bitcode CUs (for_inputs), "" to compile with clang
         self.resolutions: dict[int, list[tuple[str, str]]] = {}  # by id(cu): cu_resolutions
         self._cus: list = []  # the CUs those ids are of (kept alive)
@@ -373,7 +374,21 @@ class OpenMPTarget(Target):
         self._lock = threading.Lock()
 
     def for_inputs(self, cus, plan=None):
-        compiler = cus[0].payload.compiler if cus else "clang"
+        from .llvm_release import compiler_of, device_runtime_words, entry_generation, release
+
+        # The objects' clang, else the driver's own (flang objects name none): never PATH's
+        # unversioned clang, another release.
+        compiler = compiler_of([cu.payload.compiler for cu in cus],
+                               plan.driver if plan is not None else "")
+        generations = {entry_generation(release(cu.payload.compiler)) for cu in cus
+                       if cu.payload.compiler != "clang"}
+        if len(generations) > 1:
+            made = ", ".join(sorted({cu.payload.compiler for cu in cus}))
+            raise LinkError(f"target {self.name}: the objects were made by {made}, whose "
+                            f"offload entries differ (32 bytes up to clang 19, 56 bytes from "
+                            f"clang 20, llvm_offload_entries from 21): link them with one "
+                            f"release")
+        major = release(compiler)
         level = link_opt_level(plan.argv[1:]) if plan is not None else 2
         if self.triple == "nvptx64-nvidia-cuda":
             from .openmp_nvptx import OpenMPNvptxTarget, cu_arch
@@ -383,9 +398,15 @@ class OpenMPTarget(Target):
                 raise LinkError(f"target {self.name}: the CUs were compiled for "
                                 f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                                 f"links one --offload-arch per link so far")
+            if major is not None and major >= 21:
+                raise LinkError(f"target {self.name}: {compiler}'s NVIDIA objects take the "
+                                f"device runtime as "
+                                f"{' '.join(device_runtime_words(major, self.triple))}; "
+                                f"offlink links clang 17-20's (-lomptarget.devicertl) so far")
             if plan is not None:
                 refuse_nvptx_words(plan.argv[1:])
             nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
+            nvptx.entry_generation = entry_generation(major)
             nvptx.opt_level = level
             nvptx.setup_lto(cus, plan)
             return nvptx
@@ -394,6 +415,7 @@ class OpenMPTarget(Target):
                             f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")
         t = OpenMPTarget(self.name)
         t.compiler = compiler
+        t.entry_generation = entry_generation(major)
         t.opt_level = level
         t.llvm_options = llvm_options(plan.argv[1:]) if plan is not None else []
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
@@ -420,7 +442,7 @@ class OpenMPTarget(Target):
                     "--relocation-model=pic", *cpu, source, "-o", output,
                     *(f"-r={source},{n},{r}" for n, r in res), *self.llvm_options]
         mllvm = [w for o in self.llvm_options for w in ("-mllvm", o)]
-        return [p.compiler, "-c", f"-O{self.opt_level}", "-fPIC", *p.options, *mllvm, "-x",
+        return [self.compiler, "-c", f"-O{self.opt_level}", "-fPIC", *p.options, *mllvm, "-x",
                 "ir", source, "-o", output]
 
     def run_compile(self, children, argv, what):
@@ -469,7 +491,7 @@ class OpenMPTarget(Target):
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile (as for
         GCC's objects): `llvm-lto2 run -o X` writes its one output as X.0, renamed here."""
-        from ..dialects.llvm import object_entries
+        from ..dialects.llvm import entries_of_kind
         from ..model import Offer
 
         if self.resolutions.get(id(cu)) is not None:
@@ -477,7 +499,7 @@ class OpenMPTarget(Target):
         elf = ElfFile.open(obj_path)
         weak = {s.name for s in elf.symbols() if s.defined and s.st_bind != STB_GLOBAL}
         out = {}
-        for e in object_entries(elf):
+        for e in entries_of_kind(elf, "openmp"):
             # Kernels are weak_odr (a template's region may come from many CUs); a variable
             # is as strong as its definition (a weak `x` may be defined by many CUs, one
             # strong definition wins, as LLVM's weak.c test has it).
@@ -525,11 +547,22 @@ class OpenMPTarget(Target):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows
         libomptarget is given (a kernel's address is its region id, not a symbol of its
         name)."""
-        from ..dialects.llvm import linked_entries
+        from ..dialects.llvm import linked_entries_of_kind
 
         out = {}
-        for address, e in linked_entries(elf):
+        missing = []
+        for address, e in linked_entries_of_kind(elf, "openmp"):
             if e.name in image.offers:
                 out[e.name] = (address, row_size(e), e.kind)
+            else:
+                missing.append(e.name)
+        if missing and not getattr(self, "narrowed", False):
+            # libomptarget is given rows the table would not have: a lookup by name or
+            # address in the table would miss what the program runs.
+            raise LinkError(f"{elf.name}: the link registers {len(missing)} offload entr"
+                            f"{'y' if len(missing) == 1 else 'ies'} with libomptarget that "
+                            f"the {self.name} image does not offer ({', '.join(missing[:3])}"
+                            f"{', ...' if len(missing) > 3 else ''}); offlink writes no table "
+                            f"without them")
         return out
 
