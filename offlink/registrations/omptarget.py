@@ -118,7 +118,11 @@ def c_source(indexes: list[int], generation: int = 1) -> str:
     rows = ",\n".join(f"  {{{a}, {b},\n"
                       f"   __start_SECTION, __stop_SECTION}}"
                       for a, b in names)
-    text = (_PROLOGUE.replace("ENTRY", entry) + externs
+    prologue = _PROLOGUE.replace("ENTRY", entry)
+    if generation == 3:  # llvm-offload-wrapper-22's dummy is a constant (section flags "a")
+        prologue = prologue.replace("static struct __tgt_offload_entry dummy_entry",
+                                    "static const struct __tgt_offload_entry dummy_entry")
+    text = (prologue + externs
             + "\nstatic struct __tgt_device_image images[] = {\n" + rows + "\n};\n\n" + _EPILOGUE)
     return text.replace("RELEASE", release).replace("SECTION", section)
 

@@ -559,9 +559,10 @@ class OpenMPTarget(Target):
         if missing and not getattr(self, "narrowed", False):
             # libomptarget is given rows the table would not have: a lookup by name or
             # address in the table would miss what the program runs.
-            raise LinkError(f"{elf.name}: the link registers {len(missing)} offload entr"
+            raise LinkError(f"target {self.name}: the host code registers "
+                            f"{len(missing)} offload entr"
                             f"{'y' if len(missing) == 1 else 'ies'} with libomptarget that "
-                            f"the {self.name} image does not offer ({', '.join(missing[:3])}"
+                            f"the image does not offer ({', '.join(missing[:3])}"
                             f"{', ...' if len(missing) > 3 else ''}); offlink writes no table "
                             f"without them")
         return out
