@@ -8,6 +8,7 @@ field changed into what no release writes. Each refusal: a non-zero exit, one
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
@@ -211,3 +212,43 @@ def test_a_registered_entry_the_table_would_miss_is_refused(offlink, tmp_path):
     assert names.startswith(b"g\0")
     obj = _patch(obj, ".llvm.rodata.offloading", 0, b"h", tmp_path / "miss.o")
     _refused(offlink, obj, tmp_path, "does not offer (h)", "libomptarget")
+
+
+def _has_ziglang() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ziglang") is not None
+
+
+@needs_tool(not _has_ziglang() or shutil.which("clang-offload-packager-19") is None
+            or shutil.which(CLANG22) is None,
+            "PyPI's ziglang==0.15.1 (clang 20.1.2), clang-tools-19 or clang-22 missing "
+            "(.ci/run installs them)")
+def test_a_clang20_object_is_read_and_runs_on_libomptarget_22(offlink, tmp_path):
+    """The middle generation from a real clang 20 (zig 0.15.1's): 56-byte rows in
+    omp_offloading_entries. offlink reads them, and links the object with clang-22 (clang 20
+    is not installed: the driver's own clang links the image) into a program whose region
+    runs on libomptarget 22's plugin, its registration giving clang 20's rows. (clang-22's
+    own link of it registers llvm_offload_entries only, and the program dies.)"""
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()  # zig's clang runs `clang-offload-packager`: the OffloadBinary is v1
+    (bin_dir / "clang-offload-packager").symlink_to(shutil.which("clang-offload-packager-19"))
+    (tmp_path / "k.c").write_text(K_C)
+    obj = tmp_path / "k20.o"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    run([sys.executable, "-m", "ziglang", "cc", "-target", "x86_64-linux-gnu", "-O2", *OFFLOAD,
+         "-c", tmp_path / "k.c", "-o", obj], env=env)
+    elf = ElfFile.open(str(obj))
+    assert b"clang version 20." in bytes(elf.content(elf.section(".comment")))
+    content = bytes(elf.content(elf.section("omp_offloading_entries")))
+    assert fmt.generation_of("omp_offloading_entries", content) == 2
+    (cu,) = json.loads(run([offlink, "inspect", "--json", obj]).stdout)["cus"]
+    assert cu["compiler"] == "clang-20" and len(cu["offered"]) == 2 and "g" in cu["offered"]
+    run([offlink, "link", CLANG22, *OFFLOAD, *LIBS22, obj, "-o", tmp_path / "app"])
+    out = run([tmp_path / "app"], env={**os.environ, "LD_LIBRARY_PATH": "/usr/lib/llvm-22/lib",
+                                       "LIBOMPTARGET_INFO": "16"})
+    assert out.stdout == "6\n" and out.stderr.count("Launching kernel") == 1
+    table = json.loads(run([offlink, "inspect", "--json", tmp_path / "app"]).stdout)["table"]
+    assert len(table["symbols"]) == 2

@@ -50,11 +50,14 @@ def own_clang(driver: str) -> str:
 
 def compiler_of(producers: list[str], driver: str) -> str:
     """The clang a link's LLVM CUs are compiled and linked with: the one their objects name
-    (`clang-22`), else the driver's own (a flang object names none), else plain `clang`."""
+    (`clang-22`) where it is installed, else the driver's own (a flang object names none),
+    else plain `clang`."""
     named = sorted({p for p in producers if p != "clang"}, key=lambda p: release(p) or 0)
-    if named:
+    own = own_clang(driver) if driver else ""
+    if named and (shutil.which(named[-1]) or not own):
         return named[-1]  # the newest (for_inputs refuses generations that differ)
-    return (own_clang(driver) if driver else "") or "clang"
+    # An object of a clang not installed here (zig's clang 20): the driver's own links it.
+    return own or "clang"
 
 
 def entry_generation(major: int | None) -> int:

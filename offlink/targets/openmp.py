@@ -406,7 +406,8 @@ class OpenMPTarget(Target):
             if plan is not None:
                 refuse_nvptx_words(plan.argv[1:])
             nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
-            nvptx.entry_generation = entry_generation(major)
+            nvptx.entry_generation = min(generations) if generations else \
+                entry_generation(major)
             nvptx.opt_level = level
             nvptx.setup_lto(cus, plan)
             return nvptx
@@ -415,7 +416,8 @@ class OpenMPTarget(Target):
                             f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")
         t = OpenMPTarget(self.name)
         t.compiler = compiler
-        t.entry_generation = entry_generation(major)
+        # The objects' rows decide the registration's (a clang-20 object linked by clang-22).
+        t.entry_generation = min(generations) if generations else entry_generation(major)
         t.opt_level = level
         t.llvm_options = llvm_options(plan.argv[1:]) if plan is not None else []
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
