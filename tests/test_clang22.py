@@ -184,6 +184,18 @@ def test_each_release_gets_its_own_words():
     assert device_runtime_words(22, "nvptx64-nvidia-cuda") == \
         ["--device-linker=nvptx64-nvidia-cuda=-lompdevice"]
     assert compiler_of(["clang-22", "clang-22"], "gcc") == "clang-22"
-    if shutil.which("flang-new-19") and os.access("/usr/lib/llvm-19/bin/clang", os.X_OK):
-        # a flang object names no clang: the driver's own, never PATH's `clang`
-        assert compiler_of(["clang"], "flang-new-19") == "/usr/lib/llvm-19/bin/clang"
+
+
+@needs_tool(shutil.which("flang-new-19") is None, "flang-new-19 missing (.ci/run installs "
+            "flang-19)")
+def test_a_flang_link_uses_the_drivers_own_clang(offlink, tmp_path):
+    """A flang object names no clang (no .comment): its image is linked by the clang of the
+    driver's own install (flang-new-19 -> /usr/lib/llvm-19/bin/clang), never PATH's `clang`
+    (clang 14 here)."""
+    (tmp_path / "f.f90").write_text("program p\n!$omp target\n!$omp end target\nend\n")
+    words = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
+    run(["flang-new-19", *words, "-c", tmp_path / "f.f90", "-o", tmp_path / "f.o"])
+    dry = run([offlink, "link", "--dry-run", "flang-new-19", *words, tmp_path / "f.o", "-o",
+               tmp_path / "f"]).stdout.splitlines()
+    image = [ln for ln in dry if f"--target={TRIPLE}" in ln]
+    assert len(image) == 1 and image[0].startswith("/usr/lib/llvm-19/bin/clang "), dry
