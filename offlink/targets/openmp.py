@@ -364,6 +364,7 @@ class OpenMPTarget(Target):
         self.triple = name.removeprefix("openmp-")
         self.compiler = "clang"
         self.entry_generation = 1  # the registration's rows (formats/offload_entries.py)
+        self.image_runtime_words: list[str] = []  # after -lomp in the image link
         self.lto2 = ""  # llvm-lto2 for the bitcode CUs (for_inputs), "" to compile with clang
         self.resolutions: dict[int, list[tuple[str, str]]] = {}  # by id(cu): cu_resolutions
         self._cus: list = []  # the CUs those ids are of (kept alive)
@@ -418,6 +419,12 @@ class OpenMPTarget(Target):
         t.compiler = compiler
         # The objects' rows decide the registration's (a clang-20 object linked by clang-22).
         t.entry_generation = min(generations) if generations else entry_generation(major)
+        if major is not None and major >= 20:
+            # The image calls libomptarget's API too (omp_get_device_from_uid, LLVM 22's
+            # offload/test/api/omp_device_uid.c): the wrapper links the host link's -lomp
+            # -lomptarget into it. (19's wrapper does as well; offlink's 19 images keep their
+            # bytes and cache keys: their device code calls none of it.)
+            t.image_runtime_words = ["-lomptarget"]
         t.opt_level = level
         t.llvm_options = llvm_options(plan.argv[1:]) if plan is not None else []
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
@@ -522,7 +529,8 @@ class OpenMPTarget(Target):
         return [driver, f"--target={self.triple}", f"-O{self.opt_level}", "-Wl,--no-undefined",
                 *(c.object_path for c in compiled), "-Wl,-Bsymbolic", "-shared",
                 "-Wl,--hash-style=gnu", "-Wl,--build-id=none",
-                *host_library_words(plan.argv[1:]), f"-L{lib}", "-lomp", "-o", output,
+                *host_library_words(plan.argv[1:]), f"-L{lib}", "-lomp",
+                *self.image_runtime_words, "-o", output,
                 *device_linker_words(plan.argv[1:], self.triple)]
 
     def image_reads(self, plan):
