@@ -90,6 +90,9 @@ def test_rows_of_each_generation_and_kind():
     assert [(r.kind, r.generation, r.name_at) for r in rows] == [("openmp", 3, 24),
                                                                  ("cuda", 3, 80)]
     assert [r.kind for r in fmt.rows("llvm_offload_entries", v2, "x", "cuda")] == ["cuda"]
+    # `#pragma omp requires` (clang 21+): a ".requires" row for libomptarget, no entry
+    requires = fmt.ENTRY_V2.pack(0, 1, 1, fmt.REGISTER_REQUIRES, 0, 0, 0, 8, 0)
+    assert len(fmt.rows("llvm_offload_entries", v2 + requires, "x")) == 2
     # 224 bytes are 7 rows of 32 as well as 4 of 56: the fields tell them apart
     assert fmt.generation_of("omp_offloading_entries", fmt.ENTRY_V1.pack(0, 0, 0, 0, 0) * 7) == 1
 

@@ -24,6 +24,9 @@ ENTRY_V1 = struct.Struct("<QQQii")  # addr, name, size, flags, reserved
 ENTRY_V2 = struct.Struct("<QHHIQQQQQ")  # reserved, version, kind, flags, addr, name, size,
 #                                         data, aux_addr
 ENTRY_VERSION = 1  # the 56-byte row's Version field, the only one LLVM 20-22 writes
+# OpenMP's flag of a row that carries the `#pragma omp requires` clauses (in its Data) for
+# libomptarget, named ".requires" and with no address (clang 21+): no symbol, no table row.
+REGISTER_REQUIRES = 0x10
 KINDS = {1: "openmp", 2: "cuda", 4: "hip"}
 KIND_NUMBERS = {v: k for k, v in KINDS.items()}
 READ_KINDS = ("openmp", "cuda")  # the kinds offlink links
@@ -125,6 +128,8 @@ def rows(section: str, content: bytes, where: str, kind: str | None = None) -> l
                               f"{SECTIONS[section]} section")
         if reserved:
             raise FormatError(f"{where}: entry {i} has a non-zero reserved field")
+        if row_kind == "openmp" and flags & REGISTER_REQUIRES:
+            continue  # the program's requirements, not an entry of the image
         if kind is None or row_kind == kind:
             out.append(Row(off, row_kind, size, flags, off + 16, off + 24, gen))
     return out
