@@ -93,6 +93,8 @@ def test_rows_of_each_generation_and_kind():
     # `#pragma omp requires` (clang 21+): a ".requires" row for libomptarget, no entry
     requires = fmt.ENTRY_V2.pack(0, 1, 1, fmt.REGISTER_REQUIRES, 0, 0, 0, 8, 0)
     assert len(fmt.rows("llvm_offload_entries", v2 + requires, "x")) == 2
+    requires19 = fmt.ENTRY_V1.pack(0, 0, 0, fmt.REGISTER_REQUIRES, 8)  # clang 19's
+    assert len(fmt.rows("omp_offloading_entries", v1 + requires19, "x")) == 2
     # 224 bytes are 7 rows of 32 as well as 4 of 56: the fields tell them apart
     assert fmt.generation_of("omp_offloading_entries", fmt.ENTRY_V1.pack(0, 0, 0, 0, 0) * 7) == 1
 

@@ -24,8 +24,9 @@ ENTRY_V1 = struct.Struct("<QQQii")  # addr, name, size, flags, reserved
 ENTRY_V2 = struct.Struct("<QHHIQQQQQ")  # reserved, version, kind, flags, addr, name, size,
 #                                         data, aux_addr
 ENTRY_VERSION = 1  # the 56-byte row's Version field, the only one LLVM 20-22 writes
-# OpenMP's flag of a row that carries the `#pragma omp requires` clauses (in its Data) for
-# libomptarget, named ".requires" and with no address (clang 21+): no symbol, no table row.
+# OpenMP's flag of a row that carries the `#pragma omp requires` clauses for libomptarget
+# (clang 19: in `reserved`, no name; clang 21+: in Data, named ".requires"), with no address:
+# no symbol, no table row.
 REGISTER_REQUIRES = 0x10
 KINDS = {1: "openmp", 2: "cuda", 4: "hip"}
 KIND_NUMBERS = {v: k for k, v in KINDS.items()}
@@ -106,6 +107,8 @@ def rows(section: str, content: bytes, where: str, kind: str | None = None) -> l
             return []
         for off in range(0, len(content), ENTRY_V1.size):
             _a, _n, size, flags, _r = ENTRY_V1.unpack_from(content, off)
+            if row_kind == "openmp" and flags & REGISTER_REQUIRES:
+                continue  # clang 19's requires row (its clauses in `reserved`), no entry
             out.append(Row(off, row_kind, size, flags, off, off + 8, 1))
         return out
     if len(content) % ENTRY_V2.size:
