@@ -87,9 +87,11 @@ def configure(release: int, omp_include: str = "") -> None:
 
 
 def directives(text: str, keyword: str) -> list[str]:
-    """The comma-separated items of every `// KEYWORD:` line (lit's REQUIRES and kin)."""
+    """The comma-separated items of every `KEYWORD:` in a `//` line (lit's REQUIRES and kin:
+    lit finds the keyword anywhere in a line, as in LLVM 22's sanitizer/use_after_free_3.c's
+    "// threshold. REQUIRES: large_allocation_memory_pool")."""
     items = []
-    for m in re.finditer(rf"^\s*//\s*{keyword}:(.*)$", text, re.M):
+    for m in re.finditer(rf"^\s*//.*?\b{keyword}:(.*)$", text, re.M):
         items += [i.strip() for i in m.group(1).split(",") if i.strip()]
     return items
 
