@@ -20,7 +20,7 @@ from .records import NamedTuple
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .formats.payload import Payload
-    from .targets import Target
+    from .plugins import Target
 
 
 # -- stage 1, plan ---------------------------------------------------------------------------

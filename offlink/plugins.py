@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 
-from ..elf import EM_AARCH64, EM_X86_64
-from ..errors import UsageError
+from .elf import EM_AARCH64, EM_X86_64
+from .errors import UsageError
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..elf import ElfFile
-    from ..jobserver import Children
-    from ..link.cache import Cache
-    from ..model import CU, CompiledCU, Image, LinkPlan, Offer
+    from .cache.store import Cache
+    from .elf import ElfFile
+    from .jobserver import Children
+    from .model import CU, CompiledCU, Image, LinkPlan, Offer
 
 # The host machines offlink supports: the host target's triple and the ELF e_machine.
 HOSTS = {"x86_64": ("x86_64-pc-linux-gnu", EM_X86_64),
@@ -158,7 +158,7 @@ class Target:
         """Run the image link `argv` (image_argv's or narrowed_image's), which writes
         `output`. A target may write the same bytes another way: GCC's nvptx-none takes the
         part its libraries add from an earlier link (targets/gcc_nvptx.py)."""
-        from ..run import run
+        from .run import run
 
         run(argv, f"device link for target {self.name}")
 
@@ -192,65 +192,3 @@ class Target:
         """Rows whose host side is not simply the host symbol of the same name: key ->
         (address, size, kind) in the linked binary. Empty by default: rows by symbol name."""
         return {}
-
-
-# Canonical name -> (module, class); a target's module is imported only when it is used,
-# so a host-only link does not pay for the CUDA and GCC modules' imports.
-_TARGETS = {
-    "nvptx-none": ("gcc_nvptx", "GccNvptxTarget"),
-    "nvptx64-nvidia-cuda": ("cuda", "CudaTarget"),
-}
-_ALIASES = {"cuda": "nvptx64-nvidia-cuda"}
-
-
-def _target(canonical: str) -> Target | None:
-    import importlib
-
-    if canonical == host_triple():
-        from .host import HostTarget
-
-        return HostTarget(canonical)
-    if canonical.startswith("openmp-"):  # clang's OpenMP offload objects (dialects/llvm.py)
-        from .openmp import OpenMPTarget
-
-        return OpenMPTarget(canonical)
-    if canonical.startswith("cuda-"):  # clang's CUDA objects (--offload-new-driver)
-        from .clang_cuda import ClangCudaTarget
-
-        return ClangCudaTarget(canonical)
-    if canonical not in _TARGETS:
-        return None
-    module, cls = _TARGETS[canonical]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
-
-
-def _aliases() -> dict[str, str]:
-    return {"host": host_triple(), **_ALIASES}
-
-
-def resolve(name: str) -> Target:
-    """A target by name or alias (`host`, `cuda`), with its options after ':' if any
-    (`nvptx64-nvidia-cuda:sm_80,sm_90`); an unknown name is a usage error listing the known."""
-    aliases = _aliases()
-    base, colon, variant = name.partition(":")
-    canonical = aliases.get(base, base)
-    target = _target(canonical)
-    if target is not None:
-        return target.with_variant(variant) if colon else target
-    names = ", ".join([*sorted(aliases), *sorted([host_triple(), *_TARGETS])])
-    raise UsageError(f"unknown offload target '{name}' (known: {names})")
-
-
-def default_targets() -> list[str]:
-    """Targets for `offlink cc` without --offload-target: OFFLINK_TARGETS (comma list) or host.
-
-    A word without a target name continues the previous target's ':' list, so
-    `host,nvptx64-nvidia-cuda:sm_80,sm_90` is two targets."""
-    env = os.environ.get("OFFLINK_TARGETS", "")
-    out: list[str] = []
-    for word in (w for w in env.split(",") if w):
-        if out and ":" in out[-1] and "-" not in word and word not in _aliases():
-            out[-1] += "," + word
-        else:
-            out.append(word)
-    return out or ["host"]

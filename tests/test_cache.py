@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import IMPORTS_SAID, needs_tool, run
 
-from offlink.link import cache as cache_module
-from offlink.link.cache import Cache, parse_size
+from offlink.cache import store as cache_module
+from offlink.cache.store import Cache, parse_size
 
 N = 40
 CALLS = """\
@@ -97,7 +97,7 @@ def _files(cache: Path) -> list[Path]:
 
 
 def _is_record(path: Path) -> bool:
-    from offlink.link.cache import Cache
+    from offlink.cache.store import Cache
 
     entry = Cache._decode(path.read_bytes())
     return entry is not None and "paths" in entry.meta
@@ -490,7 +490,7 @@ def test_runtime_library_key_follows_a_same_size_rewrite_of_the_compiler(tmp_pat
 
 
 def test_normalise_replaces_temporary_paths_in_and_as_words():
-    from offlink.link.cache import normalise
+    from offlink.cache.store import normalise
 
     paths = {"/w/t/0001-a.c.o": "<object k1>", "/w/t/img": "<image>", "/w/t": "<tmp>"}
     argv = ["ld", "-o", "/w/t/img", "/w/t/0001-a.c.o", "--image3=file=/w/t/0001-a.c.o",
@@ -650,7 +650,7 @@ def copy_forty(forty: Path, d: Path) -> None:
 
 def test_relink_with_nothing_changed_opens_no_input_and_reads_no_object_entry(
         offlink, forty, tmp_path, monkeypatch, capfd):
-    from offlink.link import cache as cache_mod
+    from offlink.cache import store as cache_mod
     from offlink.link import extract
 
     cache = tmp_path / "cache"
@@ -873,7 +873,7 @@ def test_relink_sees_a_library_found_elsewhere_on_the_search_path(offlink, forty
 def test_trim_scans_only_when_the_noted_total_nears_the_limit_or_is_old(tmp_path, monkeypatch):
     """A link that stored a little adds it to the total the last scan noted: no scan of
     every entry (1000 entries ~8 ms) until that reaches the limit or _RESCAN has passed."""
-    from offlink.link import cache as cache_mod
+    from offlink.cache import store as cache_mod
 
     cache = Cache(str(tmp_path), limit=10000)  # entries are ~1050 bytes
     for i in range(3):
@@ -944,7 +944,7 @@ def test_entry_metadata_is_written_as_json_dumps_writes_it():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from offlink.link.cache import json_text
+    from offlink.cache.store import json_text
 
     leaf = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False)
     tree = st.recursive(leaf, lambda c: st.lists(c) | st.tuples(c, c)
@@ -968,7 +968,7 @@ def test_entry_metadata_is_read_as_json_loads_reads_it():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from offlink.link.cache import json_text, json_value
+    from offlink.cache.store import json_text, json_value
 
     def same(text: bytes) -> None:
         try:
@@ -1021,7 +1021,7 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
     from offlink.formats.payload import Payload, build_record, parse_records
     from offlink.link.compile import planned
     from offlink.model import CU
-    from offlink.targets.host import HostTarget
+    from offlink.toolchains.offlink.host import HostTarget
 
     monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # remember the compiler's identity
     log, cpu, tool = tmp_path / "probes", tmp_path / "cpu", tmp_path / "mycc"

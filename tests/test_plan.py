@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from offlink.compile import plan_compile
+from offlink.cc.plan import plan_compile
+from offlink.driver_args import words
 from offlink.errors import UsageError
-from offlink.gccargs import words
 from offlink.link.plan import Input, host_link_argv, plan_link
 
 
@@ -189,7 +189,7 @@ def test_drivers_are_accepted(driver):
 
 
 def test_compile_and_link_in_one_step():
-    from offlink.compile import plan_compile_and_link
+    from offlink.cc.plan import plan_compile_and_link
 
     p = plan_compile_and_link(["gcc", "-O2", "-DX=1", "a.c", "lib.o", "sub/b.c", "-lm", "-L.",
                                "-o", "app"], "W")
@@ -216,7 +216,7 @@ def test_compile_and_link_in_one_step():
 
 
 def test_response_files_split_as_gcc_splits_them():
-    from offlink.gccargs import split_response_file
+    from offlink.driver_args import split_response_file
 
     assert split_response_file("-DX='a\\\\b' \"c d\"\te\\ f\n'' g\\'h") == \
         ["-DX=a\\b", "c d", "e f", "", "g'h"]

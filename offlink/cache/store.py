@@ -47,10 +47,10 @@ TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (record
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..targets import Target
-    from .compile import Offer
-    from .extract import CU
-    from .narrow import Narrowing
+    from ..link.compile import Offer
+    from ..link.extract import CU
+    from ..link.narrow import Narrowing
+    from ..plugins import Target
 
 # In every key: raised when what an entry holds changes meaning under the same offlink version
 # (2: a variable's offer is as strong as its binding; image entries keep their offers).
@@ -418,7 +418,7 @@ class Cache:
 
     # -- objects and images --------------------------------------------------------------
     def get_object(self, key: str) -> tuple[bytes, tuple[Offer, ...]] | None:
-        from .compile import Offer
+        from ..link.compile import Offer
 
         entry = self.get(key)
         if entry is None:
@@ -721,9 +721,9 @@ def _unlink(path: str) -> bool:
 def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | None,
                 narrowing: Narrowing | None = None):
     """Stage 4 through the cache: the image of these objects, linked only when not cached."""
-    from . import device
-    from .compile import write_objects
-    from .narrow import EVERY
+    from ..link import device
+    from ..link.compile import write_objects
+    from ..link.narrow import EVERY
 
     narrowing = narrowing or EVERY
     whole = not narrowing.words  # the image's offers are every CU's
@@ -776,8 +776,8 @@ def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
     to; its offers were kept with it (`_image_meta`), so no object entry is read. The object
     entries' times are refreshed all the same (`_refresh`), so the next link after one
     change finds the others."""
-    from . import device
-    from .compile import CompiledCU, planned
+    from ..link import device
+    from ..link.compile import CompiledCU, planned
 
     if (target.image_argv_reads_objects or target.image_argv_reads_offers or not cus
             or (narrowing is not None and narrowing.words)):  # narrowing reads every offer
@@ -861,7 +861,7 @@ def _offers_of(meta: dict, compiled):
 
     The entry is ours (its SHA-256 checked, its layout fixed by FORMAT): the values are taken
     as JSON gave them, and only an owner is checked, which indexes the CUs."""
-    from .compile import Offer
+    from ..link.compile import Offer
 
     offers, owners = {}, {}
     labels: dict[int, str] = {}  # a CU's label made once, not once per name it offers

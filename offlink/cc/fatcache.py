@@ -41,13 +41,13 @@ from __future__ import annotations
 import os
 import sys
 
-from .run import spawn
+from ..run import spawn
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from .compile import CompilePlan
-    from .link.cache import Cache
-    from .link.staging import OutputSlot, WorkFolder
+    from ..cache.store import Cache
+    from ..link.staging import OutputSlot, WorkFolder
+    from .plan import CompilePlan
 
 FORMAT = 1
 MARK = b"__OFFLINK_TARGET"  # every target's macros start so (__OFFLINK_TARGET__, ..._HOST__)
@@ -84,7 +84,7 @@ _NAMES = {"-o", "-MF", "-MT", "-MQ"}  # options whose value is a name the object
 
 def refusal(plan: CompilePlan) -> str | None:
     """Why this compile is not served from the object cache; None when it may be."""
-    from .gccargs import is_clang, words
+    from ..driver_args import is_clang, words
 
     if not plan.output_given or len(plan.sources) != 1:
         return "not one source with -o"
@@ -110,8 +110,8 @@ def open_cache(plan: CompilePlan) -> Cache | None:
     """The cache for this compile, or None when it is off or the compile is not cacheable."""
     if refusal(plan) is not None:
         return None
-    from .errors import UsageError
-    from .link.cache import Cache
+    from ..cache.store import Cache
+    from ..errors import UsageError
 
     try:
         return Cache.open()
@@ -128,8 +128,8 @@ def dependency_options(plan: CompilePlan, depfile: str) -> tuple[list[str], str 
     copied to the host's -MF. Without either, `-MD -MF depfile` for the list of files to scan
     (with -MMD that list lacks system headers: `serve` reads them from the code).
     """
-    from .compile import host_argv
-    from .gccargs import is_clang, words
+    from ..driver_args import is_clang, words
+    from .plan import host_argv
 
     argv = host_argv(plan, "<object>")[1:]
     ws = words(argv, clang=is_clang(plan.compiler))
@@ -245,8 +245,8 @@ def host_capture(capture: list[str], prefix: int, defines: list[str],
 def static_parts(plan: CompilePlan, cache: Cache) -> list[str]:
     """The parts of the key that the command line (and offlink's own code: a recipe is
     keyed by it too) alone decides (a recipe keeps them)."""
-    from .gccargs import is_clang, words
-    from .link.cache import _uses_debug_info
+    from ..cache.store import _uses_debug_info
+    from ..driver_args import is_clang, words
 
     host = []
     for w in words(plan.expanded, clang=is_clang(plan.compiler)):
@@ -267,8 +267,8 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
     plan.targets' order) and, where a file names a target macro, the host's own (else the
     host's code is the target's but for those macros), and what the `native` options
     (link.cache.native_options) stand for on this machine; None when not to be cached."""
-    from .digest import sha256
-    from .link.cache import _hash, native_expansion
+    from ..cache.store import _hash, native_expansion
+    from ..digest import sha256
 
     host = [] if host_code is None else [host_code]
     if any(b".incbin" in code for code in [*codes, *host]):  # the assembler reads a file
@@ -376,7 +376,7 @@ class Started:
     def start_host(self, source: str) -> None:
         """Start the host preprocessing (what it says is not shown: the host compile says
         it, or the cache repeats what that said)."""
-        from . import run as runner
+        from .. import run as runner
 
         assert self.host_argv is not None
         job = Job(self.host_argv, os.path.join(self.work.path, f"{HOST_CODE}.err"), False,
@@ -440,7 +440,7 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
     found = lookup(cache, started.key) if started.key is not None else None
     if found is None:
         return
-    from . import run as runner
+    from .. import run as runner
 
     data, host_said = found
     fat = os.path.join(tmp, "0-fat.o")
@@ -462,7 +462,7 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
         sys.stderr.flush()
     said = [job.said() for job in jobs]
     if any(said):
-        from .compile import show_target_warnings
+        from .plan import show_target_warnings
 
         show_target_warnings(said, host_said)
     started.hit = True
@@ -475,7 +475,7 @@ def recipe_key(cache: Cache, argv: list[str], targets: list[str],
     """What the plan of `offlink cc ARGV` is a function of (no response file among ARGV):
     `targets` as given (--offload-target), else $OFFLINK_TARGETS decides; and offlink's own
     code, which reads ARGV."""
-    from .link.cache import _hash
+    from ..cache.store import _hash
 
     return _hash("offlink cc recipe", str(FORMAT), cache.code_identity(), os.getcwd(),
                  os.uname().machine, os.environ.get("PATH", ""), "\0".join(argv),
@@ -544,8 +544,8 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
     when there is no recipe (or the cache is off); else what `serve` made of it."""
     if any(w.startswith("@") for w in argv):
         return None
-    from .errors import UsageError
-    from .link.cache import Cache
+    from ..cache.store import Cache
+    from ..errors import UsageError
 
     try:
         cache = Cache.open()
@@ -557,8 +557,8 @@ def warm(argv: list[str], targets: list[str], offered: tuple[str, ...]) -> Start
     r = _read_recipe(cache, rkey)
     if r is None or output_problem(r["source"], r["output"]) is not None:
         return None
-    from . import run as runner
-    from .link.staging import OutputSlot, WorkFolder
+    from .. import run as runner
+    from ..link.staging import OutputSlot, WorkFolder
 
     slot = OutputSlot(r["output"])
     work = WorkFolder(keep=False, kind="cc")

@@ -11,10 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from . import objcache
-from . import run as runner
-from .errors import ToolError, UsageError
-from .gccargs import (
+from .. import run as runner
+from ..driver_args import (
     Word,
     expand_response_files,
     expand_with_origins,
@@ -23,16 +21,19 @@ from .gccargs import (
     respelled,
     words,
 )
-from .link.plan import check_driver
-from .objcache import Job
-from .targets import Target, resolve
+from ..errors import ToolError, UsageError
+from ..link.plan import check_driver
+from ..plugins import Target
+from ..toolchains import resolve
+from . import fatcache as objcache
+from .fatcache import Job
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from .formats.payload import Payload
-    from .link.cache import Cache
-    from .link.staging import OutputSlot
-    from .objcache import Started
+    from ..cache.store import Cache
+    from ..formats.payload import Payload
+    from ..link.staging import OutputSlot
+    from .fatcache import Started
 
 # Preprocessing-only options: used when preprocessing, dropped from the target compile
 # (clang's -include-pch too: `clang -E` writes out what the PCH declares, and a compile of
@@ -259,7 +260,7 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     what objcache.warm began from a recipe and did not finish (a miss); `recipe`: the
     arguments of objcache.recipe_key, for the first compile of a command line to write one.
     """
-    from .link.staging import OutputSlot, WorkFolder
+    from ..link.staging import OutputSlot, WorkFolder
 
     single = plan.output_given
     if started is not None and [j.target for j in started.jobs] != [t.name for t in plan.targets]:
@@ -290,7 +291,7 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
                 begun = objcache.Started(work, slot, jobs, cache,
                                          host_argv=_host_preprocessing(plan, jobs, deps,
                                                                        depfile, host_depfile))
-                from .link.cache import native_options
+                from ..cache.store import native_options
 
                 native = native_options(plan.expanded)
                 objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile,
@@ -379,7 +380,7 @@ def _host_preprocessing(plan: CompilePlan, jobs: list[Job], deps: list[str], dep
     the target preprocessing that writes the depfile without that target's defines, writing
     objcache.HOST_CODE's .i (and, where the host compile writes a depfile, its .d: the host's
     list of files, which a hit writes)."""
-    from .objcache import HOST_CODE, host_capture
+    from .fatcache import HOST_CODE, host_capture
 
     job = next(j for j in jobs if j.deps)
     target = next(t for t in plan.targets if t.name == job.target)
@@ -453,7 +454,7 @@ def show_target_warnings(said: list[str], host_said: str) -> None:
     lines the host compile said already, or another target said, are left out."""
     if not any(said):
         return
-    from .link.compile import unsaid
+    from ..link.compile import unsaid
 
     seen = set(host_said.splitlines())
     for text in said:
@@ -463,7 +464,7 @@ def show_target_warnings(said: list[str], host_said: str) -> None:
 
 def _fat_object(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str) -> str:
     """The host object with the payload sections added, in the work folder: its path."""
-    from .formats.payload import build_record
+    from ..formats.payload import build_record
 
     args = []
     for target in plan.targets:
@@ -485,7 +486,7 @@ def _fat_object(plan: CompilePlan, si: int, src: Source, tmp: str, host_obj: str
 def _install(fat: str, slot: OutputSlot | None, output: str) -> None:
     """Move the fat object to the output, replacing it whole."""
     if slot is None:  # several sources: each object compiled in place, replaced whole
-        from .link.staging import OutputSlot
+        from ..link.staging import OutputSlot
 
         slot = OutputSlot(output)
     try:
@@ -496,7 +497,7 @@ def _install(fat: str, slot: OutputSlot | None, output: str) -> None:
 
 def _payload(plan: CompilePlan, si: int, src: Source, target: Target, tmp: str) -> Payload:
     """The payload of source `si` for `target`, from its preprocessed code in `tmp`."""
-    from .formats.payload import Payload
+    from ..formats.payload import Payload
 
     with open(os.path.join(tmp, f"{si}-{target.name}.i"), "rb") as f:
         code = f.read()
@@ -525,12 +526,12 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "",
         if cache is not None:
             cache.trim()
         return
-    from .formats.payload import parse_records
-    from .link.compile import fill_cache
-    from .model import CU
+    from ..formats.payload import parse_records
+    from ..link.compile import fill_cache
+    from ..model import CU
 
     if cache is None:
-        from .link.cache import Cache
+        from ..cache.store import Cache
 
         try:
             cache = Cache.open()

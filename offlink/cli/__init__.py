@@ -12,8 +12,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from . import __version__
-from .errors import OfflinkError, UsageError
+from .. import __version__
+from ..errors import OfflinkError, UsageError
 
 CC_HELP = """\
 Usage: offlink cc [OPTIONS] COMPILER ARGS...
@@ -128,7 +128,7 @@ def _warn_misplaced(rest: list[str], flags: set[str], valued: set[str]) -> None:
 
 
 def _set_common(opts) -> None:
-    from . import run
+    from .. import run
 
     if opts.get("--verbose"):
         run.set_verbose(True)
@@ -144,8 +144,8 @@ def cmd_cc(argv: list[str]) -> int:
     given = list(opts.get("--offload-target") or [])  # type: ignore[arg-type]
     offered = tuple(opts.get("--offload-symbol") or ())  # type: ignore[arg-type]
     if "-c" in rest:  # (a response file's -c: no recipe)
-        from .digest import without_openssl
-        from .objcache import close, warm
+        from ..cc.fatcache import close, warm
+        from ..digest import without_openssl
 
         without_openssl()  # a compile hashes little: loading OpenSSL would cost more (~3 ms)
 
@@ -154,8 +154,8 @@ def cmd_cc(argv: list[str]) -> int:
             return 0
     else:
         started = None
-    from .compile import plan_compile, run_compile
-    from .targets import default_targets
+    from ..cc.plan import plan_compile, run_compile
+    from ..toolchains import default_targets
 
     targets = given or default_targets()
     try:
@@ -168,12 +168,12 @@ def cmd_cc(argv: list[str]) -> int:
         return run_compile(plan, started=started, recipe=(rest, given, offered))
     if started is not None:
         close(started)
-    from .gccargs import expand_response_files, is_clang, words
+    from ..driver_args import expand_response_files, is_clang, words
 
     ws = words(expand_response_files(rest[1:]), clang=is_clang(rest[0]))
     if {"-c", "-E", "-S", "-M", "-MM", "-fsyntax-only", "--version", "-v", "-dumpversion",
             "-dumpmachine", "--help"} & {w.option for w in ws} or not ws:
-        from .run import exec_tool
+        from ..run import exec_tool
 
         try:
             exec_tool(rest)
@@ -187,9 +187,9 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
                       link_targets: list[str]) -> int:
     """`offlink cc gcc a.c b.c -o app`: each source compiled to a fat object (so the link
     has their target code, never a silent host-only binary), then `offlink link`."""
-    from .compile import plan_compile, plan_compile_and_link, run_compile
-    from .link.pipeline import LinkOptions, link
-    from .link.staging import WorkFolder
+    from ..cc.plan import plan_compile, plan_compile_and_link, run_compile
+    from ..link.pipeline import LinkOptions, link
+    from ..link.staging import WorkFolder
 
     if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
         return link(argv, LinkOptions(targets=link_targets))
@@ -225,7 +225,7 @@ def cmd_link(argv: list[str]) -> int:
         jobs = int(jobs_opt[-1])  # type: ignore[index]
     except ValueError:
         raise UsageError(f"--jobs takes a number, not '{jobs_opt[-1]}'") from None
-    from .link.pipeline import LinkOptions, link
+    from ..link.pipeline import LinkOptions, link
 
     options = LinkOptions(targets=list(opts.get("--offload-target") or []), jobs=jobs,
                           save_temps=bool(opts.get("--save-temps")),
@@ -246,7 +246,7 @@ def cmd_link(argv: list[str]) -> int:
 
 
 def _report(e: BaseException) -> int:
-    from .errors import ToolError
+    from ..errors import ToolError
 
     if os.environ.get("OFFLINK_TRACEBACK", "") not in ("", "0"):
         import traceback
@@ -301,7 +301,7 @@ def _stdout_closed() -> int:
 
 
 def version_text() -> str:
-    from .table import backend
+    from ..table import backend
 
     return f"offlink {__version__} (table core: {backend()})"
 

@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli import _guard, version_text
-from .errors import UsageError
+from ..errors import UsageError
+from . import _guard, version_text
 
 # Plain help (click's layout, as `offlink cc --help` and `offlink link --help` print it) and
 # plain errors: usage errors become one `offlink: error:` line in cli.main.
@@ -90,7 +90,7 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                 help="print the JSON schema of --json's output and exit")] = None,
             ) -> None:
     """Show a binary's offload table, or the target code of a fat object or archive."""
-    from .inspect import explain, inspect_file, parse_address, parse_kinds, render_text
+    from .inspect_cmd import explain, inspect_file, parse_address, parse_kinds, render_text
 
     def go() -> int:
         if load_base is not None and address is None:
@@ -152,7 +152,7 @@ def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags
     """Flags to build a program against the offlink runtime (offlink.h, libofflink)."""
 
     def go() -> int:
-        from .runtime import build
+        from ..runtime import build
 
         if pkgconfig_dir or cmake_dir:
             if cflags or libs or (pkgconfig_dir and cmake_dir):

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from .elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files
-from .errors import FormatError, UsageError
+from ..elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files
+from ..errors import FormatError, UsageError
 
 # Image kinds (the table's, OffloadBinary's) and payload code kinds -> a file name suffix.
 SUFFIXES = {"shared-object": ".so", "cubin": ".cubin", "fatbin": ".fatbin", "ptx": ".ptx",
@@ -59,9 +59,9 @@ def images_of(path: str) -> list[Image]:
 
 
 def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
-    from .formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
-    from .formats.offload_binary import SECTION as LLVM_SECTION
-    from .formats.table import SECTION as TABLE_SECTION
+    from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
+    from ..formats.offload_binary import SECTION as LLVM_SECTION
+    from ..formats.table import SECTION as TABLE_SECTION
 
     out: list[Image] = []
     names = [s.name for s in elf.sections]
@@ -81,8 +81,8 @@ def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
 
 def _table_images(elf: ElfFile, path: str, member: str) -> list[Image]:
     """The table's images, each checksum verified."""
-    from .formats.table import SECTION
-    from .table import Table
+    from ..formats.table import SECTION
+    from ..table import Table
 
     section = elf.section(SECTION)
     assert section is not None
@@ -100,7 +100,7 @@ def _image_archs(kind: str, image: bytes, where: str) -> tuple[str, ...]:
     """The GPU architectures of a CUDA fatbin (sm_NN for code, compute_NN for PTX)."""
     if kind != "fatbin":
         return ()
-    from .targets.cuda import FATBIN_ELF, fatbin_entries
+    from ..toolchains.offlink.cuda import FATBIN_ELF, fatbin_entries
 
     return tuple(dict.fromkeys(f"{'sm' if e.kind == FATBIN_ELF else 'compute'}_{e.sm}"
                                for e in fatbin_entries(image, where)))
@@ -108,9 +108,9 @@ def _image_archs(kind: str, image: bytes, where: str) -> tuple[str, ...]:
 
 def _payload_images(elf: ElfFile, section, path: str, member: str) -> list[Image]:
     """Each `offlink cc` record's target code, as the target compiler reads it."""
-    from .formats import PAYLOAD_SECTION_PREFIX
-    from .formats.payload import parse_records
-    from .targets.cuda import ARCH_OPTION
+    from ..formats import PAYLOAD_SECTION_PREFIX
+    from ..formats.payload import parse_records
+    from ..toolchains.offlink.cuda import ARCH_OPTION
 
     where = f"{elf.name}: section {section.name}"
     out = []
@@ -127,8 +127,8 @@ def _gcc_image(elf: ElfFile, path: str, member: str) -> Image:
     """GCC's offload LTO sections as an object of their own: what
     `x86_64-linux-gnu-accel-nvptx-none-gcc-12 -xlto ... -c` compiles. Its architecture is the
     -misa of the object's -foffload-options, when it has one."""
-    from .dialects.gcc import compile_options, offload_options
-    from .targets.gcc_nvptx import NAME
+    from ..toolchains.gcc.dialect import compile_options, offload_options
+    from ..toolchains.gcc.nvptx import NAME
 
     options = offload_options(compile_options(elf)[1], NAME)
     archs = tuple(o[len("-misa="):] for o in options if o.startswith("-misa="))[-1:]
@@ -138,9 +138,9 @@ def _gcc_image(elf: ElfFile, path: str, member: str) -> Image:
 def _gcc_sections(elf: ElfFile) -> bytes:
     """The object with only its `.gnu.offload_lto_*` sections (objcopy keeps them); run only
     for an object whose image is selected."""
-    from . import run as runner
-    from .formats import GCC_OFFLOAD_SECTION_PREFIX
-    from .link.staging import WorkFolder
+    from .. import run as runner
+    from ..formats import GCC_OFFLOAD_SECTION_PREFIX
+    from ..link.staging import WorkFolder
 
     work = WorkFolder(keep=False, kind="extract")
     try:
@@ -157,7 +157,7 @@ def _gcc_sections(elf: ElfFile) -> bytes:
 
 def _offload_binary_images(elf: ElfFile, section, path: str, member: str) -> list[Image]:
     """Every image of clang's OffloadBinaries, whatever its kind (OpenMP, CUDA, HIP)."""
-    from .formats.offload_binary import parse_binaries
+    from ..formats.offload_binary import parse_binaries
 
     out = []
     for img in parse_binaries(bytes(elf.content(section)), f"{elf.name}: section "
@@ -191,8 +191,8 @@ class Selection:
 
 def canonical(target: str) -> str:
     """offlink's name for a target given by its alias (`host`, `cuda`)."""
-    from .targets import host_triple
-    from .targets.cuda import NAME as CUDA
+    from ..plugins import host_triple
+    from ..toolchains.offlink.cuda import NAME as CUDA
 
     return {"host": host_triple(), "cuda": CUDA}.get(target, target)
 
@@ -304,7 +304,7 @@ def _check_outputs(paths: Sequence[str], inputs: Sequence[str], output: str | No
 
 def _write(paths: Sequence[str], blobs: Sequence[bytes], output: str | None) -> None:
     """All files whole, or none new: a folder `-o DIR/` made here goes again on a failure."""
-    from .link.staging import write_all
+    from ..link.staging import write_all
 
     folder = output if output is not None and output.endswith(("/", os.sep)) else None
     made = False

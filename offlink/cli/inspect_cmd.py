@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from .elf import (
+from ..elf import (
     STT_FUNC,
     STT_GNU_IFUNC,
     STT_OBJECT,
@@ -13,15 +13,15 @@ from .elf import (
     ElfFile,
     elf_files,
 )
-from .errors import FormatError, TableError, UsageError
-from .formats.origins import SECTION as ORIGINS_SECTION
-from .formats.table import SECTION
+from ..errors import FormatError, TableError, UsageError
+from ..formats.origins import SECTION as ORIGINS_SECTION
+from ..formats.table import SECTION
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from .elf import Section
-    from .formats.origins import Origins
-    from .table import Table
+    from ..elf import Section
+    from ..formats.origins import Origins
+    from ..table import Table
 
 
 SCHEMA_VERSION = 2
@@ -94,7 +94,7 @@ UNKNOWN_CU = "(CU not recorded)"  # a row the section does not name (a damaged s
 def _origins(elf: ElfFile, path: str, warn: bool = False) -> Origins | None:
     """The `.offlink.origins` of a linked binary; None when it has none, or (with a one-line
     warning when `warn`) when it is damaged: the rows are shown without their CUs."""
-    from .formats.origins import decode
+    from ..formats.origins import decode
 
     section = elf.section(ORIGINS_SECTION)
     if section is None:
@@ -202,7 +202,13 @@ def image_archs(kind: str, image: bytes) -> list[str]:
 def _fatbin_archs(image: bytes) -> list[str]:
     """From the entries' headers only: a compressed entry (fatbinary's default for PTX, made
     by another tool) names its architecture as well as a plain one."""
-    from .targets.cuda import FATBIN_ELF, FATBIN_ENTRY, FATBIN_HEADER, FATBIN_PTX, is_fatbin
+    from ..toolchains.offlink.cuda import (
+        FATBIN_ELF,
+        FATBIN_ENTRY,
+        FATBIN_HEADER,
+        FATBIN_PTX,
+        is_fatbin,
+    )
 
     if len(image) < FATBIN_HEADER.size or not is_fatbin(image):
         return []
@@ -220,8 +226,8 @@ def _fatbin_archs(image: bytes) -> list[str]:
 
 
 def _cubin_arch(image: bytes) -> str | None:
-    from .errors import FormatError
-    from .targets.cuda import cubin_arch
+    from ..errors import FormatError
+    from ..toolchains.offlink.cuda import cubin_arch
 
     try:
         arch = cubin_arch(image, "image")
@@ -233,7 +239,7 @@ def _cubin_arch(image: bytes) -> str | None:
 def _checked_table(elf: ElfFile, section: Section, path: str) -> Table:
     """The table with every checksum checked, its images' included: a damaged image is
     named here rather than found when the runtime loads it."""
-    from .table import Table
+    from ..table import Table
 
     table = Table(bytes(elf.content(section)), section.sh_addr, path)
     damaged = table.damaged_targets()
@@ -325,7 +331,7 @@ def _first_load_vaddr(elf: ElfFile) -> int:
 def explain(path: str, name: str | None, address: int | None,
             load_base: int | None = None) -> str:
     """Why a name or an address is, or is not, in a binary's table: what the runtime sees."""
-    from .link.fill import host_symbols
+    from ..link.fill import host_symbols
 
     elf = ElfFile.open(path)
     section = elf.section(SECTION)
@@ -423,7 +429,7 @@ def _describe(sym, readable: dict[str, str], spelled: dict[str, str], table,
 
 
 def _cus(elf: ElfFile, origin: str, member: str | None) -> list[dict]:
-    from .link.extract import cus_of
+    from ..link.extract import cus_of
 
     found = cus_of(elf, origin, [])
     readable = demangle(sorted({n for cu in found for n in cu.payload.offered}))

@@ -16,11 +16,11 @@ from ..jobserver import Children, Slots, run_jobs
 from ..model import CU, CompiledCU
 from ..model import Offer as Offer  # re-exported: these lived here before model.py
 from ..model import write_objects as write_objects
-from ..targets import Target
+from ..plugins import Target
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from .cache import Cache
+    from ..cache.store import Cache
 
 
 def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str]:
@@ -67,7 +67,7 @@ def native_words(cu: CU, argv: list[str]) -> list[str]:
     (targets/openmp.py) is the payload's `-march=native`. Most commands have none."""
     if not any("native" in w for w in argv):
         return []
-    from .cache import native_options
+    from ..cache.store import native_options
 
     words = native_options(argv)
     if "--mcpu=native" in argv:
@@ -79,7 +79,7 @@ def native_cpu(cache: Cache, driver: str, native: list[str]) -> str:
     """What the `native` words stand for on this machine, for an object's key: the
     expansion `offlink cc` keys its compiles by (cache.native_expansion: remembered in
     the cache, so a relink starts no driver), else this CPU's own entry."""
-    from .cache import _hash, cpu_identity, native_expansion
+    from ..cache.store import _hash, cpu_identity, native_expansion
 
     ident = cache.tool_identity(driver)
     expansion = native_expansion(cache, driver, ident, native) if ident else None

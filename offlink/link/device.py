@@ -6,7 +6,7 @@ import os
 
 from ..errors import LinkError
 from ..model import CompiledCU, Image, LinkPlan, Offer
-from ..targets import Target
+from ..plugins import Target
 from .narrow import EVERY, Narrowing
 
 

@@ -11,7 +11,6 @@ import mmap
 import os
 from collections.abc import Sequence
 
-from .. import dialects
 from ..elf import (
     SHN_UNDEF,
     STB_WEAK,
@@ -23,6 +22,7 @@ from ..elf import (
 from ..errors import FormatError
 from ..formats.bitcode import carries_offload, is_bitcode
 from ..model import CU, Input, LinkPlan, find_library
+from ..toolchains import dialects
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
 

@@ -30,9 +30,9 @@ import time
 from collections.abc import Mapping, Sequence
 
 from .. import __version__
+from ..cache.store import _SETTLED, FORMAT, Cache, _hash, file_stamp
 from ..errors import FormatError, UsageError
 from ..formats.payload import Deferred, Payload, Stored
-from .cache import _SETTLED, FORMAT, Cache, _hash, file_stamp
 from .extract import CU, cus_of, extract_from, input_paths, object_at
 from .plan import LinkPlan
 
@@ -62,7 +62,7 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool =
 def _cache(enabled: bool) -> Cache | None:
     """The link cache, if it is on and its folder is there already (no folder is made here:
     a plain link leaves none)."""
-    from .cache import default_dir
+    from ..cache.store import default_dir
 
     if not os.path.isdir(default_dir()):
         return None
@@ -125,11 +125,11 @@ def _dialect(name: str):
     per name: import_module costs ~20 us a call)."""
     import importlib
 
-    from ..dialects import SECTIONS
+    from ..toolchains.dialects import SECTIONS
 
     if name not in SECTIONS.values():
         raise ValueError(name)
-    return importlib.import_module(f"..dialects.{name}", __package__)
+    return importlib.import_module(f"..toolchains.{name}.dialect", __package__)
 
 
 class _DeferredBytes(Deferred):

@@ -53,7 +53,7 @@ def prebuilt_library() -> Path | None:
 def cache_dir() -> Path:
     """offlink's cache folder, shared with the link cache (`runtime/` beside `objects/`),
     created 0700 if missing and refused when others could plant a library there."""
-    from ..link.cache import default_dir, trusted_root
+    from ..cache.store import default_dir, trusted_root
 
     root = default_dir()
     try:
@@ -73,7 +73,7 @@ def _key(cc: list[str], ar: str) -> str:
     mtime and ctime): no subprocess and no read, so a cache hit stays cheap (`offlink config
     --libs` runs in every build).
     """
-    from ..link.cache import file_stamp
+    from ..cache.store import file_stamp
 
     h = hashlib.sha256()
     h.update(recipe.sources_hash(RUNTIME_DIR).encode())
@@ -125,7 +125,7 @@ def runtime_library() -> Path:
     if _intact(target):
         return target
     from .. import run as runner
-    from ..link.cache import make_dirs, write_atomic
+    from ..cache.store import make_dirs, write_atomic
 
     if runner.VERBOSE and target.exists():
         print(f"offlink: {target} does not match its seal; rebuilding it", file=sys.stderr)
@@ -161,7 +161,7 @@ def _config_dir(sub: str) -> Path:
     if library.parent == PREBUILT_DIR:
         return PREBUILT_DIR / sub
     from .. import __version__
-    from ..link.cache import write_atomic
+    from ..cache.store import write_atomic
 
     include = str(RUNTIME_DIR)
     files = recipe.config_files(__version__, include, str(library), include, str(library),

@@ -45,7 +45,7 @@ def dialects_in(elf: ElfFile) -> list[str]:
 
 @functools.cache
 def _module(dialect: str) -> ModuleType:
-    return importlib.import_module(f"{__name__}.{dialect}")
+    return importlib.import_module(f".{dialect}.dialect", __package__)
 
 
 def is_fat(elf: ElfFile) -> bool:
@@ -95,6 +95,6 @@ def relocatable_argv(argv: list[str]) -> list[str]:
     """A `-r` link line as offlink runs it: without the words that would make a driver link
     the device code at `-r` time (clang 19 does), so the CUs stay separate for the final
     link."""
-    from .llvm import without_offload_driver
+    from .llvm.dialect import without_offload_driver
 
     return without_offload_driver(argv)

@@ -15,9 +15,12 @@ import os
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..link.cache import Cache
+    from ..cache.store import Cache
     from ..model import Image, LinkPlan
-    from .gomp import Registration
+    from .gcc.gomp import Registration
+
+# Registration name (Target.registration) -> the toolchain folder whose module it is.
+TOOLCHAIN = {"gomp": "gcc", "omptarget": "llvm", "cudart": "llvm"}
 
 
 def objects(plan: LinkPlan, images: list[Image], workdir: str,
@@ -30,7 +33,7 @@ def objects(plan: LinkPlan, images: list[Image], workdir: str,
             groups.setdefault(name, []).append(i)
     out = []
     for name, indexes in groups.items():
-        module = importlib.import_module(f"{__name__}.{name}")
+        module = importlib.import_module(f".{TOOLCHAIN[name]}.{name}", __package__)
         out.append(module.build(plan, [images[i] for i in indexes], indexes, workdir, cache))
     return out
 
@@ -43,7 +46,7 @@ def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
     of the linked binary's host table; `option` names it in messages."""
     if not enabled(asked):
         return None
-    from . import gomp  # only now: a link that asks for none does not import it
+    from .gcc import gomp  # only now: a link that asks for none does not import it
 
     return gomp.Registration.for_link(plan, images, workdir, asked)
 

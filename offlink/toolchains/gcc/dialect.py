@@ -18,7 +18,7 @@ import re
 import struct
 import zlib
 
-from ..elf import (
+from ...elf import (
     STB_GLOBAL,
     STB_LOCAL,
     STT_FILE,
@@ -29,9 +29,9 @@ from ..elf import (
     loaded_words,
     rela_entries,
 )
-from ..errors import FormatError, LinkError
-from ..model import CU
-from ..records import NamedTuple
+from ...errors import FormatError, LinkError
+from ...model import CU
+from ...records import NamedTuple
 
 TARGET = "nvptx-none"  # the target of its CUs (targets/gcc_nvptx.py)
 RUNTIME = "libgomp"  # what its host code calls (GOMP_target_ext, ...)
@@ -255,7 +255,7 @@ def _accel_compiler(major: str | None, path: str) -> str:
     names = [f"{machine}-linux-gnu-accel-{TARGET}-gcc"]
     if major:
         names.insert(0, f"{names[0]}-{major}")
-    from ..run import which
+    from ...run import which
 
     return next((n for n in names if which(n)), names[0])
 
@@ -269,7 +269,7 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     options are its host compile's plus every -foffload-options value for nvptx-none (the
     object's own, then the link line's, so the link line wins). Its host tables are read
     here too, from the object extract has open (whose symbol table is parsed once for all)."""
-    from ..formats.payload import Payload
+    from ...formats.payload import Payload
 
     if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
             elf.is_lto_slim or lto):

@@ -28,8 +28,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .. import run as runner
-from ..errors import LinkError, UsageError
+from ... import run as runner
+from ...errors import LinkError, UsageError
 
 GOMP_VERSION = 1  # GCC 12 (libgomp refuses a library version above it)
 GOMP_VERSION_NVIDIA_PTX = 1
@@ -170,7 +170,7 @@ class Registration:
     def for_link(cls, plan, images, workdir: str, required: bool) -> Registration | None:
         """The registration of this link's nvptx-none image; without one, None, or an error
         when --gomp-register asked for it (OFFLINK_GOMP_REGISTER=1 alone does not)."""
-        from ..targets.gcc_nvptx import NAME
+        from .nvptx import NAME
 
         image = next((i for i in images if i.target.name == NAME), None)
         if image is None:
@@ -197,7 +197,7 @@ class Registration:
         return os.path.join(self.workdir, SOURCE[:-2] + ".o")
 
     def build(self) -> None:
-        from ..dialects import gcc
+        from . import dialect as gcc
 
         dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
         text = c_source(self.data, self.order["function"], self.order["variable"], dims)
@@ -223,8 +223,8 @@ class Registration:
         """Whether the linked binary's host table is in the registered order; if the CUs'
         tables landed in another order, the C file is rewritten in it (relink, then check
         again). A slot offlink cannot name, or an entry the table lacks, is an error."""
-        from ..dialects import gcc
-        from ..elf import ElfFile
+        from ...elf import ElfFile
+        from . import dialect as gcc
 
         found = gcc.slot_keys(ElfFile.open(path), self.cus)
         actual: dict[str, list[str]] = {}

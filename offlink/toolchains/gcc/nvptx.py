@@ -19,13 +19,13 @@ import functools
 import os
 import re
 
-from ..dialects import gcc
-from ..errors import ToolError, UsageError
-from . import Target
+from ...errors import ToolError, UsageError
+from ...plugins import Target
+from . import dialect as gcc
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..link.cache import Cache
+    from ...cache.store import Cache
 
 NAME = gcc.TARGET
 DEFAULT_ISA = "-misa=sm_80"  # GCC 12's default (sm_30) is refused by CUDA 12+'s ptxas
@@ -65,7 +65,7 @@ class GccNvptxTarget(Target):
         p = cu.payload
         compiler = p.compiler
         if os.sep not in compiler and compiler not in self._found:
-            from ..run import which
+            from ...run import which
 
             if which(compiler) is not None:
                 self._found.add(compiler)
@@ -100,7 +100,7 @@ class GccNvptxTarget(Target):
         object's statics are renamed to their keys in place, before a compile cache stores
         the object, so a cached object and its offers always agree (ptxas checks the ISA
         in prepare_image, for cached objects too)."""
-        from ..model import Offer
+        from ...model import Offer
 
         if os.path.exists(obj_path + ".s"):  # lto1 ran alone (compile_argv): assemble
             assemble(cu, obj_path + ".s", obj_path)
@@ -118,7 +118,7 @@ class GccNvptxTarget(Target):
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def image_argv(self, plan, compiled, output):
-        from ..model import write_objects
+        from ...model import write_objects
 
         cus: list[tuple[str, str, list[gcc.Entry]]] = []
         link_opts: list[str] = []
@@ -204,7 +204,7 @@ class GccNvptxTarget(Target):
 
     def _run(self, argv, output, compiled) -> None:
         """The image link run as its command, which reads every object's file."""
-        from ..model import write_objects
+        from ...model import write_objects
 
         write_objects(compiled)
         super().link_image(argv, output, compiled)
@@ -279,8 +279,8 @@ def _libraries_key(cache: Cache, argv: list[str], objects: tuple[int, int],
     linker or an archive is not found (the link reports it)."""
     import hashlib
 
-    from .. import __version__
-    from ..model import file_stamp
+    from ... import __version__
+    from ...model import file_stamp
 
     linker = cache.tool_identity(argv[0])
     if linker is None:
@@ -308,7 +308,7 @@ def _libraries_part(argv: list[str], objects: tuple[int, int], output: str,
                     stub: bytes) -> bytes | None:
     """What nvptx-none-ld adds after the objects, from a link of `stub` (the objects'
     symbol lines) in their place; None if that link fails (the real one then reports it)."""
-    from ..run import run
+    from ...run import run
 
     start, count = objects
     stub_path, part_path = output + ".symbols", output + ".libraries"
@@ -331,7 +331,7 @@ def _host_side(cu) -> tuple[tuple[gcc.HostEntry, ...], frozenset[str]]:
     """The CU's host table entries and external functions: read at extract for a GccCU."""
     if isinstance(cu, gcc.GccCU) and cu.host_entries is not None:
         return cu.host_entries, cu.global_functions
-    from ..elf import ElfFile
+    from ...elf import ElfFile
 
     host = ElfFile(cu.payload.code, cu.origin)
     return tuple(gcc.host_tables(host)), frozenset(gcc.global_functions(host))
@@ -400,7 +400,7 @@ def accel_steps(driver: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
 def _shown(driver: tuple[str, ...]) -> str | None:
     """What the driver shows under `-###` for one CU's compile (it runs nothing), asked once
     per link and set of options; None if it fails."""
-    from ..run import run
+    from ...run import run
 
     try:
         out = run([*driver, "-c", STEP_IN, "-o", STEP_OUT, "-###"], f"{driver[0]} -###")
@@ -447,7 +447,7 @@ def assemble_argv(cu, asm: str, output: str) -> list[str]:
 
 
 def assemble(cu, asm: str, output: str) -> None:
-    from ..run import run
+    from ...run import run
 
     run(assemble_argv(cu, asm, output), f"target compile of {cu.label} for {NAME}: assembling")
 
@@ -455,7 +455,7 @@ def assemble(cu, asm: str, output: str) -> None:
 @functools.cache
 def accel_libdir(compiler: str) -> str:
     """Where the accel compiler keeps libgomp.a (its `mgomp` multilib is a folder below)."""
-    from ..run import run
+    from ...run import run
 
     try:
         out = run([compiler, "-print-file-name=libgomp.a"], f"{compiler} -print-file-name")
@@ -476,7 +476,7 @@ def check_ptx(label: str, preamble: str, cache: Cache | None = None) -> None:
     One ptxas run per preamble and link (verifying every CU's PTX in full cost more than
     the accel compile itself; the tests compile whole images with ptxas), none where the
     cache remembers that this ptxas (by its identity) accepted it."""
-    from ..run import which
+    from ...run import which
 
     ptxas = which("ptxas")
     if ptxas is None:
@@ -522,7 +522,7 @@ def _ptxas_refusal(preamble: str) -> str | None:
     import subprocess
     import tempfile
 
-    from ..run import which
+    from ...run import which
 
     ptxas = which("ptxas")
     if ptxas is None:

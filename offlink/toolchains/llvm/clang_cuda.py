@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import shlex
 
-from ..errors import LinkError
-from . import Target
+from ...errors import LinkError
+from ...plugins import Target
 from .openmp import device_linker_words, link_opt_level, llvm_lib_dir, refuse_nvptx_words
 from .openmp_nvptx import check_entries, cu_arch, cuda_bin, cuda_home, nvlink_words
 
@@ -73,8 +73,8 @@ class ClangCudaTarget(Target):
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
-        from ..model import Offer
-        from .cuda import cubin_symbols
+        from ...model import Offer
+        from ..offlink.cuda import cubin_symbols
 
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)
@@ -110,20 +110,20 @@ class ClangCudaTarget(Target):
         return ["sh", "-ec", "\n".join(script)]
 
     def exports(self, image, path):
-        from .cuda import image_symbols
+        from ..offlink.cuda import image_symbols
 
         per_arch = image_symbols(image, path)
         return set.intersection(*(set(s) for _, s in per_arch)) if per_arch else set()
 
     def host_link_drops(self, word: str) -> bool:
-        from ..dialects.llvm import is_offload_driver_word
+        from .dialect import is_offload_driver_word
 
         return is_offload_driver_word(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `cuda_offloading_entries`: the rows the CUDA
         runtime is given (a kernel's address is its host stub's)."""
-        from ..dialects.llvm import ENTRY_SECTIONS, linked_entries
+        from .dialect import ENTRY_SECTIONS, linked_entries
 
         out = {}
         for address, e in linked_entries(elf, ENTRY_SECTIONS["cuda"]):

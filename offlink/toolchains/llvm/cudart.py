@@ -72,13 +72,13 @@ __attribute__((constructor(101))) static void register_fatbin(void) {
 
 def c_source(index: int) -> str:
     """The registration of the fatbin that is the table's image `index`."""
-    from ..formats.table import image_symbol
+    from ...formats.table import image_symbol
 
     return _TEXT % {"magic": FATBIN_MAGIC, "image": image_symbol(index)}
 
 
 def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
-    from ..errors import LinkError
+    from ...errors import LinkError
     from .omptarget import compile_c
 
     if len(images) != 1:

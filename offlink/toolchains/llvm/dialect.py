@@ -15,7 +15,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ..elf import (
+from ...elf import (
     SHT_RELA,
     SHT_SYMTAB,
     STT_FILE,
@@ -25,8 +25,8 @@ from ..elf import (
     loaded_words,
     rela_entries,
 )
-from ..errors import FormatError
-from ..formats.offload_binary import (
+from ...errors import FormatError
+from ...formats.offload_binary import (
     ENTRIES_SECTION,
     ENTRY_INDIRECT,
     ENTRY_LINK,
@@ -129,8 +129,8 @@ def source_name(elf: ElfFile, fallback: str, table: SymbolTable | None = None) -
 
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     """One CU per OpenMP image in the object's `.llvm.offloading` section."""
-    from ..formats.payload import Payload
-    from ..model import CU
+    from ...formats.payload import Payload
+    from ...model import CU
 
     where = f"{origin}: section {section.name}"
     images = parse_binaries(bytes(elf.content(section)), where)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-from .. import run as runner
+from ... import run as runner
 
 SOURCE = "offlink-omptarget-register.c"
 
@@ -82,7 +82,7 @@ __attribute__((constructor(100))) static void register_lib(void) {
 
 def c_source(indexes: list[int]) -> str:
     """The registration of the table's images at these indexes (the placeholder's symbols)."""
-    from ..formats.table import image_symbol
+    from ...formats.table import image_symbol
 
     names = [(image_symbol(k), image_symbol(k, "_end")) for k in indexes]
     externs = "".join(f"extern char {a}[] HIDDEN, {b}[] HIDDEN;\n" for a, b in names)

@@ -26,9 +26,9 @@ import sys
 import threading
 from collections import Counter
 
-from ..elf import STB_GLOBAL, ElfFile
-from ..errors import FormatError, LinkError, ToolError, UsageError
-from . import Target
+from ...elf import STB_GLOBAL, ElfFile
+from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...plugins import Target
 
 
 def llvm_lib_dir(compiler: str) -> str:
@@ -58,7 +58,7 @@ def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str
     entry, a name a non-bitcode CU uses), another module names it, or another module defines
     it too (the image link then picks one, as it does without -foffload-lto, where the wrapper
     lets the first prevail). The rest is internalized: LTO may inline it and drop it."""
-    from ..formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED
+    from ...formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED
 
     defined: Counter[str] = Counter()
     keep = set(pinned)
@@ -89,7 +89,7 @@ def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str
 def cu_resolutions(cus) -> dict[int, list[tuple[str, str]]]:
     """lto_resolutions of a link's bitcode CUs, by id(cu); none when a CU's symbols cannot
     be read here (then every CU is compiled whole, nothing internalized)."""
-    from ..formats.bitcode import symbols
+    from ...formats.bitcode import symbols
 
     modules, bitcode = [], []
     pinned: set[str] = set()
@@ -117,7 +117,7 @@ def link_opt_level(args) -> int:
     (the wrapper's default) without one. A higher number is 3, as clang's compiles take it.
     The value of a separate-argument option (`-Xlinker -O1`, `-Xoffload-linker -O1`: the
     device linker's, `-mllvm`, `-o`) is no -O word."""
-    from ..gccargs import expand_response_files, words
+    from ...driver_args import expand_response_files, words
 
     level = 2
     for w in words(expand_response_files(list(args)), clang=True):
@@ -141,7 +141,7 @@ def llvm_options(args) -> list[str]:
     """The values of a link line's `-mllvm OPTION` (or `-mllvm=OPTION`) words, in order:
     clang 19 gives them to clang-linker-wrapper, which sets them in its own LLVM for the
     device LTO and code generation."""
-    from ..gccargs import expand_response_files, words
+    from ...driver_args import expand_response_files, words
 
     return [w.value or w.option[len("-mllvm="):]
             for w in words(expand_response_files(list(args)), clang=True)
@@ -153,7 +153,7 @@ def refuse_nvptx_words(args) -> None:
     that offlink's NVIDIA link does not take: `-mllvm OPTION` (the wrapper's device LTO) and
     `-Xcuda-ptxas WORD` (the wrapper's `--ptxas-arg`), for OpenMP's sm_NN images and clang
     CUDA's alike. Dropping them silently would give other device code than clang's link."""
-    from ..gccargs import expand_response_files, words
+    from ...driver_args import expand_response_files, words
 
     for w in words(expand_response_files(list(args)), clang=True):
         if is_llvm_option(w.option) or w.option == "-Xcuda-ptxas":
@@ -198,7 +198,7 @@ def device_linker_words(args, triple: str) -> list[str]:
     no architecture in it: `-lm`, `--defsym=a=1`) makes the whole word every image's, a
     triple with an empty rest gives the triple itself, else the rest goes to the image whose
     triple is exactly that one."""
-    from ..gccargs import expand_response_files, words
+    from ...driver_args import expand_response_files, words
 
     given = []
     for w in words(expand_response_files(list(args)), clang=True):
@@ -237,7 +237,7 @@ def _ld_args(args) -> tuple[list[str], list[str]]:
     """A driver link line's words as the linker gets them, in order (-lNAME, files, the items
     of -Wl,/-Xlinker, clang's `-rpath DIR`), and the driver's own -L folders, which clang's
     driver puts before them all."""
-    from ..gccargs import expand_response_files, linker_options, words
+    from ...driver_args import expand_response_files, linker_options, words
 
     ld: list[str] = []
     dirs: list[str] = []
@@ -426,7 +426,7 @@ class OpenMPTarget(Target):
     def run_compile(self, children, argv, what):
         """llvm-lto2's command done by the libLTO worker (the same object, without starting
         LLVM once per CU); the command itself where the worker does not take it or fails."""
-        from .. import run as runner
+        from ... import run as runner
         from .liblto import Worker, parse_lto2
 
         request = parse_lto2(argv) if self.liblto else None
@@ -469,8 +469,8 @@ class OpenMPTarget(Target):
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile (as for
         GCC's objects): `llvm-lto2 run -o X` writes its one output as X.0, renamed here."""
-        from ..dialects.llvm import object_entries
-        from ..model import Offer
+        from ...model import Offer
+        from .dialect import object_entries
 
         if self.resolutions.get(id(cu)) is not None:
             os.replace(obj_path + ".0", obj_path)
@@ -517,7 +517,7 @@ class OpenMPTarget(Target):
         `-mllvm` (with its value): clang 19 gives it to that link (llvm_options); a host-only
         link never takes it, -flto or not (no -mllvm reaches the linker plugin), so it calls
         it unused, an error under -Werror where clang's own link links."""
-        from ..dialects.llvm import is_offload_driver_word
+        from .dialect import is_offload_driver_word
 
         return is_offload_driver_word(word) or is_llvm_option(word)
 
@@ -525,7 +525,7 @@ class OpenMPTarget(Target):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows
         libomptarget is given (a kernel's address is its region id, not a symbol of its
         name)."""
-        from ..dialects.llvm import linked_entries
+        from .dialect import linked_entries
 
         out = {}
         for address, e in linked_entries(elf):

@@ -36,12 +36,12 @@ from __future__ import annotations
 import os
 import shlex
 
-from ..errors import FormatError, LinkError, ToolError, UsageError
+from ...errors import FormatError, LinkError, ToolError, UsageError
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..link.cache import Cache
+    from ...cache.store import Cache
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DEVICE_RUNTIME = "libomptarget.devicertl.a"  # what clang's link passes (-lomptarget.devicertl)
@@ -56,7 +56,7 @@ def cuda_home(plan_argv: list[str] | None = None) -> str:
     """The CUDA installation (a folder with bin/ptxas): the link line's last --cuda-path=,
     else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, else the one of the ptxas on PATH; one clear
     error when there is none."""
-    from ..run import which
+    from ...run import which
 
     homes = [w.split("=", 1)[1] for w in (plan_argv or []) if w.startswith("--cuda-path=")]
     homes = homes[-1:] + [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
@@ -105,8 +105,8 @@ def read_runtime(path: str, compiler: str) -> bytes:
 def device_runtime(compiler: str, arch: str) -> bytes:
     """The device runtime's bitcode for `arch`: the image of libomptarget.devicertl.a's member
     for nvptx64/arch (as clang-linker-wrapper picks it: by the member's OffloadBinary)."""
-    from ..elf import ElfFile, archive_members
-    from ..formats.offload_binary import SECTION, parse_binaries
+    from ...elf import ElfFile, archive_members
+    from ...formats.offload_binary import SECTION, parse_binaries
 
     path = os.path.join(llvm_lib_dir(compiler), DEVICE_RUNTIME)
     data = read_runtime(path, compiler)
@@ -169,8 +169,8 @@ def nvlink_words(words: list[str], target: str) -> list[str]:
     searches -L/-l for archives and gives nvlink the linker words (-Wl,X, -Xlinker X) and the
     files; other driver words (-O3, -g) change its own device LTO, which offlink does not run,
     and are refused."""
-    from ..gccargs import linker_options
-    from ..gccargs import words as parsed
+    from ...driver_args import linker_options
+    from ...driver_args import words as parsed
 
     out = []
     try:
@@ -198,7 +198,7 @@ def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
     (the `__omp_rtl_*` settings the CU was compiled with); the runtime's definitions prevail
     and are internalized (this CU's copy), except those in llvm.used (the device environment
     and memory pool the plugin finds by name), which stay visible, weak, in every CU."""
-    from ..formats.bitcode import FB_COMMON, FB_UNDEFINED, FB_USED
+    from ...formats.bitcode import FB_COMMON, FB_UNDEFINED, FB_USED
 
     out = []
     for name, flags, _ in symtab:
@@ -231,7 +231,7 @@ def calls_runtime_across_cus(modules, runtime) -> bool:
 
     Bitcode symbol tables have no call graph, so a CU's runtime calls count for each of its
     functions, except those of every kernel (KERNEL_ONLY_CALLS)."""
-    from ..formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
+    from ...formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
 
     provided = {s.name for s in runtime if not s.flags & FB_UNDEFINED} - KERNEL_ONLY_CALLS
     for syms, res in modules:
@@ -307,7 +307,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         by clang) without llvm-lto2, at -O0, or when a CU's symbols cannot be read here."""
         import hashlib
 
-        from ..formats.bitcode import FB_UNDEFINED, symbols
+        from ...formats.bitcode import FB_UNDEFINED, symbols
         from .openmp import _lto2, cu_resolutions
 
         if self.opt_level == 0 or not any(cu.payload.code_kind == "llvm-bc" for cu in cus):
@@ -379,9 +379,9 @@ class OpenMPNvptxTarget(OpenMPTarget):
         """The names the CU's host entries register that its cubin defines (kernels, declare
         target variables, indirect functions' pointer cells). This is also the step after a
         -foffload-lto CU's llvm-lto2: ptxas (after_compile_argv)."""
-        from .. import run as runner
-        from ..model import Offer
-        from .cuda import cubin_symbols
+        from ... import run as runner
+        from ...model import Offer
+        from ..offlink.cuda import cubin_symbols
 
         for argv in self.after_compile_argv(cu, obj_path):
             runner.run(argv, f"assembling {cu.label}'s PTX for target {self.name}")
@@ -432,7 +432,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
             with open(self.runtime_cubin, "wb") as f:
                 f.write(hit.data)
             return
-        from .. import run as runner
+        from ... import run as runner
 
         # One resolution per symbol: a response file keeps the command line readable.
         rsp = os.path.join(workdir, f"devicertl-{self.arch}.resolutions")
@@ -473,7 +473,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
     def _symtab(lto2: str, bc: str, runtime: bytes, cache: Cache | None):
         import hashlib
 
-        from .. import run as runner
+        from ... import run as runner
 
         key = hashlib.sha256(b"llvm-lto2 dump-symtab\0" + runtime).hexdigest()
         hit = cache.get(key) if cache else None
@@ -510,6 +510,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
         return []
 
     def exports(self, image, path):
-        from .cuda import cubin_symbols
+        from ..offlink.cuda import cubin_symbols
 
         return set(cubin_symbols(image, path))

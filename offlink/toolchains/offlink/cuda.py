@@ -36,8 +36,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import FormatError, LinkError, ToolError, UsageError
-from . import Target
+from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...plugins import Target
 
 NAME = "nvptx64-nvidia-cuda"
 DEFAULT_ARCHS = ("sm_80",)  # CUDA 13 dropped sm_35..sm_70; sm_80 runs on A100 and 8.x GPUs
@@ -72,7 +72,7 @@ class Toolkit:
 
 def toolkit() -> Toolkit:
     """The CUDA tools to run; a missing nvcc is one clear error naming what to set."""
-    from ..run import which
+    from ...run import which
 
     homes = [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
     bins = [os.path.join(h, "bin") for h in homes]
@@ -360,7 +360,7 @@ class CudaTarget(Target):
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
-        from ..model import Offer
+        from ...model import Offer
 
         with open(obj_path, "rb") as f:
             data = f.read()
@@ -457,7 +457,7 @@ def cu_archs(cu) -> tuple[str, ...]:
 def preprocess_options(args: list[str]) -> list[str]:
     """The host compile's -D, -U, -I, -isystem and -include options, spelled for nvcc; the rest
     (warnings, -std=c11, -O2 ...) are gcc's and do not apply to the CUDA preprocessing."""
-    from ..gccargs import words
+    from ...driver_args import words
 
     out: list[str] = []
     for w in words(args):

@@ -8,21 +8,21 @@ LLVM's offload objects.
 
 from __future__ import annotations
 
-from ..errors import FormatError
-from ..formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
+from ...errors import FormatError
+from ...formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..elf import ElfFile, Section
-    from ..model import CU
+    from ...elf import ElfFile, Section
+    from ...model import CU
 
 RUNTIME = ""  # none besides offlink's own
 
 
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list[CU]:
     """The CUs of one payload section, one per record ("a.o#N" when it holds several)."""
-    from ..formats.payload import parse_records  # construct: only with target code
-    from ..model import CU
+    from ...formats.payload import parse_records  # construct: only with target code
+    from ...model import CU
 
     where = f"{origin}: section {section.name}"
     # Lazy: the code is inflated only for a CU compiled (not found in the cache).

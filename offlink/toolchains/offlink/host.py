@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..elf import (
+from ...elf import (
     ELF_MAGIC,
     ET_DYN,
     STB_GLOBAL,
@@ -22,8 +22,8 @@ from ..elf import (
     STV_INTERNAL,
     ElfFile,
 )
-from ..errors import LinkError
-from . import Target
+from ...errors import LinkError
+from ...plugins import Target
 
 
 class HostTarget(Target):
@@ -59,7 +59,7 @@ class HostTarget(Target):
         return elf_offers(cu, obj_path)
 
     def image_argv(self, plan, compiled, output):
-        from ..model import find_library
+        from ...model import find_library
 
         cxx = next((c for c in compiled if c.cu.payload.code_kind == "c++"), None)
         driver = (cxx or compiled[0]).cu.payload.compiler
@@ -189,7 +189,7 @@ NOT_EXPORTED = {STV_HIDDEN: "hidden", STV_INTERNAL: "internal"}
 def elf_offers(cu, obj_path: str):
     """External functions and variables an ELF target object defines (default or protected
     visibility, not TLS), narrowed to the CU's explicit list when it has one."""
-    from ..model import Offer
+    from ...model import Offer
 
     elf = ElfFile.open(obj_path)
     found: dict[str, Offer] = {}
