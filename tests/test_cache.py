@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import IMPORTS_SAID, needs_tool, run
 
+from offlink.cache import native as native_module
 from offlink.cache import store as cache_module
 from offlink.cache.store import Cache, parse_size
 
@@ -490,7 +491,7 @@ def test_runtime_library_key_follows_a_same_size_rewrite_of_the_compiler(tmp_pat
 
 
 def test_normalise_replaces_temporary_paths_in_and_as_words():
-    from offlink.cache.store import normalise
+    from offlink.cache.keys import normalise
 
     paths = {"/w/t/0001-a.c.o": "<object k1>", "/w/t/img": "<image>", "/w/t": "<tmp>"}
     argv = ["ld", "-o", "/w/t/img", "/w/t/0001-a.c.o", "--image3=file=/w/t/0001-a.c.o",
@@ -944,7 +945,7 @@ def test_entry_metadata_is_written_as_json_dumps_writes_it():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from offlink.cache.store import json_text
+    from offlink.cache.compact_json import json_text
 
     leaf = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False)
     tree = st.recursive(leaf, lambda c: st.lists(c) | st.tuples(c, c)
@@ -968,7 +969,7 @@ def test_entry_metadata_is_read_as_json_loads_reads_it():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from offlink.cache.store import json_text, json_value
+    from offlink.cache.compact_json import json_text, json_value
 
     def same(text: bytes) -> None:
         try:
@@ -1031,7 +1032,7 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
 
     def key(*options: str, lto2: bool = False, machine: str = "znver3") -> str:
         cpu.write_text(machine)
-        monkeypatch.setattr(cache_module, "cpu_identity", lambda: f"cpu {machine}")
+        monkeypatch.setattr(native_module, "cpu_identity", lambda: f"cpu {machine}")
         record = build_record(Payload("x86_64-pc-linux-gnu", "c", "a.c", str(tool), options,
                                       b"int f(void){return 1;}", ()))
         cu = CU("a.o", parse_records(record, "a.o", lazy=True)[0])

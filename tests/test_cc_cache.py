@@ -590,7 +590,7 @@ def test_the_compiler_gets_sigpipe_at_its_default(project):
 
 
 def test_the_command_a_driver_would_run():
-    from offlink.cache.store import driver_command
+    from offlink.cache.native import driver_command
 
     gcc = ("Using built-in specs.\nTarget: x86_64-linux-gnu\nCOLLECT_GCC_OPTIONS='-march=native'\n"
            ' /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet /dev/null "-march=znver3" -mmmx '
@@ -609,7 +609,7 @@ def test_the_command_a_driver_would_run():
 
 
 def test_native_options():
-    from offlink.cache.store import native_options
+    from offlink.cache.native import native_options
 
     assert native_options(["gcc", "-O2", "-march=native", "-mtune=generic", "-mcpu=native+nosve",
                            "-mtune=native", "-march=x86-64-v3", "-c", "a.c"]) == [

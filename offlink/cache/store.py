@@ -42,19 +42,19 @@ from ..digest import sha256
 from ..errors import UsageError
 from ..model import file_stamp
 from ..records import NamedTuple
+from .compact_json import json_text, json_value
+from .keys import hash_from, hash_parts, key_prefix, normalise, uses_debug_info
+from .keys import key as entry_key
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..link.compile import Offer
-    from ..link.extract import CU
-    from ..link.narrow import Narrowing
+    from ..model import CU, Offer
     from ..plugins import Target
 
 # In every key: raised when what an entry holds changes meaning under the same offlink version
 # (2: a variable's offer is as strong as its binding; image entries keep their offers).
-FORMAT = 2
 MAGIC = b"OFLKCE\0\1"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, metadata size, data size, sha256(metadata+data)
 DEFAULT_SIZE = 1 << 30
@@ -164,57 +164,6 @@ def _content_hash(path: str) -> str:
         return f"unreadable: {e.strerror}"
 
 
-def _hasher(*parts: str | bytes):
-    h = sha256()
-    for part in parts:
-        data = part.encode() if isinstance(part, str) else part
-        h.update(struct.pack("<Q", len(data)))
-        h.update(data)
-    return h
-
-
-def _hash(*parts: str | bytes) -> str:
-    """A SHA-256 of the parts, each with its length (no two lists of parts hash alike)."""
-    return _hasher(*parts).hexdigest()
-
-
-def _hash_from(prefix, *parts: str | bytes) -> str:
-    """`_hash` of the prefix's parts followed by `parts`; the prefix is left as it was."""
-    h = prefix.copy()
-    for part in parts:
-        data = part.encode() if isinstance(part, str) else part
-        h.update(struct.pack("<Q", len(data)))
-        h.update(data)
-    return h.hexdigest()
-
-
-def _uses_debug_info(argv: Sequence[str]) -> bool:
-    return any(a.startswith("-g") and a not in ("-g0", "-gno-record-gcc-switches")
-               for a in argv)
-
-
-def normalise(argv: Sequence[str], paths: dict[str, str], tmp: str = "") -> list[str]:
-    """`argv` with each temporary path replaced by a fixed name.
-
-    A word that is one of the paths is looked up; only a word holding the temporary
-    folder `tmp` inside it (`-o<path>`, `file=<path>`) is searched for every path, longest
-    first, so a device link of 1000 objects stays linear.
-    """
-    ordered: list[tuple[str, str]] | None = None
-    out = []
-    for word in argv:
-        if word in paths:
-            out.append(paths[word])
-            continue
-        if not tmp or tmp in word:
-            if ordered is None:
-                ordered = sorted(paths.items(), key=lambda kv: -len(kv[0]))
-            for path, name in ordered:
-                word = word.replace(path, name)
-        out.append(word)
-    return out
-
-
 class Entry(NamedTuple):
     """An entry's metadata and bytes (not a dataclass: `offlink cc`'s warm path reads entries,
     and importing dataclasses would cost it ~8 ms)."""
@@ -267,14 +216,14 @@ class Cache:
         if found is not None:
             real = os.path.realpath(found)
             st = os.stat(real)
-            stamp = _hash(found, real, file_stamp(st))
-            ident = self._known_tool(stamp)
+            stamp = hash_parts(found, real, file_stamp(st))
+            ident = self.known_tool(stamp)
             if ident is None:
-                ident = _hash(real, _content_hash(real), _version(found))
+                ident = hash_parts(real, _content_hash(real), _version(found))
                 # A file changed within one timestamp tick of this probe could later show
                 # the same stamp with other content ("racy git"): remember only settled files.
                 if time.time() - st.st_ctime > _SETTLED:
-                    self._remember_tool(stamp, ident)
+                    self.remember_tool(stamp, ident)
         with self._lock:
             self._identities[tool] = ident
         return ident
@@ -286,12 +235,12 @@ class Cache:
             st = os.stat(path)
         except OSError as e:
             return f"unreadable: {e.strerror}"
-        stamp = _hash("file", os.path.realpath(path), file_stamp(st))
-        ident = self._known_tool(stamp)
+        stamp = hash_parts("file", os.path.realpath(path), file_stamp(st))
+        ident = self.known_tool(stamp)
         if ident is None:
             ident = _content_hash(path)
             if time.time() - st.st_ctime > _SETTLED and len(ident) == 64:
-                self._remember_tool(stamp, ident)
+                self.remember_tool(stamp, ident)
         return ident
 
     def code_identity(self) -> str:
@@ -304,21 +253,22 @@ class Cache:
         if _CODE is not None:
             return _CODE
         files = _package_files(PACKAGE)
-        stamp = _hash("offlink code", PACKAGE, *(f"{rel}\0{file_stamp(st)}" for rel, st in files))
-        ident = self._known_tool(stamp)
+        stamp = hash_parts("offlink code", PACKAGE,
+                           *(f"{rel}\0{file_stamp(st)}" for rel, st in files))
+        ident = self.known_tool(stamp)
         if ident is None:
             contents: list[str | bytes] = []
             for rel, _ in files:
                 with open(os.path.join(PACKAGE, rel), "rb") as f:
                     contents += [rel, f.read()]
-            ident = _hash("offlink code", __version__, *contents)
+            ident = hash_parts("offlink code", __version__, *contents)
             now = time.time()
             if all(now - st.st_ctime > _SETTLED for _, st in files):
-                self._remember_tool(stamp, ident)
+                self.remember_tool(stamp, ident)
         _CODE = ident
         return ident
 
-    def _known_tool(self, stamp: str) -> str | None:
+    def known_tool(self, stamp: str) -> str | None:
         """A tool identity probed by an earlier link: the same file (device, inode, size,
         mtime and ctime) has the same content and `--version`, so relinks skip the probe."""
         try:
@@ -330,8 +280,13 @@ class Cache:
         return ident if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident) \
             else None
 
-    def _remember_tool(self, stamp: str, ident: str) -> None:
+    def remember_tool(self, stamp: str, ident: str) -> None:
         _write_atomic(os.path.join(self.root, "tools", stamp), ident.encode("ascii"))
+
+    def key(self, kind: str, *parts: str | bytes) -> str:
+        """An entry's key (keys.key): its kind and parts, with the cache format and offlink's
+        code identity always in it."""
+        return entry_key(self.code_identity(), kind, *parts)
 
     def object_key(self, target: Target, cu: CU, argv: Sequence[str], paths: dict[str, str],
                    compiler: str, tmp: str = "") -> str:
@@ -344,7 +299,7 @@ class Cache:
                   tuple(p.offered), compiler)
         debug = self._debug.get(shared)
         if debug is None:
-            debug = _uses_debug_info(words)
+            debug = uses_debug_info(words)
             with self._lock:
                 self._debug[shared] = debug
         # The working directory is in the key only with -g, whose debug info records it.
@@ -352,17 +307,17 @@ class Cache:
         memo = (shared, cwd)
         h = self._prefixes.get(memo)
         if h is None:
-            h = _hasher("object", str(FORMAT), self.code_identity(), type(target).__qualname__,
-                        target.name, p.code_kind, "\0".join(words), "\0".join(p.options),
-                        "\0".join(p.offered), compiler, cwd)
+            h = key_prefix(self.code_identity(), "object", type(target).__qualname__,
+                           target.name, p.code_kind, "\0".join(words), "\0".join(p.options),
+                           "\0".join(p.offered), compiler, cwd)
             with self._lock:
                 self._prefixes[memo] = h
-        return _hash_from(h, p.code_id)
+        return hash_from(h, p.code_id)
 
     def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:
-        return _hash("image", str(FORMAT), self.code_identity(), type(target).__qualname__,
-                     target.name, "\0".join(normalise(argv, paths, tmp)), linker, os.getcwd())
+        return entry_key(self.code_identity(), "image", type(target).__qualname__, target.name,
+                         "\0".join(normalise(argv, paths, tmp)), linker, os.getcwd())
 
     # -- entries -------------------------------------------------------------------------
     def _path(self, key: str) -> str:
@@ -418,7 +373,7 @@ class Cache:
 
     # -- objects and images --------------------------------------------------------------
     def get_object(self, key: str) -> tuple[bytes, tuple[Offer, ...]] | None:
-        from ..link.compile import Offer
+        from ..model import Offer
 
         entry = self.get(key)
         if entry is None:
@@ -508,160 +463,6 @@ class Cache:
         return total
 
 
-def json_text(value) -> str:
-    """json.dumps(value, sort_keys=True, separators=(",", ":")), the same text, for metadata
-    of dicts with string keys, lists, tuples, strings, ints, booleans and None (json.dumps
-    writes anything else) without importing json: with the re and enum it imports, ~8 ms of
-    every `offlink cc`, which writes entries and reads none."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    kind = type(value)
-    if kind is str:
-        return _json_string(value)
-    if kind is int:
-        return int.__repr__(value)
-    if kind is list or kind is tuple:
-        return "[" + ",".join(json_text(v) for v in value) + "]"
-    if kind is dict and all(type(k) is str for k in value):
-        return "{" + ",".join(_json_string(k) + ":" + json_text(value[k])
-                              for k in sorted(value)) + "}"
-    import json
-
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-                 "\b": "\\b", "\f": "\\f"}
-
-
-def _json_string(text: str) -> str:
-    """A string as json.dumps writes it (ensure_ascii): printable ASCII but '"' and '\\' as it
-    is, the usual short escapes, anything else as \\uXXXX (a surrogate pair above U+FFFF)."""
-    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
-        return '"' + text + '"'
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch in _JSON_ESCAPES:
-            out.append(_JSON_ESCAPES[ch])
-        elif 0x20 <= code < 0x7F:
-            out.append(ch)
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            code -= 0x10000
-            out.append(f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}")
-    return '"' + "".join(out) + '"'
-
-
-def json_value(text: bytes):
-    """json.loads(text), without importing json where `text` is what json_text writes (a warm
-    `offlink cc` reads two entries: json with its re and enum cost it ~8 ms). Anything this
-    reader does not take (whitespace, floats, non-ASCII bytes, a doubtful escape, an error)
-    goes to json.loads, which then decides."""
-    try:
-        s = text.decode("ascii")
-        value, end = _json_parse(s, 0)
-        if end == len(s):
-            return value
-    except (ValueError, IndexError, KeyError, RecursionError):
-        pass
-    import json
-
-    return json.loads(text)
-
-
-_JSON_UNESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
-                   "t": "\t"}
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def _json_parse(s: str, i: int):
-    """The JSON value at s[i] and the index after it; ValueError or IndexError where it is
-    not the compact JSON json_text writes."""
-    c = s[i]
-    if c == '"':
-        return _json_parse_string(s, i)
-    if c == "{":
-        out: dict = {}
-        i += 1
-        if s[i] == "}":
-            return out, i + 1
-        while True:
-            if s[i] != '"':
-                raise ValueError
-            key, i = _json_parse_string(s, i)
-            if s[i] != ":":
-                raise ValueError
-            out[key], i = _json_parse(s, i + 1)
-            if s[i] == "}":
-                return out, i + 1
-            if s[i] != ",":
-                raise ValueError
-            i += 1
-    if c == "[":
-        items: list = []
-        i += 1
-        if s[i] == "]":
-            return items, i + 1
-        while True:
-            item, i = _json_parse(s, i)
-            items.append(item)
-            if s[i] == "]":
-                return items, i + 1
-            if s[i] != ",":
-                raise ValueError
-            i += 1
-    for word, value in (("true", True), ("false", False), ("null", None)):
-        if s.startswith(word, i):
-            return value, i + len(word)
-    j = i + 1 if c == "-" else i
-    k = j
-    while k < len(s) and "0" <= s[k] <= "9":
-        k += 1
-    if k == j or (s[j] == "0" and k > j + 1) or (k < len(s) and s[k] in ".eE"):
-        raise ValueError  # not an integer as JSON writes one: json.loads decides
-    return int(s[i:k]), k
-
-
-def _json_parse_string(s: str, i: int) -> tuple[str, int]:
-    parts = []
-    j = i + 1
-    while True:
-        end = s.index('"', j)
-        escape = s.find("\\", j, end)
-        chunk = s[j : end if escape < 0 else escape]
-        if not chunk.isprintable():  # a control character: json.loads refuses it
-            raise ValueError
-        parts.append(chunk)
-        if escape < 0:
-            return "".join(parts), end + 1
-        e = s[escape + 1]
-        if e != "u":
-            parts.append(_JSON_UNESCAPES[e])  # KeyError: not a JSON escape
-            j = escape + 2
-            continue
-        code = _json_hex(s, escape + 2)
-        j = escape + 6
-        if 0xD800 <= code <= 0xDBFF and s.startswith("\\u", j):
-            low = _json_hex(s, j + 2)
-            if 0xDC00 <= low <= 0xDFFF:  # a surrogate pair, as json.loads joins it
-                code = 0x10000 + ((code - 0xD800) << 10 | (low - 0xDC00))
-                j += 6
-        parts.append(chr(code))
-
-
-def _json_hex(s: str, i: int) -> int:
-    digits = s[i : i + 4]
-    if len(digits) != 4 or not _HEX.issuperset(digits):
-        raise ValueError
-    return int(digits, 16)
-
-
 def _version(tool: str) -> bytes:
     import subprocess
 
@@ -718,248 +519,3 @@ def _unlink(path: str) -> bool:
         return False
 
 
-def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | None,
-                narrowing: Narrowing | None = None):
-    """Stage 4 through the cache: the image of these objects, linked only when not cached."""
-    from ..link import device
-    from ..link.compile import write_objects
-    from ..link.narrow import EVERY
-
-    narrowing = narrowing or EVERY
-    whole = not narrowing.words  # the image's offers are every CU's
-    if cache is None or not compiled or not all(c.key for c in compiled):
-        write_objects(compiled)
-        target.prepare_image(plan, compiled, workdir, cache)
-        return device.device_link(plan, target, compiled, workdir, narrowing)
-    out = device.image_path(target, workdir)
-    if target.image_argv_reads_objects:
-        write_objects(compiled)
-    hits = cache.hits
-    target.prepare_image(plan, compiled, workdir, cache)
-    cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
-    argv, files = device.image_command(plan, target, compiled, out, narrowing)
-    key = _image_key(cache, target, compiled, argv, out, workdir, files, plan)
-    if key is None:
-        write_objects(compiled)
-        return device.device_link(plan, target, compiled, workdir, narrowing)  # reports it
-    entry = cache.get(key)
-    if entry is None:
-        if target.link_image_reads_objects:
-            write_objects(compiled)  # only now: a cached image needs none of them
-        image = device.device_link(plan, target, compiled, workdir, narrowing, (argv, files))
-        cache.put(key, _image_meta(image, compiled, whole), image.data)
-        return image
-    with open(out, "wb") as f:
-        f.write(entry.data)
-    # The offers the entry keeps, when they are the whole link's (a narrowed link's image
-    # may have the same key): the image is not searched for its definitions again.
-    found = _offers_of(entry.meta, compiled) if whole else None
-    if found is None:
-        found = device.image_offers(target, compiled, entry.data, out, narrowing)
-    offers, owners = found
-    if runner.VERBOSE:
-        print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
-    image = device.Image(target, out, entry.data, offers, owners)
-    if entry.meta.get("whole") is not True and (whole or "whole" not in entry.meta):
-        cache.put(key, _image_meta(image, compiled, whole), entry.data)  # an older entry
-    return image
-
-
-def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
-                 narrowing: Narrowing | None = None):
-    """Stages 3 and 4 from the image's cache entry alone, when every CU's object key and the
-    image's key are known without reading an object (a relink with nothing changed): the
-    image and the CUs as found in the cache (their own offers left empty: the image's are
-    merged already), or None to go the usual way.
-
-    The image's key covers its objects' keys, so the entry is the image those objects link
-    to; its offers were kept with it (`_image_meta`), so no object entry is read. The object
-    entries' times are refreshed all the same (`_refresh`), so the next link after one
-    change finds the others."""
-    from ..link import device
-    from ..link.compile import CompiledCU, planned
-
-    if (target.image_argv_reads_objects or target.image_argv_reads_offers or not cus
-            or (narrowing is not None and narrowing.words)):  # narrowing reads every offer
-        return None
-    plans = planned(cus, target, workdir, cache)
-    if not all(argv for _, _, argv, _ in plans):
-        return None  # a CU whose code is its object: the usual way writes and keys it
-    compiled = [CompiledCU(cu, target, obj, (), key, cached=True)
-                for cu, (_, obj, _, key) in zip(cus, plans)]
-    out = device.image_path(target, workdir)
-    argv = target.image_argv(plan, compiled, out)
-    key = _image_key(cache, target, compiled, argv, out, workdir, None, plan)
-    entry = cache.get(key) if key is not None else None
-    found = _offers_of(entry.meta, compiled) if entry is not None else None
-    if entry is None or found is None:
-        return None
-    offers, owners = found
-    _refresh(cache, [c.key for c in compiled])
-    with open(out, "wb") as f:
-        f.write(entry.data)
-    if runner.VERBOSE:
-        print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
-    return device.Image(target, out, entry.data, offers, owners), compiled
-
-
-_REFRESH = 600.0  # seconds: entries used together are refreshed at most this often
-
-
-def _refresh(cache: Cache, keys: list[str]) -> None:
-    """Refresh the times of entries a link used together (least recently used goes first),
-    unless the first was refreshed less than _REFRESH seconds ago: they were all refreshed
-    then, and the eviction order misses nothing by ten minutes (1000 utimes cost ~5 ms; the
-    other paths are not even made then, ~1 ms)."""
-    try:
-        if keys and time.time() - os.stat(cache._path(keys[0])).st_mtime < _REFRESH:
-            return
-    except OSError:
-        pass
-    for key in keys:
-        try:
-            os.utime(cache._path(key))
-        except OSError:
-            pass  # gone (trimmed by another link): the image stands without it
-
-
-def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str,
-               workdir: str, files: dict[str, bytes] | None = None,
-               plan=None) -> str | None:
-    """The image's key (None when its linker is not found: the device link reports it).
-    The files the target says the image takes content from (image_reads: a CPU image's
-    static archives) are in it by their content, with the command that names them."""
-    linker = cache.tool_identity(argv[0])
-    if linker is None:
-        return None
-    paths = {c.object_path: f"<object {c.key}>" for c in compiled}
-    # A file the link reads (the narrowed image's version script) by its content.
-    paths.update({p: f"<file {sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
-    paths.update({out: "<image>", workdir: "<tmp>"})
-    reads = target.image_reads(plan) if plan is not None else []
-    if reads:
-        linker = "\0".join([linker, *(f"{p}\0{cache.file_identity(p)}" for p in reads)])
-    return cache.image_key(target, argv, paths, linker, workdir)
-
-
-def _image_meta(image, compiled, whole: bool) -> dict:
-    """An image entry's metadata: its target and its offers in order, each with its owner as
-    a CU position (labels are the link's own file names, which the key leaves out), and
-    whether they are every offer (`whole`) or a narrowed link's, whose image can have the
-    same key (a target without its own narrowed_image links the image whole)."""
-    first: dict[str, int] = {}
-    for i, c in enumerate(compiled):
-        first.setdefault(c.cu.label, i)
-    return {"target": image.target.name, "whole": whole,
-            "offers": [[o.name, o.kind, o.size, o.strong, first[image.owners[o.name]]]
-                       for o in image.offers.values()]}
-
-
-def _offers_of(meta: dict, compiled):
-    """(offers, owners) of the whole link as `_image_meta` keeps them; None if not kept (or
-    kept by a narrowed link).
-
-    The entry is ours (its SHA-256 checked, its layout fixed by FORMAT): the values are taken
-    as JSON gave them, and only an owner is checked, which indexes the CUs."""
-    from ..link.compile import Offer
-
-    offers, owners = {}, {}
-    labels: dict[int, str] = {}  # a CU's label made once, not once per name it offers
-    n = len(compiled)
-    if meta.get("whole") is not True:
-        return None
-    try:
-        for name, kind, size, strong, owner in meta["offers"]:
-            offers[name] = Offer(name, kind, size, strong)
-            label = labels.get(owner)
-            if label is None:
-                if type(owner) is not int or not 0 <= owner < n:
-                    return None
-                label = labels[owner] = compiled[owner].cu.label
-            owners[name] = label
-    except (KeyError, TypeError, ValueError):
-        return None
-    return offers, owners
-
-
-# -- -march=native: keyed by what the driver makes of it here --------------------------------
-def native_options(argv: list[str]) -> list[str]:
-    """The words of a command line that ask for this machine's CPU (`-march=native`,
-    `-mtune=native`, `-mcpu=native`, and gcc's `-mcpu=native+ext` forms): the object depends
-    on the CPU the compiler runs on."""
-    return [w for w in argv if w.startswith(("-march=native", "-mtune=native", "-mcpu=native"))]
-
-
-def cpu_identity() -> str | None:
-    """The first processor's entry in /proc/cpuinfo (vendor, family, model, stepping,
-    microcode, cache size, flags) without what changes as it runs (its clock); None where
-    there is none. What gcc and clang read to resolve `native` (cpuid) shows there."""
-    try:
-        fd = os.open("/proc/cpuinfo", os.O_RDONLY)
-    except OSError:
-        return None
-    text = b""
-    try:  # the kernel writes it a processor at a time: read the first one only
-        while b"\n\n" not in text:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            text += chunk
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    lines = [line for line in text.split(b"\n\n", 1)[0].split(b"\n")
-             if not line.lower().startswith((b"cpu mhz", b"bogomips"))]
-    return b"\n".join(lines).decode(errors="replace") if any(lines) else None
-
-
-def driver_command(said: str) -> str | None:
-    """The first command a driver's `-###` prints (gcc's cc1, clang's -cc1: the expanded
-    `-march=znver3 -mavx2 ... --param l1-cache-size=32`, `-target-cpu znver4 -target-feature
-    +avx2 ...`), its words joined by NULs, the output name (gcc's is a temporary file) taken
-    out; None when there is none."""
-    import shlex
-
-    for line in said.splitlines():
-        if not line.startswith(" ") or line.strip() == "(in-process)":
-            continue
-        try:
-            words = shlex.split(line)
-        except ValueError:
-            return None
-        return "\0".join("<output>" if i and words[i - 1] == "-o" else w
-                          for i, w in enumerate(words))
-    return None
-
-
-def native_expansion(cache: Cache, compiler: str, compiler_id: str,
-                     native: list[str]) -> str | None:
-    """A SHA-256 of what `compiler` passes its compiler proper for the `native` options on
-    this machine (`driver_command`); None when the driver does not say. Remembered by the
-    compiler's identity and `cpu_identity`, so a warm compile starts no driver: the same
-    compiler on the same CPU expands `native` alike."""
-    cpu = cpu_identity()
-    stamp = None if cpu is None else _hash("offlink cc native", "1", compiler_id,
-                                           "\0".join(native), cpu)
-    if stamp is not None:
-        known = cache._known_tool(stamp)
-        if known is not None:
-            return known
-    import subprocess
-
-    if "/" in compiler:  # a path from the working folder (the driver runs in /)
-        compiler = os.path.abspath(compiler)
-    try:  # in / with the C locale: nothing in the command depends on where it ran
-        said = subprocess.run([compiler, *native, "-###", "-c", "-x", "c", os.devnull],
-                              cwd="/", env={**os.environ, "LC_ALL": "C"}, check=True,
-                              stdin=subprocess.DEVNULL, capture_output=True).stderr
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    command = driver_command(said.decode(errors="replace"))
-    if command is None:
-        return None
-    expansion = _hash("native", command)
-    if stamp is not None:
-        cache._remember_tool(stamp, expansion)
-    return expansion

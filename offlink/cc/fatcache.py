@@ -245,7 +245,7 @@ def host_capture(capture: list[str], prefix: int, defines: list[str],
 def static_parts(plan: CompilePlan, cache: Cache) -> list[str]:
     """The parts of the key that the command line (and offlink's own code: a recipe is
     keyed by it too) alone decides (a recipe keeps them)."""
-    from ..cache.store import _uses_debug_info
+    from ..cache.keys import uses_debug_info
     from ..driver_args import is_clang, words
 
     host = []
@@ -254,7 +254,7 @@ def static_parts(plan: CompilePlan, cache: Cache) -> list[str]:
             plan.expanded[w.index : w.index + w.count]
     parts = ["offlink cc object", str(FORMAT), cache.code_identity(), "\0".join(host),
              plan.sources[0].language, "\0".join(plan.offered),
-             os.getcwd() if _uses_debug_info(plan.expanded) else ""]
+             os.getcwd() if uses_debug_info(plan.expanded) else ""]
     for target in plan.targets:
         parts += [type(target).__qualname__, target.name,
                   "\0".join(target.payload_options(plan.target_options))]
@@ -267,7 +267,8 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
     plan.targets' order) and, where a file names a target macro, the host's own (else the
     host's code is the target's but for those macros), and what the `native` options
     (link.cache.native_options) stand for on this machine; None when not to be cached."""
-    from ..cache.store import _hash, native_expansion
+    from ..cache.keys import hash_parts
+    from ..cache.native import native_expansion
     from ..digest import sha256
 
     host = [] if host_code is None else [host_code]
@@ -280,7 +281,7 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
     cpu = native_expansion(cache, compiler, compiler_id, native) if native else ""
     if cpu is None:
         return None
-    return _hash(*parts, compiler_id, objcopy_id, cpu,
+    return hash_parts(*parts, compiler_id, objcopy_id, cpu,
                  *(f"{name}={os.environ.get(name, '')}" for name in _KEYED_ENV),
                  *(sha256(code).hexdigest() for code in codes),
                  *(f"host {sha256(code).hexdigest()}" for code in host))
@@ -475,12 +476,9 @@ def recipe_key(cache: Cache, argv: list[str], targets: list[str],
     """What the plan of `offlink cc ARGV` is a function of (no response file among ARGV):
     `targets` as given (--offload-target), else $OFFLINK_TARGETS decides; and offlink's own
     code, which reads ARGV."""
-    from ..cache.store import _hash
-
-    return _hash("offlink cc recipe", str(FORMAT), cache.code_identity(), os.getcwd(),
-                 os.uname().machine, os.environ.get("PATH", ""), "\0".join(argv),
-                 "\0".join(targets), "" if targets else os.environ.get("OFFLINK_TARGETS", ""),
-                 "\0".join(offered))
+    return cache.key("offlink cc recipe", os.getcwd(), os.uname().machine,
+                     os.environ.get("PATH", ""), "\0".join(argv), "\0".join(targets),
+                     "" if targets else os.environ.get("OFFLINK_TARGETS", ""), "\0".join(offered))
 
 
 def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: str,

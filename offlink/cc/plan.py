@@ -291,7 +291,7 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
                 begun = objcache.Started(work, slot, jobs, cache,
                                          host_argv=_host_preprocessing(plan, jobs, deps,
                                                                        depfile, host_depfile))
-                from ..cache.store import native_options
+                from ..cache.native import native_options
 
                 native = native_options(plan.expanded)
                 objcache.serve(begun, plan.argv, src.path, parts, depfile, host_depfile,

@@ -67,7 +67,7 @@ def native_words(cu: CU, argv: list[str]) -> list[str]:
     (targets/openmp.py) is the payload's `-march=native`. Most commands have none."""
     if not any("native" in w for w in argv):
         return []
-    from ..cache.store import native_options
+    from ..cache.native import native_options
 
     words = native_options(argv)
     if "--mcpu=native" in argv:
@@ -79,12 +79,13 @@ def native_cpu(cache: Cache, driver: str, native: list[str]) -> str:
     """What the `native` words stand for on this machine, for an object's key: the
     expansion `offlink cc` keys its compiles by (cache.native_expansion: remembered in
     the cache, so a relink starts no driver), else this CPU's own entry."""
-    from ..cache.store import _hash, cpu_identity, native_expansion
+    from ..cache.keys import hash_parts
+    from ..cache.native import cpu_identity, native_expansion
 
     ident = cache.tool_identity(driver)
     expansion = native_expansion(cache, driver, ident, native) if ident else None
     if expansion is None:  # the driver does not say: the CPU itself (or the machine) keys it
-        expansion = _hash("cpu", cpu_identity() or os.uname().nodename)
+        expansion = hash_parts("cpu", cpu_identity() or os.uname().nodename)
     return f" native {expansion}"
 
 

@@ -172,8 +172,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
     slots = None
     cache = None
     try:
-        from ..cache.store import Cache, cached_image, device_link
+        from ..cache.store import Cache
         from .compile import compile_all
+        from .device import cached_image, device_link
 
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
         cache = Cache.open(options.cache)

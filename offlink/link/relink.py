@@ -29,8 +29,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 
-from .. import __version__
-from ..cache.store import _SETTLED, FORMAT, Cache, _hash, file_stamp
+from ..cache.store import _SETTLED, Cache, file_stamp
 from ..errors import FormatError, UsageError
 from ..formats.payload import Deferred, Payload, Stored
 from .extract import CU, cus_of, extract_from, input_paths, object_at
@@ -44,7 +43,7 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool =
     cache = _cache(enabled)
     if cache is None:
         return extract_from(plan, offload_options)[0]
-    key = _key(plan, offload_options)
+    key = _key(cache, plan, offload_options)
     paths = [p for _, p in input_paths(plan)]
     link_args = _link_args(plan, offload_options)
     stats = _stats(paths, known)
@@ -76,11 +75,11 @@ def _link_args(plan: LinkPlan, offload_options: Sequence[str]) -> list[str]:
     return [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
 
 
-def _key(plan: LinkPlan, offload_options: Sequence[str]) -> str:
-    # PATH: a GCC CU's compiler is the accel compiler found on it (dialects/gcc.py).
-    return _hash("inputs", str(FORMAT), __version__, os.getcwd(), repr(plan.inputs),
-                 "\0".join(plan.lib_dirs), "\0".join(_link_args(plan, offload_options)),
-                 str(plan.lto), os.environ.get("PATH", ""))
+def _key(cache: Cache, plan: LinkPlan, offload_options: Sequence[str]) -> str:
+    # PATH: a GCC CU's compiler is the accel compiler found on it (toolchains/gcc/dialect.py).
+    return cache.key("inputs", os.getcwd(), repr(plan.inputs), "\0".join(plan.lib_dirs),
+                     "\0".join(_link_args(plan, offload_options)), str(plan.lto),
+                     os.environ.get("PATH", ""))
 
 
 def _stats(paths: list[str], known: Mapping[str, os.stat_result] | None = None

@@ -279,7 +279,7 @@ def _libraries_key(cache: Cache, argv: list[str], objects: tuple[int, int],
     linker or an archive is not found (the link reports it)."""
     import hashlib
 
-    from ... import __version__
+    from ...cache.keys import key_prefix
     from ...model import file_stamp
 
     linker = cache.tool_identity(argv[0])
@@ -288,9 +288,8 @@ def _libraries_key(cache: Cache, argv: list[str], objects: tuple[int, int],
     start, count = objects
     options = argv[3:start] + argv[start + count:]
     dirs = [w[2:] for w in options if w.startswith("-L")]
-    h = hashlib.sha256(b"nvptx-none-ld libraries\0" + __version__.encode() + b"\0"
-                       + linker.encode() + b"\0" + "\0".join(options).encode() + b"\0"
-                       + hashlib.sha256(stub).digest())
+    h = key_prefix(cache.code_identity(), "nvptx-none-ld libraries", linker,
+                   "\0".join(options), hashlib.sha256(stub).digest())
     for name in dict.fromkeys(w[2:] for w in options if w.startswith("-l")):
         for d in dirs:
             try:

@@ -427,6 +427,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
                                         hashlib.sha256(runtime).hexdigest(),
                                         *(f"{n},{r}" for n, r in res)]).encode()).hexdigest()
         self.runtime_cubin = os.path.join(workdir, f"devicertl-{self.arch}-{key[:16]}.cubin")
+        if cache is not None:
+            key = self._runtime_key(cache, key, lto2, ptxas)
         hit = cache.get(key) if cache else None
         if hit is not None:
             with open(self.runtime_cubin, "wb") as f:
@@ -444,6 +446,13 @@ class OpenMPNvptxTarget(OpenMPTarget):
         if cache is not None:
             with open(self.runtime_cubin, "rb") as f:
                 cache.put(key, {"target": self.name}, f.read())
+
+    def _runtime_key(self, cache: Cache, names: str, lto2: str, ptxas: str) -> str:
+        """The runtime cubin's cache key: `names` (the runtime's bytes, the tools, the level and
+        the resolutions: also the cubin's file name) and the commands that make it, with the
+        work folder and the cubin's name taken out; cache.key adds offlink's code identity."""
+        argvs = self._runtime_argvs(lto2, ptxas, "<tmp>", "<cubin>")
+        return cache.key("openmp-nvptx-devicertl", names, *("\0".join(a) for a in argvs))
 
     def _runtime_argvs(self, lto2: str, ptxas: str, workdir: str, cubin: str) -> list[list[str]]:
         """llvm-lto2 and ptxas over the device runtime's bitcode in `workdir`, with its
