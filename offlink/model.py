@@ -139,10 +139,3 @@ class Image(NamedTuple):
     data: bytes
     offers: dict[str, Offer]  # by name, over all CUs
     owners: dict[str, str]  # name -> the CU that offers it (for messages)
-
-
-def file_stamp(st: os.stat_result) -> str:
-    """What tells one version of a file from the next without reading it: device, inode,
-    size, and mtime and ctime in nanoseconds (a same-size rewrite that puts the old mtime
-    back still moves ctime, which no user can set)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"

@@ -3,12 +3,15 @@ offlink's code identity, so no entry outlives a change of either."""
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
 
 from ..digest import sha256
 
-FORMAT = 2  # the entries' layout and the keys' framing: a new one starts a cold cache
+# In every key: raised when what an entry holds changes meaning under the same offlink version
+# (2: a variable's offer is as strong as its binding; image entries keep their offers).
+FORMAT = 2
 
 
 def hasher(*parts: str | bytes):
@@ -71,3 +74,10 @@ def normalise(argv: Sequence[str], paths: dict[str, str], tmp: str = "") -> list
                 word = word.replace(path, name)
         out.append(word)
     return out
+
+
+def file_stamp(st: os.stat_result) -> str:
+    """What tells one version of a file from the next without reading it: device, inode,
+    size, and mtime and ctime in nanoseconds (a same-size rewrite that puts the old mtime
+    back still moves ctime, which no user can set)."""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"

@@ -40,21 +40,15 @@ from .. import __version__
 from .. import run as runner
 from ..digest import sha256
 from ..errors import UsageError
-from ..model import file_stamp
 from ..records import NamedTuple
 from .compact_json import json_text, json_value
-from .keys import hash_from, hash_parts, key_prefix, normalise, uses_debug_info
+from .keys import file_stamp, hash_from, hash_parts, key_prefix, normalise, uses_debug_info
 from .keys import key as entry_key
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..model import CU, Offer
-    from ..plugins import Target
-
-# In every key: raised when what an entry holds changes meaning under the same offlink version
-# (2: a variable's offer is as strong as its binding; image entries keep their offers).
 MAGIC = b"OFLKCE\0\1"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, metadata size, data size, sha256(metadata+data)
 DEFAULT_SIZE = 1 << 30
@@ -288,7 +282,9 @@ class Cache:
         code identity always in it."""
         return entry_key(self.code_identity(), kind, *parts)
 
-    def object_key(self, target: Target, cu: CU, argv: Sequence[str], paths: dict[str, str],
+    # `target` is a plugins.Target, of which a key takes only its class and name: the cache
+    # imports no plug-in module.
+    def object_key(self, target: Any, cu: Any, argv: Sequence[str], paths: dict[str, str],
                    compiler: str, tmp: str = "") -> str:
         p = cu.payload
         words = tuple(normalise(argv, paths, tmp))
@@ -314,7 +310,7 @@ class Cache:
                 self._prefixes[memo] = h
         return hash_from(h, p.code_id)
 
-    def image_key(self, target: Target, argv: Sequence[str], paths: dict[str, str],
+    def image_key(self, target: Any, argv: Sequence[str], paths: dict[str, str],
                   linker: str, tmp: str = "") -> str:
         return entry_key(self.code_identity(), "image", type(target).__qualname__, target.name,
                          "\0".join(normalise(argv, paths, tmp)), linker, os.getcwd())
@@ -372,7 +368,7 @@ class Cache:
             self.stored += len(blob)
 
     # -- objects and images --------------------------------------------------------------
-    def get_object(self, key: str) -> tuple[bytes, tuple[Offer, ...]] | None:
+    def get_object(self, key: str) -> tuple[bytes, tuple] | None:
         from ..model import Offer
 
         entry = self.get(key)
@@ -385,7 +381,7 @@ class Cache:
             return None
         return entry.data, offers
 
-    def put_object(self, key: str, data: bytes, offers: Sequence[Offer]) -> None:
+    def put_object(self, key: str, data: bytes, offers: Sequence) -> None:
         self.put(key, {"offers": [[o.name, o.kind, o.size, o.strong] for o in offers]}, data)
 
     # -- size ----------------------------------------------------------------------------

@@ -29,7 +29,8 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 
-from ..cache.store import _SETTLED, Cache, file_stamp
+from ..cache.keys import file_stamp
+from ..cache.store import _SETTLED, Cache
 from ..errors import FormatError, UsageError
 from ..formats.payload import Deferred, Payload, Stored
 from .extract import CU, cus_of, extract_from, input_paths, object_at

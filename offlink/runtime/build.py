@@ -73,7 +73,7 @@ def _key(cc: list[str], ar: str) -> str:
     mtime and ctime): no subprocess and no read, so a cache hit stays cheap (`offlink config
     --libs` runs in every build).
     """
-    from ..cache.store import file_stamp
+    from ..cache.keys import file_stamp
 
     h = hashlib.sha256()
     h.update(recipe.sources_hash(RUNTIME_DIR).encode())

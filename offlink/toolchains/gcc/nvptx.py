@@ -279,8 +279,7 @@ def _libraries_key(cache: Cache, argv: list[str], objects: tuple[int, int],
     linker or an archive is not found (the link reports it)."""
     import hashlib
 
-    from ...cache.keys import key_prefix
-    from ...model import file_stamp
+    from ...cache.keys import file_stamp, key_prefix
 
     linker = cache.tool_identity(argv[0])
     if linker is None:
