@@ -1062,3 +1062,32 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
     lto = key("-march=native", lto2=True)
     assert key("-march=native", lto2=True, machine="skylake") != lto
     assert key("-march=native", lto2=True) == lto
+
+
+def test_a_changed_device_runtime_command_or_offlink_code_misses_the_cache(tmp_path, monkeypatch):
+    """The nvptx OpenMP device runtime's cubin (openmp_nvptx.prepare_image) is keyed by the
+    commands that make it and by offlink's code identity, not only by what they read: a
+    changed command, or another offlink, is served no stale cubin."""
+    from offlink.toolchains.llvm.openmp_nvptx import OpenMPNvptxTarget
+
+    cache = Cache(str(tmp_path))
+    target = OpenMPNvptxTarget("openmp-nvptx64-nvidia-cuda", "sm_80")
+
+    def key() -> str:
+        return target._runtime_key(cache, "runtime, tools, resolutions", "/llvm/llvm-lto2",
+                                   "/cuda/ptxas")
+
+    base = key()
+    assert key() == base and len(base) == 64
+    target.opt_level = 3  # -O3 in both commands
+    assert key() != base
+    target.opt_level = 2
+    assert key() == base
+    real = OpenMPNvptxTarget._runtime_argvs
+    monkeypatch.setattr(OpenMPNvptxTarget, "_runtime_argvs",
+                        lambda self, *a: [[*argv, "--extra"] for argv in real(self, *a)])
+    assert key() != base
+    monkeypatch.undo()
+    assert key() == base
+    monkeypatch.setattr(cache_module, "_CODE", "another offlink")
+    assert key() != base
