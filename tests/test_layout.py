@@ -271,3 +271,18 @@ def test_the_rules_see_a_circle_and_a_toolchain_module_imported_by_a_stage(tmp_p
     (root / "cache" / "store.py").write_text("def f():\n    from ..link import compile\n")
     assert library_problems(root) == ["offlink.cache.store imports offlink.link: the "
                                       "cache knows no link"]
+
+
+def test_readme_layout_shows_every_module():
+    """README's Layout tree names every module of the package (runtime/'s build helpers and
+    the packages' __init__ aside) and no module that is not there."""
+    import re
+
+    readme = (PACKAGE.parent / "README.md").read_text()
+    tree = readme.split("## Layout\n", 1)[1].split("```\n")[1]  # the tree's fenced block
+    shown = set(re.findall(r"[\w.]+\.(?:py|json)\b", tree))
+    files = {p.name for p in PACKAGE.rglob("*.py")} | {"inspect.schema.json"}
+    assert sorted(shown - files) == []
+    missing = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+               if p.name not in shown and p.parent.name != "runtime"}
+    assert sorted(missing) == []
