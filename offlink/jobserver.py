@@ -4,8 +4,8 @@ Inside `make -jN` make shares N-1 tokens through a jobserver named in MAKEFLAGS:
 pipe fds of make 4.3 (`--jobserver-auth=R,W`, handed only to `+` recipes) or the named fifo of
 make 4.4 (`--jobserver-auth=fifo:PATH`). Every process owns one implicit slot; each further
 job takes one token byte and writes the same byte back when it ends. Tokens are always given
-back: when a job ends, on errors, on Ctrl-C and on SIGTERM (FACTS.md). Without a jobserver the
-limit is --jobs, OFFLINK_JOBS or the CPU count.
+back: when a job ends, on errors, on Ctrl-C and on SIGTERM (make hangs or runs fewer jobs
+when one is lost). Without a jobserver the limit is --jobs, OFFLINK_JOBS or the CPU count.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The data the link's stages and its plug-ins (dialects, targets, registrations) hand each
 other: the link plan, a CU's target code, what a compiled CU offers, a target's image.
 
-It sits below link/, dialects/, targets/ and registrations/ and imports none of them (only for
+It sits below link/, cc/, cli/ and toolchains/ and imports none of them (only for
 annotations), so they all can import it and none needs another's module for its types.
 
 Named tuples and plain classes, no dataclasses: every link makes these, a relink of 1000 CUs

@@ -48,7 +48,7 @@ class Target:
     macro: str = ""  # defined to 1 in target code besides __OFFLINK_TARGET__
     image_argv_reads_objects = True  # False: image_argv only names the CUs' object files
     # True: image_argv reads the CUs' offers (CompiledCU.offers), so a relink cannot take the
-    # image from the cache before the objects' entries are read (link/cache.cached_image).
+    # image from the cache before the objects' entries are read (link/device.cached_image).
     image_argv_reads_offers = False
     # False: link_image reads no CU's object file (it takes CompiledCU.data, and writes the
     # files itself where it runs a command that reads them), so the device link of an image
@@ -157,7 +157,7 @@ class Target:
     def link_image(self, argv: list[str], output: str, compiled: list[CompiledCU]) -> None:
         """Run the image link `argv` (image_argv's or narrowed_image's), which writes
         `output`. A target may write the same bytes another way: GCC's nvptx-none takes the
-        part its libraries add from an earlier link (targets/gcc_nvptx.py)."""
+        part its libraries add from an earlier link (toolchains/gcc/nvptx.py)."""
         from .run import run
 
         run(argv, f"device link for target {self.name}")
@@ -182,7 +182,7 @@ class Target:
         default)."""
         return False
 
-    # The runtime registration module (offlink/registrations/) the images need, if any.
+    # The runtime registration module (offlink/toolchains/registrations.py) the images need, if any.
     registration: str = ""
 
     # Why a static executable cannot use this target's image, or "" when it can.

@@ -541,7 +541,7 @@ def test_cc_target_compile_opt_out_and_no_cache(offlink, tmp_path):
                         ("nocache", {"OFFLINK_NO_CACHE": "1"})):
         cache = tmp_path / name
         args = cc_one_by_one(offlink, d, env_for(cache, **extra), 2)
-        # no target object; with the cache on, offlink cc's own (objcache.py) only
+        # no target object; with the cache on, offlink cc's own (fatcache.py) only
         kinds = {Cache._decode(p.read_bytes()).meta.get("kind") for p in _files(cache)}
         assert kinds == ({"cc-object", "cc-recipe"} if name == "off" else set())
         proc = run([offlink, "link", "--timings", "gcc", "-shared", *args[1:3], "-o",
@@ -626,7 +626,7 @@ def test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key():
         assert forged.code is None  # not reached
 
 
-# -- a relink with nothing changed (link/relink.py, cache.cached_image) ----------------------
+# -- a relink with nothing changed (link/relink.py, device.cached_image) ----------------------
 
 def in_process(monkeypatch, cache: Path, settled: float | None = 0.0):
     """offlink link run in this process, with the cache at `cache`; `settled`: the seconds
@@ -916,7 +916,7 @@ _CLANG_OFFLOAD = ["-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu", "-foffload
             "clang-19 or libomptarget missing (apt-get install clang-19 libomp-19-dev)")
 def test_a_whole_link_after_a_narrowed_one_gets_every_row(offlink, tmp_path):
     """A clang -foffload-lto image is linked whole by a narrowed link too, so both have one
-    image key; the whole link from the cache (cache.cached_image) must not take the narrowed
+    image key; the whole link from the cache (device.cached_image) must not take the narrowed
     link's offers that the entry kept (it gave the table no row for `g`)."""
     (tmp_path / "k.c").write_text(
         "#include <stdio.h>\n#pragma omp declare target\nint g = 3;\n"

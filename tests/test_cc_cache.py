@@ -1,4 +1,4 @@
-"""`offlink cc`'s object cache (offlink/objcache.py): a warm compile installs the cached fat
+"""`offlink cc`'s object cache (offlink/cc/fatcache.py): a warm compile installs the cached fat
 object, byte for byte what a compile would write, without a host compile."""
 
 from __future__ import annotations
@@ -697,7 +697,7 @@ def test_another_offlink_code_misses_what_the_old_one_stored(project, tmp_path):
     assert len(compile_(str(wrapper), project)[1]) == 1
     assert compile_(str(wrapper), project)[1] == []  # the same code: served
     before = outputs(project)
-    with open(pkg / "offlink" / "gccargs.py", "a") as f:
+    with open(pkg / "offlink" / "driver_args.py", "a") as f:
         f.write("# another commit\n")
     assert len(compile_(str(wrapper), project)[1]) == 1  # another code: compiled again
     assert outputs(project) == before

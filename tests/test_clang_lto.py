@@ -1,6 +1,6 @@
 """clang's `-foffload-lto` objects for x86_64 (device code as bitcode) linked by offlink: each
 CU compiled on its own by `llvm-lto2 run` with the resolutions clang-linker-wrapper's LTO
-gives it (targets/openmp.py), the symbols read from the bitcode itself (formats/bitcode.py).
+gives it (toolchains/llvm/openmp.py), the symbols read from the bitcode itself (formats/bitcode.py).
 
 The programs must run as clang's own link makes them; a declare target function no other CU
 names is internalized (inlined into its kernel and dropped, as clang's LTO does), one another
@@ -171,7 +171,7 @@ def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path, 
     the same), `shared_fn` stays for b.c. The first link has b.c not call `shared_fn`, so a.c
     is compiled with it internalized; once b.c calls it, a.c must be compiled again (its
     resolutions are part of its cache key), or the image would miss `shared_fn`. The same
-    with the commands run by the libLTO worker (targets/liblto.py) and by llvm-lto2."""
+    with the commands run by the libLTO worker (toolchains/llvm/liblto.py) and by llvm-lto2."""
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"),
            "LD_LIBRARY_PATH": LLVM_LIB, "OFFLINK_LIBLTO": liblto}
     shown = f"offlink: libLTO: {LTO2} run" if liblto == "1" else f"offlink: {LTO2} run"

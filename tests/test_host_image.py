@@ -1,4 +1,4 @@
-"""The host image's link command (targets/host.py image_argv): what it reads to make it."""
+"""The host image's link command (toolchains/offlink/host.py image_argv): what it reads."""
 
 from __future__ import annotations
 

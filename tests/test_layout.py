@@ -237,7 +237,7 @@ def test_link_is_generic_and_no_part_imports_in_a_circle():
 
 def test_the_rules_see_a_circle_and_a_toolchain_module_imported_by_a_stage(tmp_path):
     """The checker itself: a stage importing a dialect's module, and a target importing a
-    stage at run time (while the stage imports targets/), are both found."""
+    stage at run time (while the stage imports toolchains/), are both found."""
     root = tmp_path / "offlink"
     for rel, text in {
         "__init__.py": "",

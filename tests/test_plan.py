@@ -35,7 +35,8 @@ def test_modes():
 
 
 def test_shared_is_not_split_as_short_options():
-    # -shared, -pthread, -lv must not be read as clustered short options (FACTS.md).
+    # -shared, -pthread, -lv must not be read as clustered short options (click reads `-lv` as
+    # `-l` plus `-v`).
     p = plan_link(["gcc", "-shared", "-pthread", "a.o", "-lv", "-o", "l.so"])
     assert p.mode == "shared"
     assert Input("library", "v") in p.inputs
@@ -233,7 +234,7 @@ def test_response_file_kept_whole_is_passed_as_written(tmp_path, monkeypatch):
     assert plan.host_args == ["a.o", "@libs.rsp", "@missing.rsp"]
 
 
-# clang 19's options that take the next word (gccargs.CLANG_SEPARATE, read from clang-19),
+# clang 19's options that take the next word (driver_args.CLANG_SEPARATE, read from clang-19),
 # each followed by a word that would otherwise be an input, a library or the output.
 CLANG_WORDS = [
     ["-Xarch_host", "-lm"], ["-Xarch_device", "-lm"], ["-Xarch_sm_80", "-lm"],

@@ -3,12 +3,12 @@
 A warm compile runs the target preprocessing (which `offlink cc` runs anyway), looks the fat
 object up by the key below and, on a hit, runs neither the host compile nor objcopy.
 
-The key: this cache's format and offlink's own code (link/cache.py's `code_identity`), the host
-compiler's and objcopy's identity (link/cache.py: resolved path, content hash and `--version`,
+The key: this cache's format and offlink's own code (cache/store.py's `code_identity`), the host
+compiler's and objcopy's identity (cache/store.py: resolved path, content hash and `--version`,
 remembered by stat stamp), the host command with the -o and depfile names taken out, the working
 folder when debug info is asked for, the locale and the compiler's search variables, per target
 its name, its options and a SHA-256 of its preprocessed code, and for `-march=native` (-mtune,
--mcpu) what the driver passes its compiler proper for it on this machine (link/cache.py's
+-mcpu) what the driver passes its compiler proper for it on this machine (cache/native.py's
 `native_expansion`: remembered by compiler and CPU, so a warm compile starts no driver). The host
 object is what that code implies when the host's preprocessed code is the same text but for the
 target's macros, i.e. when nothing tests them: the source and every file its depfile lists (with
@@ -25,10 +25,10 @@ the object or reads files the preprocessor does not (coverage, profiles, split D
 plugins, `.incbin` in any side's code, -MG...) is not cached at all (`refusal`).
 
 Entries sit in the link cache's folder with its trust rules, checksums, atomic writes and size
-limit (link/cache.py): the fat object as the data, what the host compile said as metadata.
+limit (cache/store.py): the fat object as the data, what the host compile said as metadata.
 
 A warm compile must cost little more than its preprocessing, so `warm` serves it before
-offlink's planning is imported (compile.py, the targets, gccargs): a *recipe* entry, keyed by
+offlink's planning is imported (cc/plan.py, the targets, driver_args): a *recipe* entry, keyed by
 everything the plan is a function of (the command line, the targets, the working folder,
 PATH, offlink's own code), holds what the plan gave: the preprocessing commands (the host's
 too, and whether it was needed) and the key's parts but the code. It is written by the first
@@ -266,7 +266,7 @@ def key(cache: Cache, parts: list[str], compiler: str, codes: list[bytes],
     """The fat object's key from `static_parts`, each target's preprocessed code (in
     plan.targets' order) and, where a file names a target macro, the host's own (else the
     host's code is the target's but for those macros), and what the `native` options
-    (link.cache.native_options) stand for on this machine; None when not to be cached."""
+    (cache/native.py's native_options) stand for on this machine; None when not to be cached."""
     from ..cache.keys import hash_parts
     from ..cache.native import native_expansion
     from ..digest import sha256
@@ -422,7 +422,7 @@ def serve(started: Started, command: list[str], source: str, parts: list[str], d
     if any(job.returncode for job in jobs):  # the host compile says why, then the failure
         return
     codes = []
-    for job in jobs:  # one source: compile.py's `{si}-{target}.i`
+    for job in jobs:  # one source: plan.py's `{si}-{target}.i`
         with open(os.path.join(tmp, f"0-{job.target}.i"), "rb") as f:
             codes.append(f.read())
     # -MMD's depfile leaves system headers out (offlink.h may be one): their names come from
@@ -609,7 +609,7 @@ def close(started: Started) -> None:
 def output_problem(source: str, output: str) -> str | None:
     """What is wrong with writing `output` from `source`, before any work: an output that is a
     folder or the source itself (the host compile writes a staged file, so the compiler's own
-    check would not see it); None when nothing is. compile.py's check and `warm` both ask."""
+    check would not see it); None when nothing is. plan.py's check and `warm` both ask."""
     import stat
 
     try:

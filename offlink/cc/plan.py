@@ -231,7 +231,7 @@ def host_argv(plan: CompilePlan, staged: str) -> list[str]:
 
 
 def writes_aux_files(opts: set[str]) -> bool:
-    """Whether gcc writes files named after the object with these options (objcache.py)."""
+    """Whether gcc writes files named after the object with these options (fatcache.py)."""
     return any(o in objcache.AUX_OPTIONS or o.startswith(objcache.AUX_PREFIXES) for o in opts)
 
 
@@ -255,7 +255,7 @@ def run_compile(plan: CompilePlan, target_compile: bool = True,
     process to leave out of its target warnings. With one -o output the host compile writes
     into the work folder, and the fat object replaces the output whole, so a failure leaves
     the previous output as it was and a killed compile nothing beside it (link/staging.py).
-    With the object cache on (objcache.py), the preprocessing is waited for first: its code
+    With the object cache on (fatcache.py), the preprocessing is waited for first: its code
     is the key, and a hit installs the cached fat object without a host compile. `started`:
     what objcache.warm began from a recipe and did not finish (a miss); `recipe`: the
     arguments of objcache.recipe_key, for the first compile of a command line to write one.
@@ -353,7 +353,7 @@ def _start_preprocessing(plan: CompilePlan, tmp: str, jobs: list[Job],
                          deps: list[str] | None = None) -> None:
     """Start each source's preprocessing for each target. `deps` (dependency options) go to
     the first one the host compiler runs with the host's preprocessing options, whose code is
-    then the host's but for the target macros (objcache.py)."""
+    then the host's but for the target macros (fatcache.py)."""
     for si, src in enumerate(plan.sources):
         for target in plan.targets:
             out = os.path.join(tmp, f"{si}-{target.name}.i")
@@ -509,7 +509,7 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "",
                     cache: Cache | None = None) -> None:
     """Compile each new fat object's target code now and leave it in the link cache.
 
-    The link looks its CUs up by the same key (link/cache.py), so after a build system's
+    The link looks its CUs up by the same key (cache/store.py), so after a build system's
     parallel compile phase it finds them all there and compiles none; the fat object keeps
     its payload, so a link without this cache compiles as before. This runs in the cc
     process, after the fat object is in place, one compile at a time: the build system

@@ -2,8 +2,10 @@
 
 `cc` and `link` read their own options (long forms only, before the compiler word) and pass
 every later word through untouched: click would mangle clustered short options such as
-`-shared` or `-Wl,...` (FACTS.md). They also stay free of typer/rich imports, so a plain link
-through offlink costs little more than the link itself. The other commands use typer.
+`-shared` or `-Wl,...` (with a `-h` help alias `-shared` prints help; with a `-o` option
+`-Wl,--gc-sections` becomes `-o ns`; `--` is swallowed). They also stay free of typer/rich
+imports, so a plain link through offlink costs little more than the link itself. The other
+commands use typer.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
     the object already) and the object's cache key ("" without a cache or a command).
 
     Only keys are made here, no entry is read: a relink whose image is in the cache needs
-    nothing more from its objects (cache.cached_image)."""
+    nothing more from its objects (device.cached_image)."""
     out = []
     cpus: dict[tuple, str] = {}  # native_cpu's, by driver and words: once per link
     for i, cu in enumerate(cus):
@@ -64,7 +64,7 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
 def native_words(cu: CU, argv: list[str]) -> list[str]:
     """The words of a CU's target compile `argv` that ask for this machine's CPU, as its
     payload's driver takes them (cache.native_options): llvm-lto2's `--mcpu=native`
-    (targets/openmp.py) is the payload's `-march=native`. Most commands have none."""
+    (toolchains/llvm/openmp.py) is the payload's `-march=native`. Most commands have none."""
     if not any("native" in w for w in argv):
         return []
     from ..cache.native import native_options

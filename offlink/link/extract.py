@@ -50,7 +50,7 @@ def _read(path: str) -> bytes | memoryview:
 
 def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
     """The CUs with target code in one object, in whichever dialect it carries them (offlink's
-    payload, GCC's or LLVM's offload object: offlink/dialects/); the link options matter to
+    payload, GCC's or LLVM's offload object: offlink/toolchains/); the link options matter to
     GCC's."""
     return dialects.cus_of(obj, origin, link_args, lto)
 

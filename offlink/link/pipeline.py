@@ -32,7 +32,7 @@ class LinkOptions:
                  save_temps: bool = False,
                  dry_run: bool = False,
                  timings: bool = False,  # also OFFLINK_TIMINGS=1
-                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
+                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (cache/store.py)
                  launcher: list[str] | None = None,  # empty: OFFLINK_TARGET_LAUNCHER
                  deep_verify: bool = False,  # --verify-deep; OFFLINK_VERIFY=deep (deep_verify.py)
                  offload_options: list[str] | None = None,  # --offload-option (GCC syntax)

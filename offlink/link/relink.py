@@ -3,11 +3,11 @@ they were, without opening one of them.
 
 The extract stage reads every object and archive a link names (headers, payload records and,
 for archive member choice, symbol tables): ~0.1 ms an object, 100 ms at 1000 CUs. A link
-whose CUs are all offlink payload records or GCC offload objects (whose dialect records
-what it read besides the payload: dialects/gcc.py `relink_state`) leaves a record of them in
+whose CUs are all offlink payload records or GCC offload objects (whose dialect records what it
+read besides the payload: toolchains/gcc/dialect.py `relink_state`) leaves a record of them in
 the cache, keyed by what extract depends on (the command as planned, the working directory,
-PATH, offlink's version) and holding each file's stamp; the next link with the same key uses
-it when every file it would read has the same stamp. LLVM's CUs are not recorded.
+PATH, offlink's code identity) and holding each file's stamp; the next link with the same key
+uses it when every file it would read has the same stamp. LLVM's CUs are not recorded.
 
 A stamp is the file's device, inode, size, and mtime and ctime in nanoseconds (cache.file_stamp):
 stricter than make and ld's users expect (make compares mtimes alone). A rewrite of any
@@ -121,7 +121,7 @@ def _recorded(cache: Cache, key: str, paths: list[str], stats: list[os.stat_resu
 
 @functools.cache
 def _dialect(name: str):
-    """The dialect module (offlink/dialects/NAME.py) that recorded a CU's own state (once
+    """The dialect module (offlink/toolchains/NAME/dialect.py) that recorded a CU's own state (once
     per name: import_module costs ~20 us a call)."""
     import importlib
 

@@ -29,7 +29,7 @@ def _target(canonical: str) -> Target | None:
         from .offlink.host import HostTarget
 
         return HostTarget(canonical)
-    if canonical.startswith("openmp-"):  # clang's OpenMP offload objects (dialects/llvm.py)
+    if canonical.startswith("openmp-"):  # clang's OpenMP offload objects (llvm/dialect.py)
         from .llvm.openmp import OpenMPTarget
 
         return OpenMPTarget(canonical)

@@ -7,7 +7,8 @@ marks `declare target link`). The names exist only on the device side, as the ac
 compiler's `//:FUNC_MAP "..."` and `//:VAR_MAP "..."` lines. GCC pairs the two by position over
 the whole program; offlink pairs them one CU at a time, by name (the host symbol each table
 slot's relocation names, spelled as PTX spells it), and keys the table by name. Everything
-here is plain data in, plain data out (FACTS.md, "GCC's real offloading").
+here is plain data in, plain data out. (GCC's host tables carry addresses only, no names: names
+exist only on the device side, in those PTX lines, with `.` spelled `$`.)
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ...errors import FormatError, LinkError
 from ...model import CU
 from ...records import NamedTuple
 
-TARGET = "nvptx-none"  # the target of its CUs (targets/gcc_nvptx.py)
+TARGET = "nvptx-none"  # the target of its CUs (toolchains/gcc/nvptx.py)
 RUNTIME = "libgomp"  # what its host code calls (GOMP_target_ext, ...)
 MADE_BY = "a GCC offload object (gcc -foffload)"
 WHOLE_OBJECT = True  # one CU per object, read once for all its sections (object_cus)

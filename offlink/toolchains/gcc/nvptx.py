@@ -1,6 +1,6 @@
 """The `nvptx-none` target: GCC's own offload objects, compiled one CU at a time.
 
-Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/dialects/gcc.py reads
+Input is what `gcc -fopenmp -foffload=nvptx-none -c` writes (offlink/toolchains/gcc/dialect.py reads
 it). Each CU goes alone through GCC's accel compiler (`<triple>-accel-nvptx-none-gcc-<major>
 -xlto ... -c`, which gives PTX text with its FUNC_MAP/VAR_MAP lines): its lto1 and nvptx-as
 are run directly, with the words the driver shows under `-###` (asked once per link), and the
@@ -228,7 +228,7 @@ class GccNvptxTarget(Target):
 
     def link_entries(self, image_path: str) -> list[tuple[str, str, list[gcc.Entry]]]:
         """(label, source, paired entries) of every CU of the image linked at `image_path`,
-        in link order (registrations/gomp.py names the host table's slots with them)."""
+        in link order (toolchains/gcc/gomp.py names the host table's slots with them)."""
         return self._links.get(image_path, [])
 
     def _pair(self, cu, obj_path: str) -> tuple[list[gcc.Entry], str]:

@@ -1,6 +1,6 @@
 """clang's CUDA objects (`cuda-nvptx64-nvidia-cuda`, from `clang -x cuda --offload-arch=sm_NN
 --offload-new-driver -fgpu-rdc -c`): each CU's cubin, nvlink, a fatbin; the CUDA runtime
-registers it (registrations/cudart.py).
+registers it (toolchains/llvm/cudart.py).
 
 What clang 19 does (-Wl,--wrapper-verbose): each CU's device code is compiled with the CU to a
 relocatable cubin that the object carries (kind `cuda`, with `cuda_offloading_entries` rows on

@@ -4,7 +4,7 @@ dialect.
 Such an object carries its device code in `.llvm.offloading` (OffloadBinary: per image a
 triple, an arch, a kind of code, a producer) and its host side in `omp_offloading_entries`
 (`__tgt_offload_entry` rows, seed 001: address, name, size, flags). The device code has the
-same rows by name. Each image becomes one CU for target `openmp-<triple>` (targets/openmp.py
+same rows by name. Each image becomes one CU for target `openmp-<triple>` (toolchains/llvm/openmp.py
 compiles and links it); the rows' names are what the CU offers. Plain data in, plain data
 out.
 """

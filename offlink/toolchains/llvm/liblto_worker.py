@@ -1,4 +1,4 @@
-"""The libLTO worker (targets/liblto.py): `python -I -S liblto_worker.py LIBLTO` compiles the
+"""The libLTO worker (liblto.py): `python -I -S liblto_worker.py LIBLTO` compiles the
 requests it reads, each in a thread of its own and its own LLVM context and code generator.
 
 No offlink import, nothing but os, sys, threading and ctypes (the worker starts on every link

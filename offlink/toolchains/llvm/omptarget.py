@@ -14,7 +14,7 @@ clang's runs: clang 19 gives its constructor 101 (the first one not reserved for
 so it runs after the system's constructors and before the user's, LLVM's #86830) and puts its
 object first in the link, so it comes before the user's own priority-101 constructors; offlink's
 object comes last in the link, where 101 would come after those. The table's rows are read from
-the same merged entries after the link (targets/openmp.py), so libomptarget and the table see
+the same merged entries after the link (llvm/openmp.py), so libomptarget and the table see
 one list.
 """
 

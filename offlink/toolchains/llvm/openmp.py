@@ -1,6 +1,6 @@
 """clang's OpenMP offload targets (`openmp-<triple>`, from objects made by clang -fopenmp
 -fopenmp-targets=<triple>): each CU's device code compiled on its own, then linked into the
-image clang's link would make, registered with libomptarget (registrations/omptarget.py).
+image clang's link would make, registered with libomptarget (toolchains/llvm/omptarget.py).
 
 x86_64-pc-linux-gnu: clang writes each CU's device code as an ELF object (as bitcode with
 -foffload-lto), the image is a shared object linked as clang-linker-wrapper links it
@@ -14,7 +14,7 @@ names other CUs use is read from every CU's bitcode symbol table (formats/bitcod
 resolutions are words of the compile command: a CU whose symbols' uses change is compiled
 again (its cache key changes). The command is what the cache keys and --dry-run shows; it is
 run by a worker that loads LLVM's libLTO once per link and makes the same object
-(targets/liblto.py), or by llvm-lto2 itself where that worker cannot.
+(toolchains/llvm/liblto.py), or by llvm-lto2 itself where that worker cannot.
 """
 
 from __future__ import annotations
@@ -352,7 +352,7 @@ def _lto2(compiler: str) -> str:
 class OpenMPTarget(Target):
     image_kind = "shared-object"
     # The image link names the objects and reads none: a relink with nothing changed takes
-    # the image from the cache by the objects' keys alone (cache.cached_image).
+    # the image from the cache by the objects' keys alone (device.cached_image).
     image_argv_reads_objects = False
     macro = "__OFFLINK_TARGET_OPENMP__"
     registration = "omptarget"

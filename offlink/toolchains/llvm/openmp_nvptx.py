@@ -1,6 +1,6 @@
 """clang's OpenMP offload target for NVIDIA GPUs (`openmp-nvptx64-nvidia-cuda`, from objects
 made by clang -fopenmp --offload-arch=sm_NN): each CU's cubin, the device runtime's part they
-call, nvlink; the image is one cubin, registered with libomptarget (registrations/omptarget.py).
+call, nvlink; the image is one cubin, registered with libomptarget (toolchains/llvm/omptarget.py).
 
 What clang 19 does (its -v and --save-temps show it): each CU's device code is compiled when the
 CU is compiled, with the device runtime (libomptarget-nvptx-sm_NN.bc) linked in as builtin

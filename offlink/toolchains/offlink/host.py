@@ -3,7 +3,9 @@
 A CU's code is captured as preprocessed C or C++ (with __OFFLINK_TARGET__ defined), compiled
 at link time with the compiler that made the host object (-fPIC), and the CUs are linked into
 one shared object whose own references bind to itself (-Bsymbolic), so the image's globals
-are its own even where the executable exports the same names (FACTS.md).
+are its own even where the executable exports the same names (without it, the image's code
+sees the executable's same-named exported globals; -fno-semantic-interposition does not help
+for variables).
 """
 
 from __future__ import annotations
