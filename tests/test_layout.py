@@ -286,3 +286,17 @@ def test_readme_layout_shows_every_module():
     missing = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
                if p.name not in shown and p.parent.name != "runtime"}
     assert sorted(missing) == []
+
+
+def test_the_registry_picks_the_target_class():
+    """A target's class comes from the registry, not from another target's for_inputs."""
+    from offlink.plugins import host_triple
+    from offlink.toolchains import resolve
+
+    names = {"host": "HostTarget", "cuda": "CudaTarget", "nvptx-none": "GccNvptxTarget",
+             "openmp-nvptx64-nvidia-cuda": "OpenMPNvptxTarget",
+             f"openmp-{host_triple()}": "OpenMPTarget",
+             "cuda-nvptx64-nvidia-cuda": "ClangCudaTarget"}
+    assert {n: type(resolve(n)).__name__ for n in names} == names
+    cpu = resolve(f"openmp-{host_triple()}")
+    assert type(cpu.for_inputs([])) is type(cpu)

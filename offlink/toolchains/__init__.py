@@ -29,6 +29,10 @@ def _target(canonical: str) -> Target | None:
         from .offlink.host import HostTarget
 
         return HostTarget(canonical)
+    if canonical == "openmp-nvptx64-nvidia-cuda":  # its own class: the device runtime, cubins
+        from .llvm.openmp_nvptx import OpenMPNvptxTarget
+
+        return OpenMPNvptxTarget(canonical)
     if canonical.startswith("openmp-"):  # clang's OpenMP offload objects (llvm/dialect.py)
         from .llvm.openmp import OpenMPTarget
 

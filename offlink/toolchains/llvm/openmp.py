@@ -375,20 +375,6 @@ class OpenMPTarget(Target):
     def for_inputs(self, cus, plan=None):
         compiler = cus[0].payload.compiler if cus else "clang"
         level = link_opt_level(plan.argv[1:]) if plan is not None else 2
-        if self.triple == "nvptx64-nvidia-cuda":
-            from .openmp_nvptx import OpenMPNvptxTarget, cu_arch
-
-            archs = sorted({cu_arch(cu) for cu in cus})
-            if len(archs) != 1 or not archs[0]:
-                raise LinkError(f"target {self.name}: the CUs were compiled for "
-                                f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
-                                f"links one --offload-arch per link so far")
-            if plan is not None:
-                refuse_nvptx_words(plan.argv[1:])
-            nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
-            nvptx.opt_level = level
-            nvptx.setup_lto(cus, plan)
-            return nvptx
         if not self.triple.startswith(("x86_64-", "aarch64-")):
             raise LinkError(f"target {self.name}: offlink links clang's OpenMP images for "
                             f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")

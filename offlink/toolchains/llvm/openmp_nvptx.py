@@ -37,7 +37,14 @@ import os
 import shlex
 
 from ...errors import FormatError, LinkError, ToolError, UsageError
-from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
+from .openmp import (
+    OpenMPTarget,
+    device_linker_words,
+    link_opt_level,
+    llvm_lib_dir,
+    lto_level_words,
+    refuse_nvptx_words,
+)
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
@@ -300,6 +307,20 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.resolutions: dict = {}
         self.shared_runtime = False  # every CU calls the image's one runtime (setup_lto)
         self.lto_defines: frozenset[str] = frozenset()  # what those CUs define of the runtime
+
+    def for_inputs(self, cus, plan=None):
+        compiler = cus[0].payload.compiler if cus else "clang"
+        archs = sorted({cu_arch(cu) for cu in cus})
+        if len(archs) != 1 or not archs[0]:
+            raise LinkError(f"target {self.name}: the CUs were compiled for "
+                            f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
+                            f"links one --offload-arch per link so far")
+        if plan is not None:
+            refuse_nvptx_words(plan.argv[1:])
+        nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
+        nvptx.opt_level = link_opt_level(plan.argv[1:]) if plan is not None else 2
+        nvptx.setup_lto(cus, plan)
+        return nvptx
 
     def setup_lto(self, cus, plan) -> None:
         """The -foffload-lto CUs' LTO: llvm-lto2, ptxas, the device runtime's bitcode and each
