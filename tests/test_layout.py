@@ -300,3 +300,25 @@ def test_the_registry_picks_the_target_class():
     assert {n: type(resolve(n)).__name__ for n in names} == names
     cpu = resolve(f"openmp-{host_triple()}")
     assert type(cpu.for_inputs([])) is type(cpu)
+
+
+def test_every_offlink_variable_is_read_through_settings():
+    """offlink's Python reads OFFLINK_* variables through settings.py only, and each name it
+    asks for is declared there once (with its kind, default and help)."""
+    import re
+
+    from offlink.settings import SETTINGS
+
+    asked, direct = set(), []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if path.name != "settings.py":
+            direct += [f"{path.relative_to(PACKAGE)}: {m}" for m in
+                       re.findall(r"(?:environ\.get\(|getenv\()\s*\"OFFLINK_\w+"
+                                  r"|environ\[\"OFFLINK_\w+\"\](?!\s*=)", text)]
+        asked |= set(re.findall(r"settings\.(?:text|flag)\(\"(OFFLINK_\w+)\"\)", text))
+        asked |= set(re.findall(r"^\w+_ENV = \"(OFFLINK_\w+)\"", text, re.M))
+    assert direct == []
+    assert sorted(asked - set(SETTINGS)) == []
+    assert sorted(set(SETTINGS) - asked) == []
+    assert all(kind and help_ for kind, _default, help_ in SETTINGS.values())

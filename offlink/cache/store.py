@@ -36,7 +36,7 @@ import time
 from _thread import allocate_lock  # threading.Lock itself, without importing threading
 from collections.abc import Sequence
 
-from .. import __version__
+from .. import __version__, settings
 from .. import run as runner
 from ..digest import sha256
 from ..errors import UsageError
@@ -74,15 +74,15 @@ def parse_size(text: str) -> int:
 
 
 def default_dir() -> str:
-    if os.environ.get("OFFLINK_CACHE_DIR"):
-        return os.environ["OFFLINK_CACHE_DIR"]
+    if settings.text("OFFLINK_CACHE_DIR"):
+        return settings.text("OFFLINK_CACHE_DIR")
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(xdg, "offlink")
 
 
 def shared() -> bool:
     """OFFLINK_CACHE_SHARED=1: the cache is shared with other users (README, "The cache")."""
-    return os.environ.get("OFFLINK_CACHE_SHARED", "") not in ("", "0")
+    return settings.flag("OFFLINK_CACHE_SHARED")
 
 
 def make_dirs(path: str) -> None:
@@ -181,9 +181,9 @@ class Cache:
     @classmethod
     def open(cls, enabled: bool = True) -> Cache | None:
         """The cache the environment asks for, or None when it is turned off."""
-        if not enabled or os.environ.get("OFFLINK_NO_CACHE", "") not in ("", "0"):
+        if not enabled or settings.flag("OFFLINK_NO_CACHE"):
             return None
-        size = os.environ.get("OFFLINK_CACHE_SIZE", "")
+        size = settings.text("OFFLINK_CACHE_SIZE")
         limit = parse_size(size) if size else DEFAULT_SIZE
         if limit == 0:
             return None

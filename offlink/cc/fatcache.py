@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .. import settings
 from ..run import spawn
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
@@ -478,7 +479,7 @@ def recipe_key(cache: Cache, argv: list[str], targets: list[str],
     code, which reads ARGV."""
     return cache.key("offlink cc recipe", os.getcwd(), os.uname().machine,
                      os.environ.get("PATH", ""), "\0".join(argv), "\0".join(targets),
-                     "" if targets else os.environ.get("OFFLINK_TARGETS", ""), "\0".join(offered))
+                     "" if targets else settings.text("OFFLINK_TARGETS"), "\0".join(offered))
 
 
 def recipe(plan: CompilePlan, parts: list[str], captures: list[list[str]], tmp: str,

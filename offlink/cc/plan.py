@@ -12,6 +12,7 @@ import os
 import sys
 
 from .. import run as runner
+from .. import settings
 from ..driver_args import (
     Word,
     expand_response_files,
@@ -522,7 +523,7 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "",
     `cache`: the object cache's, where it stored the fat object (one opening, one trim of
     the cache folder, which lists every entry, per compile).
     """
-    if os.environ.get("OFFLINK_CC_TARGET_COMPILE", "") == "0":
+    if not settings.flag("OFFLINK_CC_TARGET_COMPILE"):
         if cache is not None:
             cache.trim()
         return
@@ -541,10 +542,10 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "",
             return
     # cc has no --target-launcher: the environment decides (pipeline.target_launcher)
     launcher: list[str] = []
-    if os.environ.get("OFFLINK_TARGET_LAUNCHER", ""):
+    if settings.text("OFFLINK_TARGET_LAUNCHER"):
         import shlex
 
-        launcher = shlex.split(os.environ["OFFLINK_TARGET_LAUNCHER"])
+        launcher = shlex.split(settings.text("OFFLINK_TARGET_LAUNCHER"))
     said: list[str] = []
     for si, src in enumerate(plan.sources):
         for target in plan.targets:

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from .. import __version__
+from .. import __version__, settings
 from ..errors import OfflinkError, UsageError
 
 CC_HELP = """\
@@ -250,7 +250,7 @@ def cmd_link(argv: list[str]) -> int:
 def _report(e: BaseException) -> int:
     from ..errors import ToolError
 
-    if os.environ.get("OFFLINK_TRACEBACK", "") not in ("", "0"):
+    if settings.flag("OFFLINK_TRACEBACK"):
         import traceback
 
         traceback.print_exception(type(e), e, e.__traceback__)
@@ -275,7 +275,7 @@ def _guard(fn: Callable[[], int]) -> int:
         print("offlink: interrupted", file=sys.stderr)
         return 128 + getattr(e, "signum", 2)
     except Exception as e:  # noqa: BLE001 - a bug in offlink: still one line, traceback on request
-        if os.environ.get("OFFLINK_TRACEBACK", "") not in ("", "0"):
+        if settings.flag("OFFLINK_TRACEBACK"):
             raise
         print(f"offlink: error: internal error: {type(e).__name__}: {e} (run with --traceback "
               f"and report it)", file=sys.stderr)

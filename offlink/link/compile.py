@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import run as runner
+from .. import settings
 from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
 from ..model import CU, CompiledCU
@@ -211,7 +212,7 @@ class Engine:
 
         self.launcher = list(launcher)
         self.target = target
-        self.mandatory = os.environ.get(MANDATORY_ENV, "") not in ("", "0")
+        self.mandatory = settings.flag(MANDATORY_ENV)
         self.failed: list[str] = []  # first output line of each launcher failure
         self.said: list[str] = []  # first output line of each successful compile that spoke
         self._lock = threading.Lock()

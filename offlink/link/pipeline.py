@@ -12,6 +12,7 @@ import sys
 import time
 
 from .. import run as runner
+from .. import settings
 from ..errors import LinkError, ToolError, UsageError
 from .plan import LinkPlan, host_link_argv, plan_link
 
@@ -74,7 +75,7 @@ def target_launcher(options: LinkOptions) -> list[str]:
     """The command prefix for target compiles: --target-launcher or OFFLINK_TARGET_LAUNCHER."""
     if options.launcher:
         return options.launcher
-    text = os.environ.get("OFFLINK_TARGET_LAUNCHER", "")
+    text = settings.text("OFFLINK_TARGET_LAUNCHER")
     if not text.strip():
         return []
     import shlex
@@ -84,7 +85,7 @@ def target_launcher(options: LinkOptions) -> list[str]:
 
 class _Timer:
     def __init__(self, enabled: bool):
-        self.enabled = enabled or os.environ.get("OFFLINK_TIMINGS", "") not in ("", "0")
+        self.enabled = enabled or settings.flag("OFFLINK_TIMINGS")
         self.marks: list[tuple[str, float]] = []
         self.start = self.last = time.perf_counter()
         self.spans: list[tuple[str, float, float]] = []  # stage, start, end
@@ -265,7 +266,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         filled = fill(staged, images, layout)
         timer.stage("fill")
         verify(staged, filled, images)
-        deep = options.deep_verify or os.environ.get("OFFLINK_VERIFY", "") == "deep"
+        deep = options.deep_verify or settings.text("OFFLINK_VERIFY") == "deep"
         if deep:
             from .deep_verify import deep_verify
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import settings
 from ..errors import ToolError
 from . import recipe
 from .recipe import CFLAGS, LIBRARY, SEAL
@@ -39,7 +40,7 @@ def sources() -> list[Path]:
 def prebuilt_library() -> Path | None:
     """The library the package build made, when it is intact and built from these sources;
     None when OFFLINK_BUILD_RUNTIME=1 asks for a build from the sources instead."""
-    if os.environ.get("OFFLINK_BUILD_RUNTIME", "") not in ("", "0"):
+    if settings.flag("OFFLINK_BUILD_RUNTIME"):
         return None
     library = PREBUILT_DIR / LIBRARY
     try:

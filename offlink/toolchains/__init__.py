@@ -4,8 +4,7 @@ when used); the dialects by section (dialects.py) and the runtime registrations 
 
 from __future__ import annotations
 
-import os
-
+from .. import settings
 from ..errors import UsageError
 from ..plugins import host_triple
 
@@ -69,7 +68,7 @@ def default_targets() -> list[str]:
 
     A word without a target name continues the previous target's ':' list, so
     `host,nvptx64-nvidia-cuda:sm_80,sm_90` is two targets."""
-    env = os.environ.get("OFFLINK_TARGETS", "")
+    env = settings.text("OFFLINK_TARGETS")
     out: list[str] = []
     for word in (w for w in env.split(",") if w):
         if out and ":" in out[-1] and "-" not in word and word not in _aliases():

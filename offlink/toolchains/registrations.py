@@ -11,7 +11,8 @@ for on the command line; it names no runtime itself.
 from __future__ import annotations
 
 import importlib
-import os
+
+from .. import settings
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
@@ -53,4 +54,4 @@ def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
 
 def enabled(asked: bool) -> bool:
     """Whether libgomp's registration is asked for: --gomp-register or OFFLINK_GOMP_REGISTER=1."""
-    return asked or os.environ.get("OFFLINK_GOMP_REGISTER", "") not in ("", "0")
+    return asked or settings.flag("OFFLINK_GOMP_REGISTER")

@@ -38,13 +38,14 @@ import os
 import sys
 import threading
 
+from ... import settings
 from .liblto_worker import decode_reply, encode_request
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     import subprocess
 
-ENV = "OFFLINK_LIBLTO"
+LIBLTO_ENV = "OFFLINK_LIBLTO"
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def parse_lto2(argv) -> dict | None:
 def library(lto2: str) -> str:
     """The libLTO to load for this llvm-lto2: OFFLINK_LIBLTO's path, else the one in the same
     LLVM install (whose libLLVM llvm-lto2 runs on); "" when turned off or missing."""
-    env = os.environ.get(ENV, "")
+    env = settings.text(LIBLTO_ENV)
     if env in ("0", "no", "off"):
         return ""
     if env and env not in ("1", "yes", "on"):

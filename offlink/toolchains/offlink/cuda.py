@@ -36,6 +36,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import settings
 from ...errors import FormatError, LinkError, ToolError, UsageError
 from ...plugins import Target
 
@@ -76,7 +77,7 @@ def toolkit() -> Toolkit:
 
     homes = [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
     bins = [os.path.join(h, "bin") for h in homes]
-    given = os.environ.get("OFFLINK_NVCC", "")
+    given = settings.text("OFFLINK_NVCC")
     if given:
         nvcc = which(given)
         if nvcc is None:
@@ -98,7 +99,7 @@ def toolkit() -> Toolkit:
                 return os.path.join(d, tool)
         return which(tool) or tool  # running it then names the missing tool
 
-    flags = tuple(shlex.split(os.environ.get("OFFLINK_NVCC_FLAGS", "")))
+    flags = tuple(shlex.split(settings.text("OFFLINK_NVCC_FLAGS")))
     return Toolkit(nvcc, beside("nvlink"), beside("fatbinary"), flags)
 
 
