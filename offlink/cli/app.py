@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from . import _guard, version_text
+from .report import guard, version_text
 
 # Plain help (click's layout, as `offlink cc --help` and `offlink link --help` print it) and
 # plain errors: usage errors become one `offlink: error:` line in cli.main.
@@ -109,7 +109,7 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
             print(render_text(info))
         return 0
 
-    raise typer.Exit(_guard(go))
+    raise typer.Exit(guard(go))
 
 @app.command()
 def extract(binaries: Annotated[list[str], typer.Argument(
@@ -139,7 +139,7 @@ def extract(binaries: Annotated[list[str], typer.Argument(
             print("\n".join(written))
         return 0
 
-    raise typer.Exit(_guard(go))
+    raise typer.Exit(guard(go))
 
 @app.command()
 def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags")] = False,
@@ -169,7 +169,7 @@ def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags
         print(" ".join(shlex.quote(w) for w in words))
         return 0
 
-    raise typer.Exit(_guard(go))
+    raise typer.Exit(guard(go))
 
 
 
