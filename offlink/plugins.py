@@ -1,8 +1,10 @@
-"""Offload targets: the registry, and what every target provides.
+"""The plug-ins' interface: what every target provides (Target), and the host machines.
 
 A target says how a CU's code is captured at `offlink cc` time, how it is compiled at link
 time (one CU at a time), which symbols the result offers, and how the per-CU results become
-one image. Each target is a module beside this one; `resolve` finds one by name or alias.
+one image. The targets live in offlink/toolchains/<toolchain>/; the registry there
+(`offlink.toolchains.resolve`) finds one by name or alias. This module imports no
+implementation.
 """
 
 from __future__ import annotations
