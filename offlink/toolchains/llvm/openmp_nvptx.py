@@ -37,14 +37,7 @@ import os
 import shlex
 
 from ...errors import FormatError, LinkError, ToolError, UsageError
-from .openmp import (
-    OpenMPTarget,
-    device_linker_words,
-    link_opt_level,
-    llvm_lib_dir,
-    lto_level_words,
-    refuse_nvptx_words,
-)
+from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
@@ -309,6 +302,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.lto_defines: frozenset[str] = frozenset()  # what those CUs define of the runtime
 
     def for_inputs(self, cus, plan=None):
+        from .openmp import link_opt_level, refuse_nvptx_words
+
         compiler = cus[0].payload.compiler if cus else "clang"
         archs = sorted({cu_arch(cu) for cu in cus})
         if len(archs) != 1 or not archs[0]:
