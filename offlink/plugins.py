@@ -1,4 +1,4 @@
-"""The plug-ins' interface: what every target provides (Target), and the host machines.
+"""The plug-ins' interfaces: Target, Dialect, Registration; and the host machines.
 
 A target says how a CU's code is captured at `offlink cc` time, how it is compiled at link
 time (one CU at a time), which symbols the result offers, and how the per-CU results become
@@ -194,3 +194,33 @@ class Target:
         """Rows whose host side is not simply the host symbol of the same name: key ->
         (address, size, kind) in the linked binary. Empty by default: rows by symbol name."""
         return {}
+
+
+class Dialect:
+    """What an input dialect module (toolchains/<toolchain>/dialect.py) provides, as module
+    attributes: the dispatch (toolchains/dialects.py) calls the module, so this class is the
+    interface's one description, not a base class."""
+
+    RUNTIME: str = ""  # the OpenMP offload runtime its objects' host code calls, "" for none
+    MADE_BY: str = ""  # what makes such objects, for messages ("a GCC offload object ...")
+    WHOLE_OBJECT: bool = False  # True: object_cus reads the whole object once, else cus_of
+
+    def cus_of(self, elf: ElfFile, section: object, origin: str) -> list[CU]:
+        """The CUs of one of its sections."""
+        raise NotImplementedError
+
+    def object_cus(self, elf: ElfFile, origin: str, link_args: list[str],
+                   lto: bool = False) -> list[CU]:
+        """The CUs of a whole object (WHOLE_OBJECT), with the link line's words."""
+        raise NotImplementedError
+
+
+class Registration:
+    """What a runtime registration module (toolchains/<toolchain>/<name>.py, named by
+    Target.registration and found by toolchains/registrations.py) provides: `build`."""
+
+    def build(self, plan: LinkPlan, images: list[Image], indexes: list[int], workdir: str,
+              cache: Cache | None = None) -> str:
+        """The object that registers `images` (the table's images at `indexes`) with the
+        toolchain's runtime at program start, written in `workdir`: its path."""
+        raise NotImplementedError
