@@ -326,7 +326,7 @@ def test_clangs_rpath_takes_a_folder():
 
 def _cuda_home() -> str:
     from offlink.errors import ToolError
-    from offlink.toolchains.llvm.openmp_nvptx import cuda_home
+    from offlink.toolchains.cuda_toolkit import cuda_home
 
     try:
         return cuda_home()

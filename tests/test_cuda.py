@@ -24,7 +24,7 @@ import pytest
 from conftest import ROOT, copy_sample, need_tool, needs_tool, run
 
 from offlink.errors import FormatError, LinkError, ToolError, UsageError
-from offlink.toolchains import default_targets, resolve
+from offlink.toolchains import cuda_toolkit, default_targets, resolve
 from offlink.toolchains.offlink import cuda
 
 CUDA = "nvptx64-nvidia-cuda"
@@ -36,7 +36,7 @@ OFFERED = {"saxpy": "kernel", "sum": "kernel", "x": "variable", "y": "variable",
 
 def _toolkit():
     try:
-        return cuda.toolkit()
+        return cuda_toolkit.toolkit()
     except ToolError:
         return None
 
@@ -151,7 +151,7 @@ def test_missing_toolkit_is_one_clear_error(offlink, tmp_path, monkeypatch):
     monkeypatch.setattr("offlink.run.which", lambda tool: None)
     with pytest.raises(ToolError, match="CUDA toolkit was not found.*set CUDA_HOME or "
                                         "OFFLINK_NVCC"):
-        cuda.toolkit()
+        cuda_toolkit.toolkit()
 
 
 def test_a_cu_preprocessed_for_a_newer_gpu_is_refused():

@@ -28,7 +28,7 @@ differs from clang's link").
 Tools: llvm-lto2 beside the clang that made the objects; ptxas and nvlink of the CUDA that the
 link line's `--cuda-path=` names, else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, or the one of
 the ptxas on PATH (a -foffload-lto CU compiled by clang, which does not see the link line,
-skips the first).
+skips the first; toolchains/cuda_toolkit.py finds them).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import os
 import shlex
 
 from ...errors import FormatError, LinkError, ToolError, UsageError
+from ..cuda_toolkit import cuda_bin, cuda_home
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
@@ -50,32 +51,6 @@ DEVICE_RUNTIME = "libomptarget.devicertl.a"  # what clang's link passes (-lompta
 def cu_arch(cu) -> str:
     """The architecture a CU's image was compiled for (its `-march=` option)."""
     return next((o[len("-march="):] for o in cu.payload.options if o.startswith("-march=")), "")
-
-
-def cuda_home(plan_argv: list[str] | None = None) -> str:
-    """The CUDA installation (a folder with bin/ptxas): the link line's last --cuda-path=,
-    else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, else the one of the ptxas on PATH; one clear
-    error when there is none."""
-    from ...run import which
-
-    homes = [w.split("=", 1)[1] for w in (plan_argv or []) if w.startswith("--cuda-path=")]
-    homes = homes[-1:] + [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    for home in [*homes, "/usr/local/cuda"]:
-        if os.access(os.path.join(home, "bin", "ptxas"), os.X_OK):
-            return home
-    found = which("ptxas")
-    if found:
-        return os.path.dirname(os.path.dirname(os.path.realpath(found)))
-    raise ToolError(f"target openmp-{TRIPLE}: CUDA's ptxas was not found (give "
-                    f"--cuda-path=DIR on the link line, or set CUDA_HOME)")
-
-
-def cuda_bin(tool: str, plan_argv: list[str] | None = None) -> str:
-    """A CUDA tool (ptxas, nvlink) of cuda_home()."""
-    path = os.path.join(cuda_home(plan_argv), "bin", tool)
-    if not os.access(path, os.X_OK):
-        raise ToolError(f"target openmp-{TRIPLE}: CUDA's {tool} was not found ({path})")
-    return path
 
 
 def llvm_tool(compiler: str, tool: str) -> str:

@@ -22,8 +22,8 @@ cannot look them up by name.
 
 Tools: `OFFLINK_NVCC` (the nvcc to run), else `$CUDA_HOME/bin/nvcc` (or `$CUDA_PATH`), else
 nvcc on PATH, else /usr/local/cuda/bin/nvcc; nvlink and fatbinary beside that nvcc, else in
-the same places. `OFFLINK_NVCC_FLAGS` adds options to every nvcc command (e.g. `-ccbin g++-12`,
-`-Xptxas -v`, `-lineinfo`).
+the same places (toolchains/cuda_toolkit.py finds them). `OFFLINK_NVCC_FLAGS` adds options to
+every nvcc command (e.g. `-ccbin g++-12`, `-Xptxas -v`, `-lineinfo`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import settings
-from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...errors import FormatError, LinkError, UsageError
 from ...plugins import Target
+from ..cuda_toolkit import toolkit
 
 NAME = "nvptx64-nvidia-cuda"
 DEFAULT_ARCHS = ("sm_80",)  # CUDA 13 dropped sm_35..sm_70; sm_80 runs on A100 and 8.x GPUs
@@ -59,48 +59,6 @@ STT_OBJECT, STT_FUNC, STT_CUDA_OBJECT = 1, 2, 13
 STB_GLOBAL, STB_WEAK = 1, 2
 STV_HIDDEN = 2
 STV_INTERNAL = 3
-
-
-# -- the toolkit ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Toolkit:
-    nvcc: str
-    nvlink: str
-    fatbinary: str
-    flags: tuple[str, ...]  # OFFLINK_NVCC_FLAGS
-
-
-def toolkit() -> Toolkit:
-    """The CUDA tools to run; a missing nvcc is one clear error naming what to set."""
-    from ...run import which
-
-    homes = [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    bins = [os.path.join(h, "bin") for h in homes]
-    given = settings.text("OFFLINK_NVCC")
-    if given:
-        nvcc = which(given)
-        if nvcc is None:
-            raise ToolError(f"OFFLINK_NVCC: '{given}' not found (the CUDA compiler to use)")
-    else:
-        candidates = [os.path.join(b, "nvcc") for b in bins]
-        candidates += ["nvcc", "/usr/local/cuda/bin/nvcc"]
-        nvcc = next((found for c in candidates if (found := which(c))), None)
-        if nvcc is None:
-            raise ToolError(f"target {NAME}: the CUDA toolkit was not found (no nvcc in "
-                            f"$CUDA_HOME/bin, on PATH or in /usr/local/cuda/bin); install it, "
-                            f"or set CUDA_HOME or OFFLINK_NVCC")
-    # nvlink and fatbinary come with nvcc; /usr/local/bin/nvcc may be a wrapper script.
-    dirs = [os.path.dirname(os.path.realpath(nvcc)), *bins, "/usr/local/cuda/bin"]
-
-    def beside(tool: str) -> str:
-        for d in dirs:
-            if which(os.path.join(d, tool)):
-                return os.path.join(d, tool)
-        return which(tool) or tool  # running it then names the missing tool
-
-    flags = tuple(shlex.split(settings.text("OFFLINK_NVCC_FLAGS")))
-    return Toolkit(nvcc, beside("nvlink"), beside("fatbinary"), flags)
 
 
 # -- architectures -------------------------------------------------------------------------
