@@ -594,8 +594,8 @@ def test_nvptx_rows_are_the_entries_clang_registers(offlink, nvptx):
     """The registration's entries are clang's (names, sizes, flags: llvm-objdump shows the
     image clang embeds; offlink's is in .openmp_target), and the table holds them all, each
     defined by the image (kernels as CUDA entry points, variables with their size)."""
+    from offlink.formats.cubin import cubin_symbols
     from offlink.toolchains.llvm.dialect import linked_entries
-    from offlink.toolchains.offlink.cuda import cubin_symbols
 
     def entries(path):
         return sorted((e.name, e.size, e.flags) for _, e in linked_entries(ElfFile.open(path)))

@@ -74,8 +74,8 @@ class ClangCudaTarget(Target):
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
+        from ...formats.cubin import cubin_symbols
         from ...model import Offer
-        from ..offlink.cuda import cubin_symbols
 
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)

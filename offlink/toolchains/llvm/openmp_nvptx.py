@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...errors import LinkError, ToolError, UsageError
 from ..cuda_toolkit import cuda_bin, cuda_home
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
@@ -230,34 +230,6 @@ def check_entries(target: str, arch: str, compiled) -> None:
                             f"CU's {arch} cubin (target {target})")
 
 
-def cubin_names(data: bytes, where: str) -> set[str]:
-    """Every symbol name of a cubin (defined or not): what the wrapper's UsedInRegularObj
-    collects from a relocatable device object."""
-    import struct
-
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
-        raise FormatError(f"{where}: not a 64-bit cubin")
-    e_shoff, = struct.unpack_from("<Q", data, 0x28)
-    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
-    if e_shentsize != 64 or e_shoff + e_shnum * 64 > len(data):
-        raise FormatError(f"{where}: truncated cubin (section headers)")
-    names: set[str] = set()
-    headers = [struct.unpack_from("<IIQQQQII", data, e_shoff + i * 64) for i in range(e_shnum)]
-    for _, sh_type, _, _, off, size, link, _ in headers:
-        if sh_type != 2 or not 0 < link < e_shnum:  # SHT_SYMTAB
-            continue
-        str_off, str_size = headers[link][4], headers[link][5]
-        if off + size > len(data) or str_off + str_size > len(data):
-            raise FormatError(f"{where}: truncated cubin (symbol table)")
-        strtab = data[str_off : str_off + str_size]
-        for pos in range(off + 24, off + size - 23, 24):
-            st_name, = struct.unpack_from("<I", data, pos)
-            if st_name and st_name < len(strtab):
-                end = strtab.find(b"\0", st_name)
-                names.add(strtab[st_name : end if end >= 0 else None].decode(errors="replace"))
-    return names
-
-
 class OpenMPNvptxTarget(OpenMPTarget):
     image_kind = "cubin"
     image_argv_reads_objects = True  # prepare_image reads the cubins' names
@@ -371,8 +343,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         target variables, indirect functions' pointer cells). This is also the step after a
         -foffload-lto CU's llvm-lto2: ptxas (after_compile_argv)."""
         from ... import run as runner
+        from ...formats.cubin import cubin_symbols
         from ...model import Offer
-        from ..offlink.cuda import cubin_symbols
 
         for argv in self.after_compile_argv(cu, obj_path):
             runner.run(argv, f"assembling {cu.label}'s PTX for target {self.name}")
@@ -393,6 +365,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         """The device runtime's part these cubins call, compiled (or taken from the cache)
         into `runtime_cubin` in the work folder."""
         import hashlib
+
+        from ...formats.cubin import cubin_names
 
         check_entries(self.name, self.arch, compiled)
 
@@ -510,6 +484,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
         return []
 
     def exports(self, image, path):
-        from ..offlink.cuda import cubin_symbols
+        from ...formats.cubin import cubin_symbols
 
         return set(cubin_symbols(image, path))
