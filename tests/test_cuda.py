@@ -359,8 +359,29 @@ def test_fake_driver_runs_the_device_path(built):
     assert log[:3] == ["cuInit 0", "cuDevicePrimaryCtxRetain 0", "cuLibraryLoadData cubin sm_80"]
     assert {"cuLibraryGetKernel saxpy", "cuLibraryGetKernel sum", "cuLibraryGetGlobal x",
             "cuLibraryGetGlobal y", "cuLibraryGetGlobal total"} <= set(log)
+    # Copies and launches go on the thread's own stream and wait for it alone (not the
+    # context: other threads' kernels run on).
+    assert log.count("cuStreamCreate flags 1: s1") == 1 and "cuCtxSynchronize" not in log
+    assert log.count("cuMemcpyHtoDAsync 4000 s1") == 2
+    assert log.count("cuMemcpyDtoHAsync 4000 s1") == 1
+    assert "cuLaunchKernel saxpy grid 8x1x1 block 128x1x1 shared 0 stream s1" in log
+    assert log.count("cuStreamSynchronize s1") == 2 + 3 + 2  # updates, launches
+
+
+@needs_nvcc
+def test_sync_launch_is_the_null_stream_and_the_context(built):
+    """OFFLINK_CUDA_SYNC_LAUNCH=1 is the old way (kept to measure against): the legacy
+    stream, cuCtxSynchronize after each launch, synchronous copies. OFFLINK_CUDA_INFO=1 says
+    which kernels ran on the GPU."""
+    done = _run_fake(built, "fake-cubin", OFFLINK_CUDA_SYNC_LAUNCH="1", OFFLINK_CUDA_INFO="1")
+    assert done.stdout == (SAMPLE / "expected.txt").read_text()
+    log = done.log.splitlines()
+    assert "cuStreamCreate" not in done.log and log.count("cuCtxSynchronize") == 2
     assert log.count("cuMemcpyHtoD 4000") == 2 and log.count("cuMemcpyDtoH 4000") == 1
-    assert "cuLaunchKernel saxpy grid 8x1x1 block 128x1x1 shared 0" in log
+    assert "cuLaunchKernel sum grid 8x1x1 block 128x1x1 shared 0 stream NULL" in log
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("offlink:")] == [
+        f"offlink: cuda: kernel '{k}' ran on GPU 0 (sm_80), grid 8 x block 128, NULL stream"
+        for k in ("saxpy", "sum")]
 
 
 @needs_nvcc

@@ -7,6 +7,9 @@
  * by name.  cuLink* "JIT-links" PTX by reading `.entry` and `.global` lines.  cuLaunchKernel
  * runs `fake_launch_<kernel>(void **params, unsigned grid, unsigned block)` when the program
  * defines one (exported: link it with -rdynamic), so a test can check what a kernel got.
+ * Streams are handles only (work runs when it is queued); the log names each ("s1", or NULL
+ * for the legacy stream), so a test sees which stream a launch or copy went on and what was
+ * waited for.  The context stack is per thread, as the driver's is.
  *
  * Environment:
  *   FAKE_CUDA_DEVICES=N       devices (default 1; 0: cuInit says CUDA_ERROR_NO_DEVICE)
@@ -59,8 +62,12 @@ struct lib {
 
 static struct lib *libs[MAX_LIBS];
 static int initialised;
-static int ctx_depth; /* pushes minus pops: what is current */
-static int fake_ctx;  /* the primary context's address is the handle */
+static _Thread_local int ctx_depth; /* pushes minus pops: what is current */
+static int fake_ctx;                /* the primary context's address is the handle */
+
+#define MAX_STREAMS 256
+static int streams[MAX_STREAMS + 1]; /* streams[i]: 1 while stream "s<i>" exists */
+static int last_stream;
 
 static void logf_(const char *fmt, ...) {
   const char *path = getenv("FAKE_CUDA_LOG");
@@ -342,7 +349,54 @@ static CUresult cuCtxPopCurrent(void **ctx) {
   return OK;
 }
 
-static CUresult cuCtxSynchronize(void) { return ctx_depth > 0 ? OK : INVALID_CONTEXT; }
+static CUresult cuCtxSynchronize(void) {
+  logf_("cuCtxSynchronize");
+  return ctx_depth > 0 ? OK : INVALID_CONTEXT;
+}
+
+/* A stream handle is its number: 1..MAX_STREAMS. */
+static int stream_id(void *stream) { return (int)(uintptr_t)stream; }
+
+static const char *stream_name(void *stream, char *buf, size_t size) {
+  if (!stream)
+    return "NULL";
+  snprintf(buf, size, "s%d", stream_id(stream));
+  return buf;
+}
+
+/* A live stream, or the legacy NULL stream. */
+static int stream_ok(void *stream) {
+  int id = stream_id(stream);
+  return !stream || (id > 0 && id <= MAX_STREAMS && __atomic_load_n(&streams[id], __ATOMIC_ACQUIRE));
+}
+
+static CUresult cuStreamCreate(void **stream, unsigned flags) {
+  if (ctx_depth <= 0)
+    return INVALID_CONTEXT;
+  int id = __atomic_add_fetch(&last_stream, 1, __ATOMIC_RELAXED);
+  if (id > MAX_STREAMS)
+    return INVALID_VALUE;
+  __atomic_store_n(&streams[id], 1, __ATOMIC_RELEASE);
+  *stream = (void *)(uintptr_t)id;
+  logf_("cuStreamCreate flags %u: s%d", flags, id);
+  return OK;
+}
+
+static CUresult cuStreamDestroy(void *stream) {
+  if (!stream || !stream_ok(stream))
+    return INVALID_HANDLE;
+  __atomic_store_n(&streams[stream_id(stream)], 0, __ATOMIC_RELEASE);
+  logf_("cuStreamDestroy s%d", stream_id(stream));
+  return OK;
+}
+
+static CUresult cuStreamSynchronize(void *stream) {
+  char buf[16];
+  logf_("cuStreamSynchronize %s", stream_name(stream, buf, sizeof buf));
+  if (ctx_depth <= 0 && !stream)
+    return INVALID_CONTEXT;
+  return stream_ok(stream) ? OK : INVALID_HANDLE;
+}
 
 static CUresult cuLibraryLoadData(struct lib **lib, const void *code, void *o, void **ov,
                                   unsigned no, void *lo, void **lov, unsigned nlo) {
@@ -429,18 +483,37 @@ static CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
   return OK;
 }
 
+static CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, void *stream) {
+  char buf[16];
+  logf_("cuMemcpyHtoDAsync %zu %s", n, stream_name(stream, buf, sizeof buf));
+  if (ctx_depth <= 0 || !device_range(dst, n) || !stream_ok(stream))
+    return ctx_depth <= 0 ? INVALID_CONTEXT : stream_ok(stream) ? INVALID_VALUE : INVALID_HANDLE;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return OK;
+}
+
+static CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, void *stream) {
+  char buf[16];
+  logf_("cuMemcpyDtoHAsync %zu %s", n, stream_name(stream, buf, sizeof buf));
+  if (ctx_depth <= 0 || !device_range(src, n) || !stream_ok(stream))
+    return ctx_depth <= 0 ? INVALID_CONTEXT : stream_ok(stream) ? INVALID_VALUE : INVALID_HANDLE;
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return OK;
+}
+
 typedef void (*emulation)(void **params, unsigned grid, unsigned block);
 
 static CUresult cuLaunchKernel(struct sym *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shared, void *stream,
                                void **params, void **extra) {
-  (void)stream, (void)extra;
+  (void)extra;
   if (ctx_depth <= 0)
     return INVALID_CONTEXT;
-  if (!f || !f->kernel)
+  if (!f || !f->kernel || !stream_ok(stream))
     return INVALID_HANDLE;
-  logf_("cuLaunchKernel %s grid %ux%ux%u block %ux%ux%u shared %u", f->name, gx, gy, gz, bx, by,
-        bz, shared);
+  char buf[16];
+  logf_("cuLaunchKernel %s grid %ux%ux%u block %ux%ux%u shared %u stream %s", f->name, gx, gy,
+        gz, bx, by, bz, shared, stream_name(stream, buf, sizeof buf));
   char name[160];
   snprintf(name, sizeof name, "fake_launch_%s", f->name);
   emulation run = (emulation)dlsym(RTLD_DEFAULT, name);
@@ -525,6 +598,11 @@ static const struct {
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH, 0},
     {"cuLaunchKernel", (void *)cuLaunchKernel, 0},
+    {"cuStreamCreate", (void *)cuStreamCreate, 0},
+    {"cuStreamDestroy", (void *)cuStreamDestroy, 0},
+    {"cuStreamSynchronize", (void *)cuStreamSynchronize, 0},
+    {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync, 0},
+    {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync, 0},
     {"cuLinkCreate", (void *)cuLinkCreate, 0},
     {"cuLinkAddData", (void *)cuLinkAddData, 0},
     {"cuLinkComplete", (void *)cuLinkComplete, 0},
