@@ -349,6 +349,14 @@ static CUresult cuCtxPopCurrent(void **ctx) {
   return OK;
 }
 
+/* What tests/gpu/timing.c's driver-API twin uses instead of a push: the context stays. */
+static CUresult cuCtxSetCurrent(void *ctx) {
+  if (ctx && ctx != &fake_ctx)
+    return INVALID_CONTEXT;
+  ctx_depth = ctx ? 1 : 0;
+  return OK;
+}
+
 static CUresult cuCtxSynchronize(void) {
   logf_("cuCtxSynchronize");
   return ctx_depth > 0 ? OK : INVALID_CONTEXT;
@@ -585,6 +593,7 @@ static const struct {
     {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease, 0},
     {"cuCtxPushCurrent", (void *)cuCtxPushCurrent, 0},
     {"cuCtxPopCurrent", (void *)cuCtxPopCurrent, 0},
+    {"cuCtxSetCurrent", (void *)cuCtxSetCurrent, 0},
     {"cuCtxSynchronize", (void *)cuCtxSynchronize, 0},
     {"cuLibraryLoadData", (void *)cuLibraryLoadData, 1},
     {"cuLibraryGetKernel", (void *)cuLibraryGetKernel, 1},
