@@ -63,7 +63,7 @@ fi
 libcuda() { # the driver's libcuda.so.1, as the dynamic loader would find it
   local p
   p=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" && /x86-64/ { print $NF; exit }')
-  for d in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64 \
+  for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }} /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64 \
     /usr/local/nvidia/lib /usr/lib/wsl/lib; do
     [ -n "$p" ] && break
     [ -e "$d/libcuda.so.1" ] && p=$d/libcuda.so.1
