@@ -8,11 +8,15 @@
  * with no cubin for the GPU but with PTX has its CUs' relocatable PTX JIT-linked (cuLink*).
  *
  * translate gives the CUkernel (CUfunction with the module API) of a kernel and the device
- * address of a variable.  Launches and updates go on a stream of the calling thread's own
- * (CU_STREAM_NON_BLOCKING, made on its first use for each image, destroyed when the thread
- * exits or the image is unloaded) and wait for that stream alone, since offlink.h says both
- * are done on return: threads launching at once run their kernels side by side instead of
- * each waiting for every other's (a cuCtxSynchronize on the NULL stream did that).
+ * address of a variable.  Launches and updates go on the calling thread's own stream, the
+ * driver's per-thread default stream (CU_STREAM_PER_THREAD), and wait for that stream alone,
+ * since offlink.h says both are done on return: threads launching at once run their kernels
+ * side by side instead of each waiting for every other's (a cuCtxSynchronize on the NULL
+ * stream did that).  Streams of our own making (cuStreamCreate) would need destroying when
+ * their thread exits, from a pthread key destructor, which must not outlive a dlclose()d
+ * library holding this runtime; the driver's per-thread stream lives and dies with its thread
+ * and context.  It waits for work on the legacy NULL stream (other code's, never offlink's),
+ * as every launch did before.
  *
  * Environment (read once, ignored in secure-execution programs: ofl_getenv): OFFLINK_LIBCUDA
  * (the driver library to open instead of libcuda.so.1: tests, unusual installs),
@@ -50,7 +54,6 @@ typedef int CUlibraryOption;
 
 enum {
   CUDA_SUCCESS = 0,
-  CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
   CUDA_ERROR_NOT_FOUND = 500,
@@ -59,12 +62,14 @@ enum {
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
   CU_JIT_INPUT_PTX = 1,
-  CU_STREAM_NON_BLOCKING = 1,
 };
+
+/* The per-thread default stream, a handle every driver API call that takes a stream knows. */
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
 
 /* The entry points and the CUDA version whose ABI we call them with (cuGetProcAddress gives
  * the newest one at or below it: _v2 of cuMemcpyHtoD(Async), cuModuleGetGlobal, cuCtxPushCurrent,
- * cuDevicePrimaryCtxRelease, cuStreamDestroy, cuLinkCreate and cuLinkAddData). */
+ * cuDevicePrimaryCtxRelease, cuLinkCreate and cuLinkAddData). */
 #define API_VERSION 12000
 
 struct driver {
@@ -92,8 +97,6 @@ struct driver {
   CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, CUstream, void **, void **);
-  CUresult (*StreamCreate)(CUstream *, unsigned);
-  CUresult (*StreamDestroy)(CUstream);
   CUresult (*StreamSynchronize)(CUstream);
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
   CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
@@ -176,8 +179,6 @@ static void driver_open(void) {
       {"cuMemcpyHtoD", (void **)&drv.MemcpyHtoD, 1},
       {"cuMemcpyDtoH", (void **)&drv.MemcpyDtoH, 1},
       {"cuLaunchKernel", (void **)&drv.LaunchKernel, 1},
-      {"cuStreamCreate", (void **)&drv.StreamCreate, 1},
-      {"cuStreamDestroy", (void **)&drv.StreamDestroy, 1},
       {"cuStreamSynchronize", (void **)&drv.StreamSynchronize, 1},
       {"cuMemcpyHtoDAsync", (void **)&drv.MemcpyHtoDAsync, 1},
       {"cuMemcpyDtoHAsync", (void **)&drv.MemcpyDtoHAsync, 1},
@@ -267,7 +268,6 @@ static int fatbin_next(const unsigned char *img, uint64_t *pos, uint64_t end, st
 /* ---- one loaded image ------------------------------------------------------------------ */
 
 struct cuda_image {
-  uint64_t serial; /* never reused: what the threads' streams are kept by */
   CUdevice dev;
   int ordinal;
   unsigned cc; /* compute capability, e.g. 90 */
@@ -384,124 +384,11 @@ static int pick_code(const ofl_target *tg, unsigned cc, const void **code, void 
   return 0;
 }
 
-/* ---- each thread's streams -------------------------------------------------------------
- * A thread gets one stream per image on its first launch or copy.  Every thread's list is
- * reachable from all_threads, so unloading an image destroys its streams in all of them;
- * a thread's exit destroys its own (those of images still loaded: unloading cleared the
- * others).  The lock guards every list; a launch takes it for a few loads only. */
-
-struct thread_stream {
-  uint64_t image; /* the image's serial; 0: a free slot */
-  CUstream stream;
-};
-
-struct thread_streams {
-  struct thread_streams *next, *prev;
-  size_t n;
-  struct thread_stream *slots;
-};
-
-static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct thread_streams *all_threads;
-static pthread_key_t streams_key;
-static pthread_once_t streams_once = PTHREAD_ONCE_INIT;
-static uint64_t last_serial;
-
-static void thread_exit(void *v) {
-  struct thread_streams *ts = v;
-  pthread_mutex_lock(&streams_lock);
-  for (size_t i = 0; i < ts->n; i++)
-    if (ts->slots[i].image)
-      drv.StreamDestroy(ts->slots[i].stream); /* a stream needs no current context to go */
-  if (ts->prev)
-    ts->prev->next = ts->next;
-  else
-    all_threads = ts->next;
-  if (ts->next)
-    ts->next->prev = ts->prev;
-  pthread_mutex_unlock(&streams_lock);
-  free(ts->slots);
-  free(ts);
-}
-
-static void make_streams_key(void) {
-  if (pthread_key_create(&streams_key, thread_exit) != 0)
-    streams_key = (pthread_key_t)-1;
-}
-
-/* The calling thread's stream for img, made now if it has none; img's context is current.
- * NULL (the legacy stream) under OFFLINK_CUDA_SYNC_LAUNCH. */
-static CUresult thread_stream(struct cuda_image *img, CUstream *out) {
-  *out = NULL;
-  if (drv.sync_launch)
-    return CUDA_SUCCESS;
-  pthread_once(&streams_once, make_streams_key);
-  if (streams_key == (pthread_key_t)-1)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  struct thread_streams *ts = pthread_getspecific(streams_key);
-  pthread_mutex_lock(&streams_lock);
-  for (size_t i = 0; ts && i < ts->n; i++)
-    if (ts->slots[i].image == img->serial)
-      *out = ts->slots[i].stream;
-  pthread_mutex_unlock(&streams_lock);
-  if (*out)
-    return CUDA_SUCCESS;
-  CUstream s;
-  CUresult r = drv.StreamCreate(&s, CU_STREAM_NON_BLOCKING);
-  if (r != CUDA_SUCCESS)
-    return r;
-  pthread_mutex_lock(&streams_lock);
-  if (!ts && (ts = calloc(1, sizeof *ts)) != NULL) {
-    if (pthread_setspecific(streams_key, ts) != 0) {
-      free(ts);
-      ts = NULL;
-    } else {
-      ts->next = all_threads;
-      if (all_threads)
-        all_threads->prev = ts;
-      all_threads = ts;
-    }
-  }
-  struct thread_stream *slot = NULL;
-  for (size_t i = 0; ts && i < ts->n && !slot; i++)
-    if (!ts->slots[i].image)
-      slot = &ts->slots[i];
-  if (ts && !slot) {
-    struct thread_stream *grown = realloc(ts->slots, (ts->n + 4) * sizeof *grown);
-    if (grown) {
-      memset(grown + ts->n, 0, 4 * sizeof *grown);
-      ts->slots = grown;
-      slot = &grown[ts->n];
-      ts->n += 4;
-    }
-  }
-  if (slot) {
-    slot->image = img->serial;
-    slot->stream = s;
-  }
-  pthread_mutex_unlock(&streams_lock);
-  if (!slot) {
-    drv.StreamDestroy(s);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  *out = s;
-  return CUDA_SUCCESS;
-}
-
-/* Destroy every thread's stream for img (it is being unloaded: no thread may use it now). */
-static void drop_streams(struct cuda_image *img) {
-  pthread_mutex_lock(&streams_lock);
-  for (struct thread_streams *ts = all_threads; ts; ts = ts->next)
-    for (size_t i = 0; i < ts->n; i++)
-      if (ts->slots[i].image == img->serial) {
-        drv.StreamDestroy(ts->slots[i].stream);
-        ts->slots[i].image = 0;
-      }
-  pthread_mutex_unlock(&streams_lock);
-}
+/* The stream this thread launches and copies on: its own, or the legacy NULL stream under
+ * OFFLINK_CUDA_SYNC_LAUNCH. */
+static CUstream thread_stream(void) { return drv.sync_launch ? NULL : CU_STREAM_PER_THREAD; }
 
 static void release(struct cuda_image *img) {
-  drop_streams(img);
   if (img->lib)
     drv.LibraryUnload(img->lib);
   if (img->mod && push(img, &(CUresult){0}) == 0) {
@@ -549,7 +436,6 @@ static int cuda_load(struct module *m, const ofl_target *tg) {
     return -1;
   }
   snprintf(img->target, sizeof img->target, "%s", tg->name);
-  img->serial = __atomic_add_fetch(&last_serial, 1, __ATOMIC_RELAXED);
   img->ordinal = ordinal;
   int major = 0, minor = 0;
   char why[1024] = "";
@@ -645,18 +531,15 @@ static int cuda_copy(struct module *m, CUdeviceptr device, void *host, size_t n,
   const char *call = "cuCtxPushCurrent";
   CUresult r;
   if (push(img, &r) == 0) {
-    CUstream s = NULL;
+    CUstream s;
     if (drv.sync_launch) {
       call = to_device ? "cuMemcpyHtoD" : "cuMemcpyDtoH";
       r = to_device ? drv.MemcpyHtoD(device, host, n) : drv.MemcpyDtoH(host, device, n);
     } else {
-      call = "cuStreamCreate";
-      r = thread_stream(img, &s);
-      if (r == CUDA_SUCCESS) {
-        call = to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
-        r = to_device ? drv.MemcpyHtoDAsync(device, host, n, s)
-                      : drv.MemcpyDtoHAsync(host, device, n, s);
-      }
+      s = thread_stream();
+      call = to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
+      r = to_device ? drv.MemcpyHtoDAsync(device, host, n, s)
+                    : drv.MemcpyDtoHAsync(host, device, n, s);
       if (r == CUDA_SUCCESS) {
         call = "cuStreamSynchronize";
         r = drv.StreamSynchronize(s);
@@ -696,11 +579,7 @@ static int cuda_launch(struct module *m, uintptr_t kernel, const char *name, uns
       call = "cuKernelGetFunction";
       r = drv.KernelGetFunction(&f, (CUkernel)kernel);
     }
-    CUstream s = NULL;
-    if (r == CUDA_SUCCESS) {
-      call = "cuStreamCreate";
-      r = thread_stream(img, &s);
-    }
+    CUstream s = thread_stream();
     if (r == CUDA_SUCCESS) {
       call = "cuLaunchKernel";
       r = drv.LaunchKernel(f, grid, 1, 1, block, 1, 1, (unsigned)shared_bytes, s, args, NULL);

@@ -7,9 +7,10 @@
  * by name.  cuLink* "JIT-links" PTX by reading `.entry` and `.global` lines.  cuLaunchKernel
  * runs `fake_launch_<kernel>(void **params, unsigned grid, unsigned block)` when the program
  * defines one (exported: link it with -rdynamic), so a test can check what a kernel got.
- * Streams are handles only (work runs when it is queued); the log names each ("s1", or NULL
- * for the legacy stream), so a test sees which stream a launch or copy went on and what was
- * waited for.  The context stack is per thread, as the driver's is.
+ * Work runs when it is queued, on any stream; the log names the stream each launch, copy and
+ * wait was on: NULL (the legacy stream) or pts<T>, the per-thread default stream
+ * (CU_STREAM_PER_THREAD) of the calling thread, T numbering the threads in the order they
+ * first used one.  The context stack is per thread, as the driver's is.
  *
  * Environment:
  *   FAKE_CUDA_DEVICES=N       devices (default 1; 0: cuInit says CUDA_ERROR_NO_DEVICE)
@@ -65,9 +66,8 @@ static int initialised;
 static _Thread_local int ctx_depth; /* pushes minus pops: what is current */
 static int fake_ctx;                /* the primary context's address is the handle */
 
-#define MAX_STREAMS 256
-static int streams[MAX_STREAMS + 1]; /* streams[i]: 1 while stream "s<i>" exists */
-static int last_stream;
+static int last_thread;                  /* threads that used their per-thread stream */
+static _Thread_local int thread_number; /* this one's, 0 until it does */
 
 static void logf_(const char *fmt, ...) {
   const char *path = getenv("FAKE_CUDA_LOG");
@@ -362,46 +362,26 @@ static CUresult cuCtxSynchronize(void) {
   return ctx_depth > 0 ? OK : INVALID_CONTEXT;
 }
 
-/* A stream handle is its number: 1..MAX_STREAMS. */
-static int stream_id(void *stream) { return (int)(uintptr_t)stream; }
+#define PER_THREAD ((void *)0x2) /* CU_STREAM_PER_THREAD */
+
+/* The legacy stream or this thread's per-thread stream; no other handle is valid here. */
+static int stream_ok(void *stream) { return !stream || stream == PER_THREAD; }
 
 static const char *stream_name(void *stream, char *buf, size_t size) {
   if (!stream)
     return "NULL";
-  snprintf(buf, size, "s%d", stream_id(stream));
+  if (stream != PER_THREAD)
+    return "INVALID";
+  if (!thread_number)
+    thread_number = __atomic_add_fetch(&last_thread, 1, __ATOMIC_RELAXED);
+  snprintf(buf, size, "pts%d", thread_number);
   return buf;
-}
-
-/* A live stream, or the legacy NULL stream. */
-static int stream_ok(void *stream) {
-  int id = stream_id(stream);
-  return !stream || (id > 0 && id <= MAX_STREAMS && __atomic_load_n(&streams[id], __ATOMIC_ACQUIRE));
-}
-
-static CUresult cuStreamCreate(void **stream, unsigned flags) {
-  if (ctx_depth <= 0)
-    return INVALID_CONTEXT;
-  int id = __atomic_add_fetch(&last_stream, 1, __ATOMIC_RELAXED);
-  if (id > MAX_STREAMS)
-    return INVALID_VALUE;
-  __atomic_store_n(&streams[id], 1, __ATOMIC_RELEASE);
-  *stream = (void *)(uintptr_t)id;
-  logf_("cuStreamCreate flags %u: s%d", flags, id);
-  return OK;
-}
-
-static CUresult cuStreamDestroy(void *stream) {
-  if (!stream || !stream_ok(stream))
-    return INVALID_HANDLE;
-  __atomic_store_n(&streams[stream_id(stream)], 0, __ATOMIC_RELEASE);
-  logf_("cuStreamDestroy s%d", stream_id(stream));
-  return OK;
 }
 
 static CUresult cuStreamSynchronize(void *stream) {
   char buf[16];
   logf_("cuStreamSynchronize %s", stream_name(stream, buf, sizeof buf));
-  if (ctx_depth <= 0 && !stream)
+  if (ctx_depth <= 0)
     return INVALID_CONTEXT;
   return stream_ok(stream) ? OK : INVALID_HANDLE;
 }
@@ -456,6 +436,7 @@ static CUresult cuModuleGetGlobal(CUdeviceptr *p, size_t *bytes, struct lib *l,
 static CUresult unload(struct lib *l) {
   for (int i = 0; i < MAX_LIBS; i++)
     if (libs[i] == l) {
+      logf_("unload");
       libs[i] = NULL;
       for (int k = 0; k < l->n; k++)
         free(l->syms[k].mem);
@@ -607,8 +588,6 @@ static const struct {
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH, 0},
     {"cuLaunchKernel", (void *)cuLaunchKernel, 0},
-    {"cuStreamCreate", (void *)cuStreamCreate, 0},
-    {"cuStreamDestroy", (void *)cuStreamDestroy, 0},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize, 0},
     {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync, 0},
     {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync, 0},

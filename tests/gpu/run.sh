@@ -214,7 +214,8 @@ LAUNCHES=${GPU_CHECK_LAUNCHES:-20}
 ROUNDS=${GPU_CHECK_ROUNDS:-100000}
 say "Threads launching at once: each thread launches busy $LAUNCHES times (one block," \
   "$ROUNDS rounds), after one untimed launch; the wall time from all starting to all done," \
-  "three runs each. 'streams' is offlink now (a stream per thread, cuStreamSynchronize);" \
+  "three runs each. 'streams' is offlink now (each thread's own stream, CU_STREAM_PER_THREAD, and" \
+  "cuStreamSynchronize of it);" \
   "'sync' is OFFLINK_CUDA_SYNC_LAUNCH=1 (the NULL stream and cuCtxSynchronize, as before)." "" \
   "| threads | rounds | way | ms (3 runs) |" "| --- | --- | --- | --- |"
 for rounds in "$ROUNDS" 0; do
