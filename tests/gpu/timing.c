@@ -160,7 +160,7 @@ static int launches, rounds_each, failed;
 static void *worker(void *arg) {
   const void *t = OFFLINK_TABLE;
   float *v = OFFLINK_TRANSLATE(t, lanes) + (size_t)arg * LANES;
-  /* One launch first, untimed: the thread's stream is made then. */
+  /* One launch first, untimed: the driver makes the thread's stream then. */
   int rc = OFFLINK_LAUNCH(t, busy, 1, LANES, LANES, 1, v);
   pthread_barrier_wait(&start);
   for (int i = 0; i < launches && rc == 0; i++)
