@@ -517,7 +517,8 @@ def test_threads_launching_from_a_library_that_goes_first(built, tmp_path):
     exits: nothing of the runtime is left to run at a thread's exit (no pthread key
     destructor in unmapped code), so the program ends normally."""
     (tmp_path / "entry.c").write_text(
-        '#include "saxpy.h"\nint launch(void) {\n  float *d = OFFLINK_TRANSLATE(OFFLINK_TABLE, y);\n'
+        '#include "saxpy.h"\nint launch(void) {\n'
+        '  float *d = OFFLINK_TRANSLATE(OFFLINK_TABLE, y);\n'
         '  return OFFLINK_LAUNCH(OFFLINK_TABLE, saxpy, 1, 32, 10, 1.0f, (const float *)d, d);\n}\n')
     (tmp_path / "main.c").write_text(UNLOAD_MAIN)
     cflags = run([built.offlink, "config", "--cflags"]).stdout.split()

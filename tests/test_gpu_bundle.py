@@ -159,7 +159,8 @@ def test_sync_launch_threads_use_the_null_stream(bundle, fake):
 
 def test_timing_first_and_direct_report_their_figures(bundle, fake):
     out, _ = _timing(bundle, fake, "first")
-    assert re.fullmatch(r"offlink target: nvptx64-nvidia-cuda\nofflink first translate: [0-9.]+ ms\n"
+    assert re.fullmatch(r"offlink target: nvptx64-nvidia-cuda\n"
+                        r"offlink first translate: [0-9.]+ ms\n"
                         r"offlink first launch: [0-9.]+ ms\n"
                         r"offlink next launch \(median of 101\): [0-9.]+ us\n", out)
     # The driver-API twin loads the same image (the fake finds the sm_90 cubin in it).
