@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build, here, everything the GPU check needs into one folder: `tests/gpu/bundle.sh [OUTDIR]`
 # (default .gpu-bundle/ in the checkout; git ignores it).  Then on a machine with the GPU,
-# the NVIDIA driver and nothing else of ours: `OUTDIR/run.sh` (tests/gpu/run.sh).
+# the NVIDIA driver and nothing else of ours: `OUTDIR/run.sh` (tests/gpu/run.sh); through the
+# device tool, from the checkout: run(command="tests/gpu/run.sh .gpu-bundle", carry=[".gpu-bundle"]).
 #
 # Inside (MANIFEST.txt lists every file and its size; the whole stays under 60 MiB):
 #   cuda/    samples/cuda_saxpy linked by offlink for sm_90 + compute_90 PTX (saxpy), PTX alone
@@ -176,6 +177,8 @@ chmod +x "$OUT/run.sh"
   echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
   echo "gcc: $(gcc --version | head -n 1)"
   echo "clang-19: $(clang-19 --version | head -n 1)"
+  echo "libraries: $(dpkg-query -W -f '${Package} ${Version}, ' libgomp1 libgomp-plugin-nvptx1 \
+    libomp5-19 libllvm19 2>/dev/null)"
   echo "glibc needed (highest GLIBC_ version any file names): $(
     find "$OUT" -type f ! -name '*.xz' ! -name '*.txt' -exec objdump -T {} + 2>/dev/null |
       grep -o 'GLIBC_2\.[0-9]*' | sort -t. -k2 -n | tail -n 1)"

@@ -60,6 +60,10 @@ else
   exit 2
 fi
 
+# A copy that lost its modes (carried as plain files) still runs: every program and library.
+find "$B/cuda" "$B/gcc" "$B/clang19" -type f ! -perm -u+x ! -name '*.image' ! -name '*.xz' \
+  -exec chmod u+x {} + 2>/dev/null
+
 libcuda() { # the driver's libcuda.so.1, as the dynamic loader would find it
   local p
   p=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" && /x86-64/ { print $NF; exit }')
