@@ -178,7 +178,7 @@ chmod +x "$OUT/run.sh"
   echo "gcc: $(gcc --version | head -n 1)"
   echo "clang-19: $(clang-19 --version | head -n 1)"
   echo "libraries: $(dpkg-query -W -f '${Package} ${Version}, ' libgomp1 libgomp-plugin-nvptx1 \
-    libomp5-19 libllvm19 2>/dev/null)"
+    libomp5-19 libllvm19 2>/dev/null | sed 's/, $//')"
   echo "glibc needed (highest GLIBC_ version any file names): $(
     find "$OUT" -type f ! -name '*.xz' ! -name '*.txt' -exec objdump -T {} + 2>/dev/null |
       grep -o 'GLIBC_2\.[0-9]*' | sort -t. -k2 -n | tail -n 1)"

@@ -125,7 +125,7 @@ kernels() {
   local f=$WORK/$2.err
   case $1 in
   cuda) sed -n "s/^offlink: cuda: kernel '\([^']*\)' ran on GPU.*/\1/p" "$f" ;;
-  gomp) sed -n 's/.*GOMP_OFFLOAD_run: kernel \([^:]*\): launch.*/\1/p' "$f" ;;
+  gomp) sed -n 's/.*: kernel \([^ :]*\): launch \[.*/\1/p' "$f" ;; # GOMP_OFFLOAD_run's
   omptarget) sed -n 's/.*Launching kernel \([^ ]*\) with.*/\1/p' "$f" ;;
   esac | sort | uniq -c | awk '{ print $1, $2 }'
 }
