@@ -18,7 +18,8 @@ from conftest import ROOT, need_tool, run
 
 GPU = ROOT / "tests" / "gpu"
 LIMIT = 60 * 1024 * 1024
-TOOLS = {"nvcc (CUDA 13 at /usr/local/cuda)": "/usr/local/cuda/bin/nvcc",
+CUDA_HOME = os.environ.get("CUDA_HOME") or "/usr/local/cuda"  # .ci/run's, else the usual
+TOOLS = {f"nvcc (CUDA 13 at CUDA_HOME, {CUDA_HOME})": f"{CUDA_HOME}/bin/nvcc",
          "gcc-12-offload-nvptx": "x86_64-linux-gnu-accel-nvptx-none-gcc-12",
          "clang-19": "clang-19", "clang-tools-19": "clang-offload-packager-19", "xz": "xz"}
 NO_GPU = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ""}  # no nvidia-smi, no libcuda
@@ -32,7 +33,8 @@ def bundle(offlink, tmp_path_factory) -> Path:
     need_tool(Path("/usr/lib/llvm-19/lib/libomptarget-nvptx-sm_90.bc").exists(),
               "libomp-19-dev is needed to build the GPU bundle")
     out = tmp_path_factory.mktemp("gpu") / "bundle"
-    done = run([GPU / "bundle.sh", out], env={**os.environ, "OFFLINK": offlink})
+    done = run([GPU / "bundle.sh", out],
+               env={**os.environ, "OFFLINK": offlink, "CUDA_HOME": CUDA_HOME})
     assert done.stdout.strip().splitlines()[-1].startswith(f"bundle: {out} (")
     return out
 
