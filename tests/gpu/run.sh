@@ -114,8 +114,11 @@ run_prog() {
   local id=$1 s e
   shift
   s=$(date +%s.%N)
-  timeout "$STEP_TIMEOUT" env "$@" >"$WORK/$id.out" 2>"$WORK/$id.err"
-  echo $? >"$WORK/$id.rc"
+  # A subshell, so that its note of a crash ("Segmentation fault") lands in the run's stderr.
+  (
+    timeout "$STEP_TIMEOUT" env "$@"
+    echo $? >"$WORK/$id.rc"
+  ) >"$WORK/$id.out" 2>"$WORK/$id.err"
   e=$(date +%s.%N)
   awk -v s="$s" -v e="$e" 'BEGIN { printf "%.2f\n", e - s }' >"$WORK/$id.secs"
 }
@@ -222,6 +225,7 @@ say "Threads launching at once: each thread launches busy $LAUNCHES times (one b
   "cuStreamSynchronize of it);" \
   "'sync' is OFFLINK_CUDA_SYNC_LAUNCH=1 (the NULL stream and cuCtxSynchronize, as before)." "" \
   "| threads | rounds | way | ms (3 runs) |" "| --- | --- | --- | --- |"
+TFAILED=()
 for rounds in "$ROUNDS" 0; do
   for n in 1 8; do
     for way in streams sync; do
@@ -235,7 +239,7 @@ for rounds in "$ROUNDS" 0; do
           ms+=("$(sed -n 's/.*: \([0-9.]*\) ms, counts ok/\1/p' "$WORK/$id.out")")
         else
           ms+=(FAILED)
-          fail "$id: $(cat "$WORK/$id.out" "$WORK/$id.err" | tail -n 2 | tr '\n' ' ')"
+          TFAILED+=("$id: $(cat "$WORK/$id.out" "$WORK/$id.err" | tail -n 2 | tr '\n' ' ')")
         fi
       done
       say "| $n | $rounds | $way | ${ms[*]} |"
@@ -243,6 +247,7 @@ for rounds in "$ROUNDS" 0; do
   done
 done
 say ""
+for f in "${TFAILED[@]}"; do fail "$f"; done
 
 # ---- summary ----------------------------------------------------------------------------------
 SUMMARY=$WORK/summary
