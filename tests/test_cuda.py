@@ -24,7 +24,8 @@ import pytest
 from conftest import ROOT, copy_sample, need_tool, needs_tool, run
 
 from offlink.errors import FormatError, LinkError, ToolError, UsageError
-from offlink.targets import cuda, default_targets, resolve
+from offlink.toolchains import default_targets, resolve
+from offlink.toolchains.offlink import cuda
 
 CUDA = "nvptx64-nvidia-cuda"
 FAKE_SRC = ROOT / "tests" / "cuda"

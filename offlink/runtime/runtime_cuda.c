@@ -219,7 +219,7 @@ static void driver_open(void) {
   /* The handle stays open for the life of the process: images and contexts depend on it. */
 }
 
-/* ---- the fatbin container (as fatbinary writes it; offlink/targets/cuda.py reads it too) -- */
+/* ---- the fatbin container (as fatbinary writes it; offlink/toolchains/offlink/cuda.py reads it too) -- */
 
 #define FATBIN_MAGIC 0xBA55ED50u
 #define FATBIN_PTX 1
