@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (record
 if TYPE_CHECKING:
     from ..plugins import Target
 
+
 class LinkOptions:
     """What `offlink link`'s own options ask for (a plain class: importing dataclasses costs
     a relink more than the class saves)."""
