@@ -326,7 +326,7 @@ def test_clangs_rpath_takes_a_folder():
 
 def _cuda_home() -> str:
     from offlink.errors import ToolError
-    from offlink.toolchains.llvm.openmp_nvptx import cuda_home
+    from offlink.toolchains.cuda_toolkit import cuda_home
 
     try:
         return cuda_home()
@@ -445,13 +445,13 @@ def test_host_link_drops_mllvm_with_its_value():
     """The pair goes whole (`-mllvm -o` is no output), `-mllvm=X` too; a word that is another
     option's value is not asked on its own (`-Xarch_device -mllvm` keeps both, as clang's link
     would ignore them both)."""
-    from offlink.link.pipeline import _drop_words
+    from offlink.link.host import drop_words
     from offlink.toolchains.llvm.openmp import OpenMPTarget, llvm_options
 
     t = OpenMPTarget(f"openmp-{TRIPLE}")
     line = [CLANG, *OFFLOAD, "a.o", "-mllvm", "-o", "-mllvm=-x=1", "-Xarch_device", "-mllvm",
             "-Werror", "-o", "app"]
-    assert _drop_words(line, [t]) == [CLANG, "-fopenmp", "a.o", "-Xarch_device", "-mllvm",
+    assert drop_words(line, [t]) == [CLANG, "-fopenmp", "a.o", "-Xarch_device", "-mllvm",
                                       "-Werror", "-o", "app"]
     assert llvm_options(line[1:]) == ["-o", "-x=1"]
 
@@ -460,14 +460,14 @@ def test_host_link_drops_words_in_response_files(tmp_path):
     """An @file holding words the host link goes without is expanded, less those words (it
     was passed as written: clang's own offload link, or an unused -mllvm, in the host link);
     one that keeps all of its words is passed as written."""
-    from offlink.link.pipeline import _drop_words
+    from offlink.link.host import drop_words
     from offlink.toolchains.llvm.openmp import OpenMPTarget
 
     (tmp_path / "drops").write_text(f"-fopenmp-targets={TRIPLE} -mllvm\n-x=1 -Werror\n")
     (tmp_path / "keeps").write_text("-lm -Xarch_device -mllvm\n")
     drops, keeps = f"@{tmp_path / 'drops'}", f"@{tmp_path / 'keeps'}"
     t = OpenMPTarget(f"openmp-{TRIPLE}")
-    assert _drop_words([CLANG, "-fopenmp", drops, keeps, "a.o", "-o", "app"], [t]) == \
+    assert drop_words([CLANG, "-fopenmp", drops, keeps, "a.o", "-o", "app"], [t]) == \
         [CLANG, "-fopenmp", "-Werror", keeps, "a.o", "-o", "app"]
 
 
@@ -594,8 +594,8 @@ def test_nvptx_rows_are_the_entries_clang_registers(offlink, nvptx):
     """The registration's entries are clang's (names, sizes, flags: llvm-objdump shows the
     image clang embeds; offlink's is in .openmp_target), and the table holds them all, each
     defined by the image (kernels as CUDA entry points, variables with their size)."""
+    from offlink.formats.cubin import cubin_symbols
     from offlink.toolchains.llvm.dialect import linked_entries
-    from offlink.toolchains.offlink.cuda import cubin_symbols
 
     def entries(path):
         return sorted((e.name, e.size, e.flags) for _, e in linked_entries(ElfFile.open(path)))

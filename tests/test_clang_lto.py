@@ -213,7 +213,7 @@ def test_nvptx_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_
     `helper_only_here` internalized, `shared_fn` kept only while b.c calls it (then a.c is
     compiled again: its key changes), the runtime internalized but for its llvm.used globals;
     then ptxas -c. The image has clang's LTO link's kernels and rows."""
-    from offlink.toolchains.llvm.openmp_nvptx import cubin_names
+    from offlink.formats.cubin import cubin_names
 
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
     (tmp_path / "a.c").write_text(A_C)
@@ -309,7 +309,7 @@ def test_nvptx_a_runtime_call_from_another_cus_kernel_uses_the_images_one_runtim
     kernel), so every CU is compiled without the runtime and calls the image's one copy (the
     runtime's part, compiled once), as in clang's LTO link: no CU command has the runtime's
     bitcode, and the image defines `omp_get_thread_num` for `tid` to call."""
-    from offlink.toolchains.llvm.openmp_nvptx import cubin_names
+    from offlink.formats.cubin import cubin_names
 
     (tmp_path / "tid.c").write_text(TID_C)
     (tmp_path / "main.c").write_text(TID_MAIN_C)

@@ -24,7 +24,8 @@ import pytest
 from conftest import ROOT, copy_sample, need_tool, needs_tool, run
 
 from offlink.errors import FormatError, LinkError, ToolError, UsageError
-from offlink.toolchains import default_targets, resolve
+from offlink.formats import cubin, fatbin
+from offlink.toolchains import cuda_toolkit, default_targets, resolve
 from offlink.toolchains.offlink import cuda
 
 CUDA = "nvptx64-nvidia-cuda"
@@ -36,7 +37,7 @@ OFFERED = {"saxpy": "kernel", "sum": "kernel", "x": "variable", "y": "variable",
 
 def _toolkit():
     try:
-        return cuda.toolkit()
+        return cuda_toolkit.toolkit()
     except ToolError:
         return None
 
@@ -89,23 +90,23 @@ def _fatbin(*entries: tuple[int, int, bytes, int]) -> bytes:
         header = struct.pack("<HHIQ", kind, 0x101, 64, len(payload)) + bytes(12)
         header += struct.pack("<I", sm) + bytes(8) + struct.pack("<Q", flags) + bytes(16)
         body += header + payload
-    return struct.pack("<IHHQ", cuda.FATBIN_MAGIC, 1, 16, len(body)) + body
+    return struct.pack("<IHHQ", fatbin.FATBIN_MAGIC, 1, 16, len(body)) + body
 
 
 def test_fatbin_reader_checks_every_offset():
     ptx = b".version 9.0\n.visible .entry k(\n.visible .global .align 4 .b8 buf[12];\n\0\0"
     good = _fatbin((1, 90, ptx, 0))
-    [entry] = cuda.fatbin_entries(good, "t")
+    [entry] = fatbin.fatbin_entries(good, "t")
     assert (entry.kind, entry.sm) == (1, 90) and entry.data.endswith(b"[12];\n")
     assert cuda.ptx_symbols(entry.data) == {
-        "k": cuda.DeviceSymbol("k", "function", 1, True),
-        "buf": cuda.DeviceSymbol("buf", "variable", 12, True)}
+        "k": cubin.DeviceSymbol("k", "function", 1, True),
+        "buf": cubin.DeviceSymbol("buf", "variable", 12, True)}
     for bad, why in [(good[:20], "truncated"), (b"\0" * 64, "not a fatbin"),
                      (good[:-1], "truncated"),
                      (good[:31] + b"\x7f" + good[32:], "corrupt fatbin entry"),
                      (_fatbin((1, 90, ptx, 0x8000)), "compressed")]:
         with pytest.raises(FormatError, match=why):
-            cuda.fatbin_entries(bad, "t")
+            fatbin.fatbin_entries(bad, "t")
 
 
 @needs_nvcc
@@ -115,10 +116,10 @@ def test_hidden_and_internal_device_symbols_are_not_offered(tmp_path):
     have them offered: the driver cannot find them by name."""
     (tmp_path / "v.cu").write_text("__device__ int hv[4], iv[4], dv[4];\n"
                                    'extern "C" __global__ void k(int *p) { p[0] = dv[0]; }\n')
-    cubin = tmp_path / "v.cubin"
-    run([_toolkit().nvcc, "-cubin", "-rdc=true", "-arch=sm_80", "v.cu", "-o", cubin.name],
+    path = tmp_path / "v.cubin"
+    run([_toolkit().nvcc, "-cubin", "-rdc=true", "-arch=sm_80", "v.cu", "-o", path.name],
         cwd=tmp_path)
-    data = bytearray(cubin.read_bytes())
+    data = bytearray(path.read_bytes())
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     for i in range(shnum):
@@ -133,8 +134,8 @@ def test_hidden_and_internal_device_symbols_are_not_offered(tmp_path):
             visibility = {b"hv": 2, b"iv": 3}.get(name)  # STV_HIDDEN, STV_INTERNAL
             if visibility is not None:
                 data[at + 5] = (data[at + 5] & ~3) | visibility
-    assert sorted(cuda.cubin_symbols(bytes(cubin.read_bytes()), "v")) == ["dv", "hv", "iv", "k"]
-    assert sorted(cuda.cubin_symbols(bytes(data), "v")) == ["dv", "k"]
+    assert sorted(cubin.cubin_symbols(bytes(path.read_bytes()), "v")) == ["dv", "hv", "iv", "k"]
+    assert sorted(cubin.cubin_symbols(bytes(data), "v")) == ["dv", "k"]
 
 
 def test_missing_toolkit_is_one_clear_error(offlink, tmp_path, monkeypatch):
@@ -151,7 +152,7 @@ def test_missing_toolkit_is_one_clear_error(offlink, tmp_path, monkeypatch):
     monkeypatch.setattr("offlink.run.which", lambda tool: None)
     with pytest.raises(ToolError, match="CUDA toolkit was not found.*set CUDA_HOME or "
                                         "OFFLINK_NVCC"):
-        cuda.toolkit()
+        cuda_toolkit.toolkit()
 
 
 def test_a_cu_preprocessed_for_a_newer_gpu_is_refused():
@@ -267,10 +268,10 @@ def test_fatbin_has_every_name_for_every_architecture(built, tmp_path):
     image = tmp_path / "image.fatbin"
     run([built.offlink, "extract", built.build / "fake-fatbin", "--target", CUDA, "--output",
          image])
-    entries = cuda.fatbin_entries(image.read_bytes(), str(image))
+    entries = fatbin.fatbin_entries(image.read_bytes(), str(image))
     assert sorted((e.kind, e.sm) for e in entries) == [(1, 80), (2, 80), (2, 90)]
     for e in entries:
-        if e.kind == cuda.FATBIN_ELF:
+        if e.kind == fatbin.FATBIN_ELF:
             cubin = tmp_path / f"sm_{e.sm}.cubin"
             cubin.write_bytes(e.data)
             assert _readelf_names(cubin) == OFFERED, f"sm_{e.sm}"
@@ -300,13 +301,13 @@ def test_narrowed_link_drops_kernels_the_offered_names_do_not_list(built, tmp_pa
     cubins = [image]
     if "," in archs:
         cubins = []
-        for e in cuda.fatbin_entries(image.read_bytes(), str(image)):
-            if e.kind == cuda.FATBIN_ELF:
+        for e in fatbin.fatbin_entries(image.read_bytes(), str(image)):
+            if e.kind == fatbin.FATBIN_ELF:
                 cubins.append(tmp_path / f"sm_{e.sm}.cubin")
                 cubins[-1].write_bytes(e.data)
         assert len(cubins) == 2
-    for cubin in cubins:
-        names = _readelf_names(cubin)
+    for path in cubins:
+        names = _readelf_names(path)
         assert names["saxpy"] == "kernel" and names["x"] == names["y"] == "variable"
         assert "sum" not in names
 

@@ -791,7 +791,7 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
                                                             monkeypatch, offlink):
     """Names go in the order of the linked host table: a registration written in another
     order is written again from the binary and the host link runs once more."""
-    from offlink.link import pipeline
+    from offlink.link import host, pipeline
     from offlink.toolchains.gcc import gomp as gomp_register
 
     made = gomp_register.Registration.for_link.__func__  # type: ignore[attr-defined]
@@ -802,9 +802,9 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
         return reg
 
     links = []
-    real_link = pipeline._host_link
+    real_link = host.run_host_link
     monkeypatch.setattr(gomp_register.Registration, "for_link", classmethod(reversed_order))
-    monkeypatch.setattr(pipeline, "_host_link", lambda argv: links.append(real_link(argv)))
+    monkeypatch.setattr(host, "run_host_link", lambda argv: links.append(real_link(argv)))
     monkeypatch.chdir(tmp_path)
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
     assert pipeline.link(["gcc", "-fopenmp", *objs, "-o", "prog"],

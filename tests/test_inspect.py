@@ -104,7 +104,7 @@ def test_nvptx_images_name_their_ptx_isa(offlink, gcc_built):
             "no CUDA toolkit (nvcc)")
 def test_cuda_archs_of_cubins_and_fatbins(tmp_path):
     from offlink.cli.inspect_cmd import image_archs
-    from offlink.toolchains.offlink.cuda import toolkit
+    from offlink.toolchains.cuda_toolkit import toolkit
 
     tools = toolkit()
     (tmp_path / "k.cu").write_text("__global__ void k(int *p) { *p = 1; }\n")

@@ -13,6 +13,8 @@
   (those under `if TYPE_CHECKING:` included; imports inside functions run late and are how a
   module reaches one above it), but for the annotation-only pairs in ANNOTATION_PAIRS;
 - `offlink/model.py`, the data types the parts share, sits below all of them.
+- ELF and fatbin bytes are parsed only by their readers (`offlink/elf.py`, `offlink/formats/`),
+  and CUDA's variables read only by its locator (`offlink/toolchains/cuda_toolkit.py`).
 
 Imports under `if TYPE_CHECKING:` only name types for annotations and never run, so they do not
 count for the parts' circles (they do for the stage rule: a stage that names a toolchain's
@@ -322,3 +324,51 @@ def test_every_offlink_variable_is_read_through_settings():
     assert sorted(asked - set(SETTINGS)) == []
     assert sorted(set(SETTINGS) - asked) == []
     assert all(kind and help_ for kind, _default, help_ in SETTINGS.values())
+
+
+# Byte formats read by hand: the ELF and fatbin magics, an ELF header's fields by offset, the
+# fatbin's header structs. Only their readers (formats/, elf.py) may hold these.
+HAND_PARSING = (r"\\x7fELF", r"0x[Bb][Aa]55[Ee][Dd]50", r"FATBIN_(?:HEADER|ENTRY)\.unpack",
+                r"\[16:18\]", r"\[4:6\]", r"\.unpack_from\([^)]*, 0x(?:28|30|3[Aa])\)")
+FORMAT_READERS = ("formats/", "elf.py")
+# The CUDA installation's variables: only the one locator reads them (settings.py declares
+# OFFLINK_NVCC*).
+CUDA_VARIABLES = r"[\"'](?:CUDA_HOME|CUDA_PATH|OFFLINK_NVCC\w*)[\"']"
+CUDA_LOCATOR = ("toolchains/cuda_toolkit.py", "settings.py")
+
+
+def hand_parsers(root: Path = PACKAGE) -> list[str]:
+    """Modules outside the format readers that parse ELF or fatbin bytes by hand, and modules
+    other than the CUDA locator that read CUDA's variables (a grep of each module's text)."""
+    import re
+
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        if not rel.startswith(FORMAT_READERS):
+            out += [f"{rel}: parses '{m}' by hand (elf.py, formats/ read it)"
+                    for p in HAND_PARSING for m in re.findall(p, text)]
+        if rel not in CUDA_LOCATOR:
+            out += [f"{rel}: reads {m} (toolchains/cuda_toolkit.py finds CUDA)"
+                    for m in re.findall(CUDA_VARIABLES, text)]
+    return out
+
+
+def test_bytes_are_parsed_by_their_readers_and_cuda_found_in_one_place():
+    assert hand_parsers() == []
+
+
+def test_the_reader_rule_sees_a_hand_parser(tmp_path):
+    (tmp_path / "formats").mkdir()
+    (tmp_path / "formats" / "fatbin.py").write_text("MAGIC = 0xBA55ED50\n")
+    (tmp_path / "elf.py").write_text('ELF_MAGIC = b"\\x7fELF"\n')
+    (tmp_path / "toolchains").mkdir()
+    (tmp_path / "toolchains" / "cuda_toolkit.py").write_text('os.environ.get("CUDA_HOME")\n')
+    (tmp_path / "inspect_cmd.py").write_text(
+        'ok = head[:4] == b"\\x7fELF" and int.from_bytes(head[16:18], "little")\n'
+        'home = os.environ["CUDA_PATH"]\n')
+    assert hand_parsers(tmp_path) == [
+        "inspect_cmd.py: parses '\\x7fELF' by hand (elf.py, formats/ read it)",
+        "inspect_cmd.py: parses '[16:18]' by hand (elf.py, formats/ read it)",
+        "inspect_cmd.py: reads \"CUDA_PATH\" (toolchains/cuda_toolkit.py finds CUDA)"]

@@ -7,7 +7,8 @@ import pytest
 from offlink.cc.plan import plan_compile
 from offlink.driver_args import words
 from offlink.errors import UsageError
-from offlink.link.plan import Input, host_link_argv, plan_link
+from offlink.link.host import host_link_argv
+from offlink.link.plan import Input, plan_link
 
 
 def test_plain_executable():

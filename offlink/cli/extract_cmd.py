@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from ..elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files
+from ..elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files, elf_type
 from ..errors import FormatError, UsageError
 
 # Image kinds (the table's, OffloadBinary's) and payload code kinds -> a file name suffix.
@@ -100,7 +100,7 @@ def _image_archs(kind: str, image: bytes, where: str) -> tuple[str, ...]:
     """The GPU architectures of a CUDA fatbin (sm_NN for code, compute_NN for PTX)."""
     if kind != "fatbin":
         return ()
-    from ..toolchains.offlink.cuda import FATBIN_ELF, fatbin_entries
+    from ..formats.fatbin import FATBIN_ELF, fatbin_entries
 
     return tuple(dict.fromkeys(f"{'sm' if e.kind == FATBIN_ELF else 'compute'}_{e.sm}"
                                for e in fatbin_entries(image, where)))
@@ -164,7 +164,7 @@ def _offload_binary_images(elf: ElfFile, section, path: str, member: str) -> lis
                                                            f"{section.name}"):
         suffix = SUFFIXES.get(img.image_kind, ".bin")
         if img.image_kind == "elf":
-            suffix = _ELF_SUFFIXES.get(int.from_bytes(img.image[16:18], "little"), ".elf")
+            suffix = _ELF_SUFFIXES.get(elf_type(img.image[:18]), ".elf")
         out.append(Image(path, member, f"{img.offload_kind}-{img.triple}", img.triple,
                          (img.arch,) if img.arch else (), suffix, img.image))
     return out

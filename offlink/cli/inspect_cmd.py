@@ -12,6 +12,7 @@ from ..elf import (
     STV_INTERNAL,
     ElfFile,
     elf_files,
+    first_load_vaddr,
 )
 from ..errors import FormatError, TableError, UsageError
 from ..formats.origins import SECTION as ORIGINS_SECTION
@@ -192,42 +193,18 @@ def image_archs(kind: str, image: bytes) -> list[str]:
     if kind == "cubin":
         return [a] if (a := _cubin_arch(image)) else []
     if kind == "fatbin":
-        return _fatbin_archs(image)
+        from ..formats.fatbin import fatbin_archs
+
+        return fatbin_archs(image)
     if kind in ("ptx", "nvptx-none"):  # PTX text (GCC's image: one per CU, NUL-separated)
         found = {m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)}
         return sorted(found, key=lambda a: (len(a), a))
     return []
 
 
-def _fatbin_archs(image: bytes) -> list[str]:
-    """From the entries' headers only: a compressed entry (fatbinary's default for PTX, made
-    by another tool) names its architecture as well as a plain one."""
-    from ..toolchains.offlink.cuda import (
-        FATBIN_ELF,
-        FATBIN_ENTRY,
-        FATBIN_HEADER,
-        FATBIN_PTX,
-        is_fatbin,
-    )
-
-    if len(image) < FATBIN_HEADER.size or not is_fatbin(image):
-        return []
-    _, _, header_size, size = FATBIN_HEADER.unpack_from(image)
-    end, pos = min(header_size + size, len(image)), header_size
-    found = set()
-    while header_size and pos + 64 <= end:
-        kind, _, entry_header, payload = FATBIN_ENTRY.unpack_from(image, pos)
-        if kind in (FATBIN_PTX, FATBIN_ELF):
-            found.add((kind == FATBIN_PTX, int.from_bytes(image[pos + 28:pos + 32], "little")))
-        if entry_header < 64:
-            break
-        pos += entry_header + payload
-    return [f"{'compute' if ptx else 'sm'}_{sm}" for ptx, sm in sorted(found)]
-
-
 def _cubin_arch(image: bytes) -> str | None:
     from ..errors import FormatError
-    from ..toolchains.offlink.cuda import cubin_arch
+    from ..formats.cubin import cubin_arch
 
     try:
         arch = cubin_arch(image, "image")
@@ -310,22 +287,7 @@ def _link_address(elf: ElfFile, address: int, load_base: int | None) -> int:
     at its link addresses, so there the subtraction gives the address back."""
     if load_base is None:
         return address
-    return address - load_base + _first_load_vaddr(elf)
-
-
-def _first_load_vaddr(elf: ElfFile) -> int:
-    import struct
-
-    (e_phoff,) = struct.unpack_from("<Q", elf.data, 32)
-    e_phentsize, e_phnum = struct.unpack_from("<HH", elf.data, 54)
-    for i in range(e_phnum):
-        off = e_phoff + i * e_phentsize
-        if off + 56 > len(elf.data):
-            break
-        p_type, _flags, _offset, p_vaddr = struct.unpack_from("<IIQQ", elf.data, off)
-        if p_type == 1:  # PT_LOAD
-            return p_vaddr & ~0xFFF
-    return 0
+    return address - load_base + first_load_vaddr(elf)
 
 
 def explain(path: str, name: str | None, address: int | None,

@@ -12,12 +12,14 @@ import os
 from collections.abc import Sequence
 
 from ..elf import (
+    ELF_MAGIC,
     SHN_UNDEF,
     STB_WEAK,
     THIN_AR_MAGIC,
     ElfFile,
     archive_members,
     is_archive,
+    is_relocatable,
 )
 from ..errors import FormatError
 from ..formats.bitcode import carries_offload, is_bitcode
@@ -148,7 +150,7 @@ def _files(plan: LinkPlan) -> list[_File]:
             out.append(_File(inp, path, True, [(o, e) for _, o, e in members], index,
                              tuple(n for n, _, _ in members), bytes(data[:8]) == THIN_AR_MAGIC))
             continue
-        if bytes(data[:4]) != b"\x7fELF":
+        if bytes(data[:4]) != ELF_MAGIC:
             if is_bitcode(bytes(data[:4])):
                 _check_bitcode(data, path)
                 continue  # an LTO object with no target code: the linker's plugin reads it
@@ -179,7 +181,7 @@ def _object(data, name: str) -> ElfFile | None:
     raw = bytes(data[:18])
     if is_bitcode(raw):
         _check_bitcode(data, name)
-    if raw[:4] != b"\x7fELF" or raw[4:6] != b"\x02\x01" or raw[16:18] != b"\x01\x00":
+    if not is_relocatable(raw):
         return None
     return ElfFile(data, name)
 

@@ -14,13 +14,11 @@ import time
 from .. import run as runner
 from .. import settings
 from ..errors import LinkError, ToolError, UsageError
-from .plan import LinkPlan, host_link_argv, plan_link
+from .plan import LinkPlan, plan_link
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from ..plugins import Target
-
-HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
 
 
 class LinkOptions:
@@ -236,29 +234,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
         slot = OutputSlot(plan.output)
         os.mkdir(os.path.join(workdir, "out"))
         staged = os.path.join(workdir, "out", os.path.basename(plan.output))
-        from ..toolchains.registrations import objects as registration_objects
+        from .host import host_link
 
-        extra = [placeholder, *registration_objects(plan, images, workdir, cache),
-                 *_host_link_args(plan, targets)]
-        host = _drop_words(host_link_argv(plan, staged, extra), targets)
-        from ..toolchains.registrations import opt_in
-
-        registration = opt_in(plan, images, workdir, options.gomp_register)
-        if registration is not None:
-            registration.build()
-            host = registration.host_argv(host, len(host) - len(extra) - 2)
-        _host_link(host)
-        if registration is not None:
-            # A relink writes the registration in the order the link gave the host table;
-            # that order must then hold, so a bounded number of links settles it.
-            for _ in range(HOST_RELINKS):
-                if registration.check(staged):
-                    break
-                _host_link(host)
-            else:
-                if not registration.check(staged):
-                    raise LinkError(f"{registration.option}: the host table's order did not settle "
-                                    f"in {HOST_RELINKS + 1} links")
+        host_link(plan, staged, placeholder, images, targets, workdir, cache,
+                  options.gomp_register)
         timer.stage("host")
         from .fill import fill
         from .verify import verify
@@ -329,14 +308,6 @@ def check_output(plan: LinkPlan) -> dict[str, os.stat_result]:
     return stats
 
 
-def _host_link(host: list[str]) -> None:
-    try:
-        runner.run_here(host, "host link")
-    except ToolError as e:
-        raise ToolError(f"host link failed (exit status {e.exit_code}): "
-                        f"{runner.show(host)}", e.exit_code) from None
-
-
 def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
     from ..toolchains import resolve
 
@@ -380,6 +351,7 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
     from ..model import CompiledCU
     from .compile import object_names
     from .device import image_path
+    from .host import added_inputs, host_argv
 
     launcher = target_launcher(options)
     for target in targets:
@@ -405,9 +377,8 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
     placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
     registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]
-    print(_show_dry(_drop_words(host_link_argv(
-        plan, plan.output, [placeholder, *registrations, *_host_link_args(plan, targets)]),
-        targets)))
+    print(_show_dry(host_argv(plan, plan.output,
+                              added_inputs(plan, placeholder, registrations, targets), targets)))
     return 0
 
 
@@ -421,31 +392,3 @@ def _show_dry(argv: list[str]) -> str:
         out.append(shlex.quote(head) + '"$OFFLINK_WORK"' + shlex.quote(rest) if sep and head
                    else '"$OFFLINK_WORK"' + shlex.quote(rest) if sep else shlex.quote(word))
     return " ".join(out)
-
-
-def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
-    """The host link without the driver words a target replaces (words that would make the
-    driver run its own device link and registration as well, or that only that link takes).
-    An option is asked by its first word and goes with its value (`-mllvm X`); a value is
-    never asked on its own (`-Xlinker --offload-arch=x` stays whole). Words in an `@file` are
-    asked too: one that keeps all of its words is passed as written, one that loses a word
-    is expanded (as plan_link does with the words it leaves out)."""
-    from ..driver_args import expand_with_origins, is_clang, respelled, words
-    from ..plugins import Target
-
-    # Only targets that drop words are asked (most drop none: 1000 objects, 1000 calls each).
-    drops = [t for t in targets if type(t).host_link_drops is not Target.host_link_drops]
-    if not drops:
-        return list(argv)
-    args, origins = expand_with_origins(argv[1:])
-    parts = []
-    for w in words(args, clang=is_clang(argv[0])):
-        spelled = args[w.index : w.index + w.count]
-        dropped = any(t.host_link_drops(spelled[0]) for t in drops)
-        parts.append((w.index, w.count, [] if dropped else spelled))
-    return [argv[0], *respelled(argv[1:], args, origins, parts)]
-
-
-def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:
-    """What the targets need added to the host link (e.g. -foffload=disable for GCC's)."""
-    return [a for t in targets for a in t.host_link_args(plan)]

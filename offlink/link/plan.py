@@ -156,10 +156,3 @@ def _linker_items(items: list[str]) -> tuple[list[str], bool, str | None]:
             kept.append(item)
         i += 1
     return kept, strip, output
-
-
-def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list[str]:
-    """The real link, writing `output`, with offlink's placeholder object added (after
-    `-x none` when the command line leaves a -x language in force for later files)."""
-    reset = ["-x", "none"] if any(a.startswith("-x") for a in plan.base_args) else []
-    return [plan.driver, *plan.host_args, *reset, *extra_inputs, "-o", output]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 
 from ..elf import (
+    ELF_MAGIC,
     SHF_ALLOC,
     SHF_GNU_RETAIN,
     SHT_PROGBITS,
@@ -93,7 +94,7 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
         headers.append(shdr.pack(name(origins_format.SECTION), SHT_PROGBITS, 0, 0, o_origins,
                                  len(origins), 0, 0, 1, 0))
     # ELFOSABI_GNU: SHF_GNU_RETAIN is a GNU extension.
-    ident = b"\x7fELF" + bytes([2, 1, 1, 3]) + bytes(8)
+    ident = ELF_MAGIC + bytes([2, 1, 1, 3]) + bytes(8)
     ehdr = struct.pack("<16sHHIQQQIHHHHHH", ident, 1, e_machine, 1, 0, 0, shoff, 0, 64, 0, 0,
                        shdr.size, len(headers), 5)
     out = bytearray(shoff + shdr.size * len(headers))

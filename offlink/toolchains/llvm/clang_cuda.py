@@ -21,8 +21,9 @@ import shlex
 
 from ...errors import LinkError
 from ...plugins import Target
+from ..cuda_toolkit import cuda_bin, cuda_home
 from .openmp import device_linker_words, link_opt_level, llvm_lib_dir, refuse_nvptx_words
-from .openmp_nvptx import check_entries, cu_arch, cuda_bin, cuda_home, nvlink_words
+from .openmp_nvptx import check_entries, cu_arch, nvlink_words
 
 TRIPLE = "nvptx64-nvidia-cuda"
 
@@ -73,8 +74,8 @@ class ClangCudaTarget(Target):
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
+        from ...formats.cubin import cubin_symbols
         from ...model import Offer
-        from ..offlink.cuda import cubin_symbols
 
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)

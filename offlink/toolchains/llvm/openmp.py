@@ -26,7 +26,7 @@ import sys
 import threading
 from collections import Counter
 
-from ...elf import STB_GLOBAL, ElfFile
+from ...elf import AR_MAGIC, ET_DYN, STB_GLOBAL, THIN_AR_MAGIC, ElfFile, elf_type
 from ...errors import FormatError, LinkError, ToolError, UsageError
 from ...plugins import Target
 
@@ -262,10 +262,9 @@ def _is_library_file(path: str) -> bool:
             head = f.read(18)
     except OSError:  # missing, a folder: not a library (the wrapper skips it too)
         return False
-    if head.startswith((b"!<arch>\n", b"!<thin>\n")):
+    if head.startswith((AR_MAGIC, THIN_AR_MAGIC)):
         return True
-    return head.startswith(b"\x7fELF") and len(head) == 18 and \
-        int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 3
+    return elf_type(head) == ET_DYN
 
 
 def host_library_words(args) -> list[str]:

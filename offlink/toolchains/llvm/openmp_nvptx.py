@@ -28,7 +28,7 @@ differs from clang's link").
 Tools: llvm-lto2 beside the clang that made the objects; ptxas and nvlink of the CUDA that the
 link line's `--cuda-path=` names, else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, or the one of
 the ptxas on PATH (a -foffload-lto CU compiled by clang, which does not see the link line,
-skips the first).
+skips the first; toolchains/cuda_toolkit.py finds them).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from __future__ import annotations
 import os
 import shlex
 
-from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...errors import LinkError, ToolError, UsageError
+from ..cuda_toolkit import cuda_bin, cuda_home
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
@@ -50,32 +51,6 @@ DEVICE_RUNTIME = "libomptarget.devicertl.a"  # what clang's link passes (-lompta
 def cu_arch(cu) -> str:
     """The architecture a CU's image was compiled for (its `-march=` option)."""
     return next((o[len("-march="):] for o in cu.payload.options if o.startswith("-march=")), "")
-
-
-def cuda_home(plan_argv: list[str] | None = None) -> str:
-    """The CUDA installation (a folder with bin/ptxas): the link line's last --cuda-path=,
-    else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, else the one of the ptxas on PATH; one clear
-    error when there is none."""
-    from ...run import which
-
-    homes = [w.split("=", 1)[1] for w in (plan_argv or []) if w.startswith("--cuda-path=")]
-    homes = homes[-1:] + [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    for home in [*homes, "/usr/local/cuda"]:
-        if os.access(os.path.join(home, "bin", "ptxas"), os.X_OK):
-            return home
-    found = which("ptxas")
-    if found:
-        return os.path.dirname(os.path.dirname(os.path.realpath(found)))
-    raise ToolError(f"target openmp-{TRIPLE}: CUDA's ptxas was not found (give "
-                    f"--cuda-path=DIR on the link line, or set CUDA_HOME)")
-
-
-def cuda_bin(tool: str, plan_argv: list[str] | None = None) -> str:
-    """A CUDA tool (ptxas, nvlink) of cuda_home()."""
-    path = os.path.join(cuda_home(plan_argv), "bin", tool)
-    if not os.access(path, os.X_OK):
-        raise ToolError(f"target openmp-{TRIPLE}: CUDA's {tool} was not found ({path})")
-    return path
 
 
 def llvm_tool(compiler: str, tool: str) -> str:
@@ -255,34 +230,6 @@ def check_entries(target: str, arch: str, compiled) -> None:
                             f"CU's {arch} cubin (target {target})")
 
 
-def cubin_names(data: bytes, where: str) -> set[str]:
-    """Every symbol name of a cubin (defined or not): what the wrapper's UsedInRegularObj
-    collects from a relocatable device object."""
-    import struct
-
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
-        raise FormatError(f"{where}: not a 64-bit cubin")
-    e_shoff, = struct.unpack_from("<Q", data, 0x28)
-    e_shentsize, e_shnum = struct.unpack_from("<HH", data, 0x3A)
-    if e_shentsize != 64 or e_shoff + e_shnum * 64 > len(data):
-        raise FormatError(f"{where}: truncated cubin (section headers)")
-    names: set[str] = set()
-    headers = [struct.unpack_from("<IIQQQQII", data, e_shoff + i * 64) for i in range(e_shnum)]
-    for _, sh_type, _, _, off, size, link, _ in headers:
-        if sh_type != 2 or not 0 < link < e_shnum:  # SHT_SYMTAB
-            continue
-        str_off, str_size = headers[link][4], headers[link][5]
-        if off + size > len(data) or str_off + str_size > len(data):
-            raise FormatError(f"{where}: truncated cubin (symbol table)")
-        strtab = data[str_off : str_off + str_size]
-        for pos in range(off + 24, off + size - 23, 24):
-            st_name, = struct.unpack_from("<I", data, pos)
-            if st_name and st_name < len(strtab):
-                end = strtab.find(b"\0", st_name)
-                names.add(strtab[st_name : end if end >= 0 else None].decode(errors="replace"))
-    return names
-
-
 class OpenMPNvptxTarget(OpenMPTarget):
     image_kind = "cubin"
     image_argv_reads_objects = True  # prepare_image reads the cubins' names
@@ -396,8 +343,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         target variables, indirect functions' pointer cells). This is also the step after a
         -foffload-lto CU's llvm-lto2: ptxas (after_compile_argv)."""
         from ... import run as runner
+        from ...formats.cubin import cubin_symbols
         from ...model import Offer
-        from ..offlink.cuda import cubin_symbols
 
         for argv in self.after_compile_argv(cu, obj_path):
             runner.run(argv, f"assembling {cu.label}'s PTX for target {self.name}")
@@ -418,6 +365,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         """The device runtime's part these cubins call, compiled (or taken from the cache)
         into `runtime_cubin` in the work folder."""
         import hashlib
+
+        from ...formats.cubin import cubin_names
 
         check_entries(self.name, self.arch, compiled)
 
@@ -535,6 +484,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
         return []
 
     def exports(self, image, path):
-        from ..offlink.cuda import cubin_symbols
+        from ...formats.cubin import cubin_symbols
 
         return set(cubin_symbols(image, path))

@@ -22,8 +22,8 @@ cannot look them up by name.
 
 Tools: `OFFLINK_NVCC` (the nvcc to run), else `$CUDA_HOME/bin/nvcc` (or `$CUDA_PATH`), else
 nvcc on PATH, else /usr/local/cuda/bin/nvcc; nvlink and fatbinary beside that nvcc, else in
-the same places. `OFFLINK_NVCC_FLAGS` adds options to every nvcc command (e.g. `-ccbin g++-12`,
-`-Xptxas -v`, `-lineinfo`).
+the same places (toolchains/cuda_toolkit.py finds them). `OFFLINK_NVCC_FLAGS` adds options to
+every nvcc command (e.g. `-ccbin g++-12`, `-Xptxas -v`, `-lineinfo`).
 """
 
 from __future__ import annotations
@@ -32,76 +32,19 @@ import hashlib
 import os
 import re
 import shlex
-import struct
-from dataclasses import dataclass
 from pathlib import Path
 
-from ... import settings
-from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...errors import LinkError, UsageError
+from ...formats.cubin import DeviceSymbol, cubin_symbols
+from ...formats.fatbin import FATBIN_ELF, FATBIN_PTX, fatbin_entries, is_fatbin
 from ...plugins import Target
+from ..cuda_toolkit import toolkit
 
 NAME = "nvptx64-nvidia-cuda"
 DEFAULT_ARCHS = ("sm_80",)  # CUDA 13 dropped sm_35..sm_70; sm_80 runs on A100 and 8.x GPUs
 SHADOW_INCLUDE = Path(__file__).resolve().parent / "cuda_include"
 ARCH_OPTION = "arch="  # the payload's options: one "arch=sm_NN" or "arch=compute_NN" each
 _ARCH = re.compile(r"(sm|compute)_(\d{2,3})\Z")
-
-# Fatbin container (as fatbinary writes it; cuobjdump reads the same).
-FATBIN_MAGIC = 0xBA55ED50
-FATBIN_HEADER = struct.Struct("<IHHQ")  # magic, version, header_size, size of the entries
-FATBIN_ENTRY = struct.Struct("<HHIQ")  # kind, version, header_size, payload size (padded)
-FATBIN_PTX, FATBIN_ELF = 1, 2
-FATBIN_COMPRESSED = 0x2000 | 0x8000  # flag bits of a compressed entry (older, CUDA 13)
-
-# CUDA ELF (cubin) details.
-STO_CUDA_ENTRY = 0x10  # st_other bit of a kernel
-STT_OBJECT, STT_FUNC, STT_CUDA_OBJECT = 1, 2, 13
-STB_GLOBAL, STB_WEAK = 1, 2
-STV_HIDDEN = 2
-STV_INTERNAL = 3
-
-
-# -- the toolkit ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Toolkit:
-    nvcc: str
-    nvlink: str
-    fatbinary: str
-    flags: tuple[str, ...]  # OFFLINK_NVCC_FLAGS
-
-
-def toolkit() -> Toolkit:
-    """The CUDA tools to run; a missing nvcc is one clear error naming what to set."""
-    from ...run import which
-
-    homes = [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    bins = [os.path.join(h, "bin") for h in homes]
-    given = settings.text("OFFLINK_NVCC")
-    if given:
-        nvcc = which(given)
-        if nvcc is None:
-            raise ToolError(f"OFFLINK_NVCC: '{given}' not found (the CUDA compiler to use)")
-    else:
-        candidates = [os.path.join(b, "nvcc") for b in bins]
-        candidates += ["nvcc", "/usr/local/cuda/bin/nvcc"]
-        nvcc = next((found for c in candidates if (found := which(c))), None)
-        if nvcc is None:
-            raise ToolError(f"target {NAME}: the CUDA toolkit was not found (no nvcc in "
-                            f"$CUDA_HOME/bin, on PATH or in /usr/local/cuda/bin); install it, "
-                            f"or set CUDA_HOME or OFFLINK_NVCC")
-    # nvlink and fatbinary come with nvcc; /usr/local/bin/nvcc may be a wrapper script.
-    dirs = [os.path.dirname(os.path.realpath(nvcc)), *bins, "/usr/local/cuda/bin"]
-
-    def beside(tool: str) -> str:
-        for d in dirs:
-            if which(os.path.join(d, tool)):
-                return os.path.join(d, tool)
-        return which(tool) or tool  # running it then names the missing tool
-
-    flags = tuple(shlex.split(settings.text("OFFLINK_NVCC_FLAGS")))
-    return Toolkit(nvcc, beside("nvlink"), beside("fatbinary"), flags)
-
 
 # -- architectures -------------------------------------------------------------------------
 
@@ -126,121 +69,7 @@ def _sorted(archs) -> tuple[str, ...]:
     return tuple(sorted(set(archs), key=lambda a: (a.startswith("compute"), arch_number(a))))
 
 
-# -- the fatbin container and cubins -------------------------------------------------------
-
-@dataclass(frozen=True)
-class FatbinEntry:
-    kind: int  # FATBIN_PTX or FATBIN_ELF
-    sm: int  # e.g. 90
-    data: bytes  # the cubin, or the PTX text (trailing NULs removed)
-
-
-def is_fatbin(data: bytes) -> bool:
-    return len(data) >= 4 and struct.unpack_from("<I", data)[0] == FATBIN_MAGIC
-
-
-def fatbin_entries(data: bytes, where: str) -> list[FatbinEntry]:
-    """The images of a fatbin, every offset checked; compressed entries are refused."""
-    if len(data) < FATBIN_HEADER.size or not is_fatbin(data):
-        raise FormatError(f"{where}: not a fatbin")
-    _, _, header_size, size = FATBIN_HEADER.unpack_from(data)
-    end = header_size + size
-    if header_size < FATBIN_HEADER.size or end > len(data):
-        raise FormatError(f"{where}: truncated fatbin")
-    out = []
-    pos = header_size
-    while pos < end:
-        if end - pos < 64:
-            raise FormatError(f"{where}: truncated fatbin entry at offset {pos}")
-        kind, _, entry_header, payload = FATBIN_ENTRY.unpack_from(data, pos)
-        sm = struct.unpack_from("<I", data, pos + 28)[0]
-        flags = struct.unpack_from("<Q", data, pos + 40)[0]
-        start = pos + entry_header
-        if entry_header < 64 or start + payload > end:
-            raise FormatError(f"{where}: corrupt fatbin entry at offset {pos}")
-        if flags & FATBIN_COMPRESSED:
-            raise FormatError(f"{where}: compressed fatbin entry at offset {pos} (offlink "
-                              f"builds with -no-compress)")
-        body = data[start : start + payload]
-        if kind == FATBIN_PTX:
-            body = body.rstrip(b"\0")
-        if kind in (FATBIN_PTX, FATBIN_ELF):
-            out.append(FatbinEntry(kind, sm, body))
-        pos = start + payload
-    return out
-
-
-def cubin_arch(data: bytes, where: str) -> str:
-    """A cubin's architecture (`sm_80`) from its ELF header: e_flags holds the SM number,
-    in bits 8-15 from ELF ABI version 8 (CUDA 13's tools), in bits 0-7 before."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
-        raise FormatError(f"{where}: not a 64-bit cubin")
-    e_flags, = struct.unpack_from("<I", data, 0x30)
-    sm = (e_flags >> 8) & 0xFF if data[8] >= 8 else e_flags & 0xFF
-    return f"sm_{sm}"
-
-
-@dataclass(frozen=True)
-class DeviceSymbol:
-    name: str
-    kind: str  # "function" (a kernel) or "variable"
-    size: int
-    strong: bool
-
-
-def cubin_symbols(data: bytes, where: str) -> dict[str, DeviceSymbol]:
-    """The kernels and external variables a cubin defines.
-
-    Read here rather than with offlink.elf: a cubin's symbols carry the kernel mark in
-    st_other, and its .nv.global has a CUDA-specific NOBITS type (SHT_LOPROC + 7) with no
-    bytes in the file."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        raise FormatError(f"{where}: not a 64-bit little-endian cubin")
-    e_shoff, = struct.unpack_from("<Q", data, 0x28)
-    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    if e_shentsize != 64 or e_shoff + e_shnum * 64 > len(data):
-        raise FormatError(f"{where}: truncated cubin (section headers)")
-    # (sh_name, sh_type, sh_offset, sh_size, sh_link) of every section
-    shdrs = [struct.unpack_from("<IIQQQQI", data, e_shoff + i * 64)[:6] + (
-        struct.unpack_from("<I", data, e_shoff + i * 64 + 40)[0],) for i in range(e_shnum)]
-
-    def content(i: int) -> bytes:
-        _, _, _, _, off, size, _ = shdrs[i]
-        if off + size > len(data):
-            raise FormatError(f"{where}: truncated cubin (section {i})")
-        return data[off : off + size]
-
-    def cstr(table: bytes, off: int) -> str:
-        if off >= len(table):
-            raise FormatError(f"{where}: corrupt cubin (name offset {off})")
-        return table[off : table.find(b"\0", off)].decode(errors="surrogateescape")
-
-    shstr = content(e_shstrndx) if 0 < e_shstrndx < e_shnum else b""
-    names = [cstr(shstr, h[0]) if shstr else "" for h in shdrs]
-    out: dict[str, DeviceSymbol] = {}
-    for i, h in enumerate(shdrs):
-        if h[1] != 2:  # SHT_SYMTAB
-            continue
-        link = h[6]
-        if not 0 < link < e_shnum:
-            raise FormatError(f"{where}: corrupt cubin (symbol table's string table)")
-        strtab, raw = content(link), content(i)
-        for off in range(24, len(raw) - 23, 24):  # entry 0 is the null symbol
-            st_name, st_info, st_other, st_shndx, _, st_size = struct.unpack_from(
-                "<IBBHQQ", raw, off)
-            bind, typ = st_info >> 4, st_info & 0xF
-            if bind not in (STB_GLOBAL, STB_WEAK) or st_other & 3 in (STV_HIDDEN, STV_INTERNAL):
-                continue
-            if not 0 < st_shndx < e_shnum or names[st_shndx].startswith((".nv.shared",
-                                                                         ".nv.local")):
-                continue  # undefined, absolute, or per-block/per-thread memory
-            name = cstr(strtab, st_name)
-            if typ == STT_FUNC and st_other & STO_CUDA_ENTRY:
-                out[name] = DeviceSymbol(name, "function", 1, bind == STB_GLOBAL)
-            elif typ in (STT_OBJECT, STT_CUDA_OBJECT):
-                out[name] = DeviceSymbol(name, "variable", st_size, bind == STB_GLOBAL)
-    return out
-
+# -- the symbols an image defines ----------------------------------------------------------
 
 _PTX_ENTRY = re.compile(r"^\s*\.(?:visible|weak)\s+\.entry\s+([\w$.]+)", re.M)
 _PTX_DATA = re.compile(r"^\s*\.(visible|weak)\s+\.(?:global|const)\s+(?:\.align\s+\d+\s+)?"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 
 from ...elf import (
-    ELF_MAGIC,
     ET_DYN,
     STB_GLOBAL,
     STT_FUNC,
@@ -23,6 +22,7 @@ from ...elf import (
     STV_HIDDEN,
     STV_INTERNAL,
     ElfFile,
+    elf_type,
 )
 from ...errors import LinkError
 from ...plugins import Target
@@ -179,8 +179,7 @@ def is_shared_library(path: str) -> bool:
             head = f.read(18)
     except OSError:
         return False
-    return head[:4] == ELF_MAGIC and len(head) == 18 and \
-        int.from_bytes(head[16:18], "little") == ET_DYN
+    return elf_type(head) == ET_DYN
 
 
 # Visibilities that keep a symbol inside its module: the image does not export it, so it
