@@ -189,7 +189,9 @@ def _state(cu: CU) -> list | str | None:
         return "" if isinstance(code, Stored) else None
     if not isinstance(code, bytes):
         return None
-    name = type(cu).__module__.rpartition(".")[2]
+    # offlink.toolchains.<name>.dialect: the toolchain's folder names the dialect.
+    module = type(cu).__module__.split(".")
+    name = module[-2] if module[-1] == "dialect" else module[-1]
     state = getattr(_dialect_or_none(name), "relink_state", lambda cu: None)(cu)
     return None if state is None else [name, state]
 
