@@ -5,6 +5,7 @@ No `from __future__ import annotations` here: typer reads the annotations at run
 """
 
 import os
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -148,12 +149,23 @@ def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags
                "--pkgconfig-dir", help="the folder of offlink.pc, for PKG_CONFIG_PATH")] = False,
            cmake_dir: Annotated[bool, typer.Option(
                "--cmake-dir", help="the folder of offlinkConfig.cmake, for offlink_DIR or "
-               "CMAKE_PREFIX_PATH")] = False) -> None:
+               "CMAKE_PREFIX_PATH")] = False,
+           meson_native: Annotated[Optional[str], typer.Option(
+               "--meson-native", metavar="COMPILER", help="print a Meson native file with "
+               "`offlink cc COMPILER` as the C compiler (and the C++ one beside it)")] = None
+           ) -> None:
     """Flags to build a program against the offlink runtime (offlink.h, libofflink)."""
 
     def go() -> int:
         from .runtime import build
 
+        if meson_native is not None:
+            if cflags or libs or pkgconfig_dir or cmake_dir:
+                raise UsageError("--meson-native goes alone")
+            from .meson_native import native_file
+
+            sys.stdout.write(native_file(meson_native))
+            return 0
         if pkgconfig_dir or cmake_dir:
             if cflags or libs or (pkgconfig_dir and cmake_dir):
                 raise UsageError("--pkgconfig-dir and --cmake-dir each go alone")
