@@ -219,6 +219,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         narrowing.check(offered)  # before the host link: every name listed exactly is offered
         from ..formats.table import reserve
         from ..targets import host_e_machine
+        from ..formats import origins as origins_format
         from .reserve import origins_content, placeholder_object
 
         names = sorted({n for img in images for n in img.offers})
@@ -226,8 +227,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
         placeholder = os.path.join(workdir, "offlink-table.o")
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine(),
-                                       origins_content(images, every, narrowing,
-                                                       options.origin_names)))
+                                       origins_content(
+                                           images, every, narrowing, options.origin_names,
+                                           os.path.dirname(os.path.abspath(plan.output)),
+                                           origins_format.prefix_maps(plan.argv))))
         timer.stage("reserve")
         # The linker writes into the work folder (a killed link leaves nothing beside the
         # output) and creates the file itself, so its mode is the plain link's.
