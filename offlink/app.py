@@ -80,12 +80,14 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                 "--address", metavar="ADDRESS",
                 help="explain which row holds this address: st_value as nm prints it, a "
                      "run-time address with --load-base, BASE+OFFSET, or +OFFSET as a "
-                     "backtrace prints it (prog(+0x1234))")] = None,
+                     "backtrace prints it (prog(+0x1234)); hex, 0x optional. Exit status 1 "
+                     "when it (or --symbol's name) has no row")] = None,
             load_base: Annotated[Optional[str], typer.Option(
                 "--load-base", metavar="BASE",
                 help="where the binary is loaded, for a run-time --address: the start of its "
-                     "first mapping in /proc/PID/maps (that range, 5555...-5555..., is read as "
-                     "hex; gdb: info proc mappings)")] = None,
+                     "first mapping in /proc/PID/maps (555555554000, or the range "
+                     "555555554000-555555575000; hex, 0x optional; gdb: info proc mappings)")
+            ] = None,
             schema: Annotated[Optional[bool], typer.Option(
                 "--schema", callback=schema_cb, is_eager=True,
                 help="print the JSON schema of --json's output and exit")] = None,
@@ -99,8 +101,9 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
         if symbol is not None or address is not None:
             addr, base = (parse_address(address, load_base) if address is not None
                           else (None, None))
-            print(explain(binary, symbol, addr, base))
-            return 0
+            text, offered = explain(binary, symbol, addr, base)
+            print(text)
+            return 0 if offered else 1  # as grep: not in the table is not an error line
         info = inspect_file(binary, name, parse_kinds(kind) if kind else None, cu)
         if json:
             import json as jsonlib

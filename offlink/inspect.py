@@ -272,20 +272,40 @@ def demangle(names: list[str]) -> dict[str, str]:
     return found
 
 
+USER_SPACE_END = 1 << 47  # x86-64 and AArch64 Linux: above it, no user-space mapping
+PAGE = 4096
+
+
 def parse_address(text: str, load_base: str | None) -> tuple[int, int | None]:
     """`--address` as given (`0x1234`, `BASE+OFFSET` as a backtrace's `prog(+0x1234)` or a
     debugger shows it) and `--load-base` (a number, or the range /proc/PID/maps prints,
-    `555555554000-555555575000`, read as hex): (the address, the load base or None)."""
-    def number(word: str, what: str, maps: bool = False) -> int:
+    `555555554000-555555575000`): (the address, the load base or None). Every number is hex,
+    with or without 0x, as nm, /proc/PID/maps and backtraces print them; a bare number of
+    decimal digits whose hex reading cannot be right (past user space, a load base off a page
+    boundary) while its decimal reading could is refused as ambiguous."""
+    def number(word: str, what: str, base: bool = False) -> int:
         word = word.strip()
-        try:
-            if maps and "-" in word:  # a /proc/PID/maps range: its start, hex without 0x
-                return int(word.split("-", 1)[0], 16)
-            return int(word, 0)
-        except ValueError:
-            raise UsageError(f"{what} takes a number, not '{word}'") from None
+        if base and "-" in word:  # a /proc/PID/maps range: its start
+            word = word.split("-", 1)[0]
+        prefixed = word.lower().startswith("0x")
+        digits = word[2:] if prefixed else word
+        if not digits or any(c not in "0123456789abcdefABCDEF" for c in digits):
+            raise UsageError(f"{what} takes a number: hex, as nm and /proc/PID/maps print it "
+                             f"(0x optional), not '{word}'") from None
+        value = int(digits, 16)
+        why = ("past user space" if value >= USER_SPACE_END
+               else "not a page boundary" if base and value % PAGE else "")
+        if why and not prefixed and word.isdigit() and int(word) < USER_SPACE_END \
+                and not (base and int(word) % PAGE):
+            raise UsageError(f"{what} {word} is ambiguous: read as hex (as /proc/PID/maps and "
+                             f"nm print it) it is {why}; if it is decimal, give it as "
+                             f"{int(word):#x}")
+        if base and value % PAGE:
+            raise UsageError(f"{what} {word} is not a page boundary: give the start of the "
+                             f"binary's first mapping in /proc/PID/maps")
+        return value
 
-    base = number(load_base, "--load-base", maps=True) if load_base is not None else None
+    base = number(load_base, "--load-base", base=True) if load_base is not None else None
     text = text.strip()
     if text.startswith("+"):  # a backtrace's offset from the load base, as st_value
         return number(text[1:], "--address"), base
@@ -323,8 +343,10 @@ def _first_load_vaddr(elf: ElfFile) -> int:
 
 
 def explain(path: str, name: str | None, address: int | None,
-            load_base: int | None = None) -> str:
-    """Why a name or an address is, or is not, in a binary's table: what the runtime sees."""
+            load_base: int | None = None) -> tuple[str, bool]:
+    """Why a name or an address is, or is not, in a binary's table: what the runtime sees;
+    and whether each one asked about is in it (a row), for the exit status."""
+    from .inspect_hints import not_offered
     from .link.fill import host_symbols
 
     elf = ElfFile.open(path)
@@ -339,6 +361,7 @@ def explain(path: str, name: str | None, address: int | None,
     origins = _origins(elf, path)
     offered_by = origins.rows if origins is not None else {}
     lines = []
+    offered = True
     if name is not None:
         readable = demangle([s.name for s in symbols])
         sym = table.lookup(name)
@@ -347,6 +370,7 @@ def explain(path: str, name: str | None, address: int | None,
         if not found:
             found = [table.lookup(m) for m, d in sorted(readable.items())
                      if d == name or d.startswith(name + "(")][:1]
+        offered = bool(found)
         if found:
             lines += [_describe(s, readable, spelled, table, offered_by) for s in found
                       if s is not None]
@@ -354,6 +378,8 @@ def explain(path: str, name: str | None, address: int | None,
             lines.append(f"'{name}' is offered by {origins.left_out[name]} but was left out by "
                          f"--offload-symbol narrowing at link time, so it has no row; "
                          f"translate returns the host pointer")
+        elif name in host and (hint := not_offered(table, name, path)) is not None:
+            lines.append(hint)  # GCC's or clang's offload code: in their terms
         elif name in host and host[name].st_visibility in (STV_HIDDEN, STV_INTERNAL):
             seen = "hidden" if host[name].st_visibility == STV_HIDDEN else "internal"
             lines.append(f"'{name}' is defined in {path} with {seen} visibility, so no CU "
@@ -394,7 +420,8 @@ def explain(path: str, name: str | None, address: int | None,
                     ": a run-time address needs --load-base" if load_base is None else ""))
             lines.append(f"{shown} is in no offered function or variable (functions "
                          f"match their exact address only){hint}")
-    return "\n".join(lines)
+            offered = False
+    return "\n".join(lines), offered
 
 
 def _local_in_images(table, name: str) -> list[str]:
