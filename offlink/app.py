@@ -88,6 +88,10 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                      "first mapping in /proc/PID/maps (555555554000, or the range "
                      "555555554000-555555575000; hex, 0x optional; gdb: info proc mappings)")
             ] = None,
+            explain_host: Annotated[bool, typer.Option(
+                "--explain", help="say why target regions would run on the host, each reason "
+                "with its fix: no registration, no image, the runtime, plugin or driver "
+                "missing, OMP_TARGET_OFFLOAD (what the file and this machine tell)")] = False,
             schema: Annotated[Optional[bool], typer.Option(
                 "--schema", callback=schema_cb, is_eager=True,
                 help="print the JSON schema of --json's output and exit")] = None,
@@ -104,6 +108,16 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
             text, offered = explain(binary, symbol, addr, base)
             print(text)
             return 0 if offered else 1  # as grep: not in the table is not an error line
+        if explain_host:
+            from .explain import findings
+
+            found = findings(binary, inspect_file(binary))
+            for finding, fix in found:
+                print(f"{finding}\n  fix: {fix}")
+            if not found:
+                print("nothing in the file or on this machine says that target regions would "
+                      "run on the host")
+            return 0
         info = inspect_file(binary, name, parse_kinds(kind) if kind else None, cu)
         if json:
             import json as jsonlib

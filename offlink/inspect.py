@@ -46,6 +46,16 @@ def inspect_file(path: str, name_glob: str | None = None,
                 "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
     elf = files[0][1]
     section = elf.section(SECTION)
+    if elf.e_type != 1 and section is None:
+        from .toolchain_binary import read
+
+        found = read(elf)
+        if found:  # the toolchain's own link: GCC's, clang's, nvcc's
+            if cu_glob is not None:
+                raise UsageError(f"--cu: {path} was linked by the toolchain, whose tables do "
+                                 f"not record CUs")
+            return {**head, "kind": "toolchain-module",
+                    "offload": [_toolchain_json(o, name_glob, kinds) for o in found]}
     if elf.e_type == 1 or section is None:
         cus = _cus(elf, path, None)
         if elf.e_type != 1 and not cus:
@@ -86,6 +96,50 @@ def inspect_file(path: str, name_glob: str | None = None,
                         and (cu_glob is None or fnmatchcase(r["cu"], cu_glob))],
         },
     }
+
+
+def _toolchain_json(o, name_glob: str | None, kinds: tuple[str, ...] | None) -> dict:
+    readable = demangle([e.name for e in o.entries])
+    entries = [{"name": e.name, "kind": e.kind, "address": e.address,
+                "size": e.size if "variable" in e.kind else 1, "host_name": e.host_name,
+                "demangled": readable.get(e.name)} for e in o.entries]
+    return {"toolchain": o.toolchain, "registration": o.registration,
+            "entry_count": len(entries),
+            "entries": [r for r in entries if _wanted(r, name_glob, kinds)],
+            "images": [{"triple": i.triple, "archs": list(i.archs), "kind": i.kind,
+                        "producer": i.producer, "image_size": len(i.data),
+                        "file_offset": i.file_offset} for i in o.images],
+            "notes": list(o.notes)}
+
+
+TOOLCHAINS = {"gcc": "GCC's own offload link (mkoffload)", "llvm": "clang's own offload link "
+              "(clang-linker-wrapper)", "cuda": "nvcc's link (a CUDA fatbin)"}
+
+
+def _render_toolchain(info: dict) -> list[str]:
+    lines = []
+    for o in info["offload"]:
+        reg = o["registration"] or "none"
+        lines.append(f"  {TOOLCHAINS[o['toolchain']]}; registration: {reg}")
+        lines.append("  images:")
+        for i in o["images"]:
+            archs = f"  {' '.join(i['archs'])}" if i["archs"] else ""
+            at = (f"at file offset {i['file_offset']:#x}" if i["file_offset"] is not None
+                  else "in pieces")
+            lines.append(f"    {i['triple']:<28} {i['kind']:<7} {i['producer']:<14} "
+                         f"{i['image_size']:>10} bytes {at}{archs}")
+        shown = (f", {len(o['entries'])} shown" if len(o["entries"]) != o["entry_count"]
+                 else "")
+        lines.append(f"  entries: {o['entry_count']}{shown}")
+        width = max([len(e["name"]) for e in o["entries"]] + [4])
+        for e in o["entries"]:
+            also = [x for x in (e["demangled"], e["host_name"] and f"host: {e['host_name']}")
+                    if x]
+            size = "-" if e["kind"].endswith("function") else str(e["size"])
+            lines.append(f"    {e['name']:<{width}}  {e['kind']:<18} {e['address']:#014x}  "
+                         f"size {size}" + "".join(f"  {x}" for x in also))
+        lines += [f"  note: {n}" for n in o["notes"]]
+    return lines
 
 
 UNKNOWN_CU = "(CU not recorded)"  # a row the section does not name (a damaged section)
@@ -498,6 +552,9 @@ def render_text(info: dict) -> str:
                 lines.append(f"{indent}{s['name']:<{width}}  {s['kind']:<18} "
                              f"{s['address']:#014x}  size {size}" + "".join(f"  {x}" for x in also))
         lines.append(LEGEND)
+    elif info["kind"] == "toolchain-module":
+        lines += _render_toolchain(info)
+        lines.append(LEGEND.replace("row", "entry"))
     else:
         if not info["cus"]:
             lines.append("  no target code")
