@@ -1,4 +1,4 @@
-"""`offlink inspect --explain`: why a binary's kernels would run on the host, each a finding with its fix.
+"""`offlink inspect --explain`: why a binary's kernels would run on the host, with fixes.
 
 What can be told from the file and this machine without a GPU: no registration, no image for a
 device kind, the runtime library or its device plugin not found, the driver missing,
@@ -12,7 +12,8 @@ import os
 
 from .elf import ElfFile
 
-GOMP_PLUGINS = {"nvptx-none": "libgomp-plugin-nvptx.so.1", "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
+GOMP_PLUGINS = {"nvptx-none": "libgomp-plugin-nvptx.so.1",
+                "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
 DRIVERS = {"nvptx": ("libcuda.so.1", "the NVIDIA driver"), "amdgcn": ("libhsa-runtime64.so.1",
                                                                      "ROCm's HSA runtime")}
 
@@ -97,7 +98,7 @@ def _toolchain(o: dict, needed: list[str], runpath: list[str]) -> list[tuple[str
             if plugin and _loadable(plugin) is None:
                 out.append((f"libgomp's plugin {plugin} is not installed: libgomp cannot use "
                             f"the {image['triple']} image", "install the toolchain's offload "
-                            f"plugin (Debian: libgomp-plugin-nvptx1 / libgomp-plugin-amdgcn1)"))
+                            "plugin (Debian: libgomp-plugin-nvptx1 / libgomp-plugin-amdgcn1)"))
             out += _device_findings(image["triple"], f"{image['triple']} image")
     elif o["toolchain"] == "llvm":
         for image in o["images"]:

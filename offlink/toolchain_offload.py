@@ -1,4 +1,4 @@
-"""Whether a compile carries the toolchain's own offload code (GCC -foffload, clang -fopenmp-targets).
+"""Whether a compile carries the toolchain's own offload code (-foffload, -fopenmp-targets).
 
 Such a compile is GCC's or clang's to make: `offlink cc` passes it through untouched (adding
 offlink's own payload would give the link a target the user never asked for), and `offlink

@@ -466,8 +466,8 @@ def test_run_time_address_with_the_load_base_from_proc_maps(offlink, tmp_path, p
     if pie == "-pie":  # the run-time address alone: outside the file, and it says what to add
         proc = run([offlink, "inspect", tmp_path / "m", "--address", address], check=False)
         out = proc.stdout
-        assert proc.returncode == 1 and out.endswith("past the end of the binary's sections: a run-time address needs "
-                            "--load-base\n"), out
+        assert proc.returncode == 1 and out.endswith(
+            "past the end of the binary's sections: a run-time address needs --load-base\n"), out
 
 
 # Forks and execs the command from a small Python process, so the peak it reports is the

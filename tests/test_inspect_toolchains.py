@@ -229,7 +229,8 @@ def test_clangs_own_link_entries_and_images_match_llvm_objdump(offlink, tmp_path
             size, flags = struct.unpack_from("<Qi", raw, i + 16)
             name_at = words[i // 8 + 1]
             for s in elf.iter_sections():
-                if s["sh_addr"] <= name_at < s["sh_addr"] + s["sh_size"] and s["sh_type"] != "SHT_NOBITS":
+                inside = s["sh_addr"] <= name_at < s["sh_addr"] + s["sh_size"]
+                if inside and s["sh_type"] != "SHT_NOBITS":
                     data = s.data()[name_at - s["sh_addr"]:]
                     want.append((data[: data.index(b"\0")].decode(), words[i // 8], size))
     got = [(e["name"], e["address"], e["size"] if e["kind"] == "variable" else 0)

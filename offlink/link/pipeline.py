@@ -217,9 +217,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
                       f"{f', {as_is} used as they are' if as_is else ''}; image {image}",
                       file=sys.stderr)
         narrowing.check(offered)  # before the host link: every name listed exactly is offered
+        from ..formats import origins as origins_format
         from ..formats.table import reserve
         from ..targets import host_e_machine
-        from ..formats import origins as origins_format
         from .reserve import origins_content, placeholder_object
 
         names = sorted({n for img in images for n in img.offers})
