@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from .elf import STT_FILE, STT_SECTION, ElfFile, Symbol, loaded_words
 from .errors import FormatError
 
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+if TYPE_CHECKING:
+    from .dialects.llvm import OffloadEntry
+
 GCC_FUNCS, GCC_VARS = ".gnu.offload_funcs", ".gnu.offload_vars"
 LINK_BIT = 1 << 63  # GCC's .gnu.offload_vars size word: a `declare target link` variable
 NV_FATBIN = ".nv_fatbin"
@@ -222,7 +226,7 @@ LLVM_ENTRY_SECTIONS = ("omp_offloading_entries", "cuda_offloading_entries",
 ENTRY_V1_SIZE, ENTRY_V2_SIZE = 32, 56
 
 
-def llvm_entries(elf: ElfFile, section_name: str) -> list[tuple[int, object]]:
+def llvm_entries(elf: ElfFile, section_name: str) -> list[tuple[int, OffloadEntry]]:
     """(host address, dialects.llvm.OffloadEntry) of one entry section of a linked binary,
     whatever the LLVM generation: the one hook for the 56-byte rows of LLVM 20+."""
     from .dialects import llvm
