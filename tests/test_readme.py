@@ -123,9 +123,7 @@ def test_every_sh_block_runs_as_written(tmp_path, page, line, block):
         pytest.skip("test_worked_example_runs_as_written runs it and checks its output")
     for word, tool in TOOLS.items():
         if word in block:
-            found = shutil.which(tool) or (tool == "nvcc" and Path("/usr/local/cuda/bin/nvcc")
-                                           .exists())
-            need_tool(found, f"{tool} is not installed")
+            need_tool(nvcc() if tool == "nvcc" else shutil.which(tool), f"{tool} is not installed")
     cwd = tmp_path
     if "make venv" in block:
         cwd = ROOT
@@ -140,6 +138,17 @@ def test_every_sh_block_runs_as_written(tmp_path, page, line, block):
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"{page}:{line}:\n{block}\n{done.stdout}\n{done.stderr}"
+
+
+def nvcc() -> str | None:
+    """The nvcc offlink finds (CUDA_HOME, OFFLINK_NVCC, PATH, /usr/local/cuda), or None."""
+    from offlink.errors import ToolError
+    from offlink.targets.cuda import toolkit
+
+    try:
+        return toolkit().nvcc
+    except ToolError:
+        return None
 
 
 def section_of(page: str, line: int) -> str:
