@@ -192,3 +192,17 @@ def test_the_toolchains_own_link_prints_the_same(offlink, tmp_path, env, toolcha
     run(["make", "-C", sample, f"CC={compiler}", f"OFFLOAD={flags}", f"BUILD={build}",
          "CCLD=$(CC)", "run"], env=env)
     assert "openmp_target" not in run(["readelf", "-SW", build / "app"]).stdout
+
+
+def test_gcc_fopenmp_alone_through_offlink_cc(offlink, tmp_path, env):
+    """`gcc -fopenmp` without -foffload= (what CMake's FindOpenMP gives) on a GCC configured
+    with offload targets writes GCC's offload code too: `offlink cc` adds offlink's host
+    payload (nothing asked it not to), and the link gives both targets; the host image's link
+    runs no mkoffload (before: `lto-wrapper failed` in the x86_64-pc-linux-gnu device link)."""
+    need_toolchain("gcc")
+    sample = copy_sample(SAMPLE, tmp_path)
+    build = tmp_path / "build"
+    run(["make", "-C", sample, "CC=offlink cc gcc", "CCLD=$(CC)", "OFFLOAD=-fopenmp",
+         f"BUILD={build}", "run"], env=env)
+    shown = run([offlink, "inspect", build / "app"], env=env).stdout
+    assert "    x86_64-pc-linux-gnu " in shown and "    nvptx-none " in shown, shown
