@@ -24,7 +24,8 @@ import pytest
 from conftest import ROOT, copy_sample, need_tool, needs_tool, run
 
 from offlink.errors import FormatError, LinkError, ToolError, UsageError
-from offlink.targets import cuda, default_targets, resolve
+from offlink.toolchains import default_targets, resolve
+from offlink.toolchains.offlink import cuda
 
 CUDA = "nvptx64-nvidia-cuda"
 FAKE_SRC = ROOT / "tests" / "cuda"
@@ -359,8 +360,29 @@ def test_fake_driver_runs_the_device_path(built):
     assert log[:3] == ["cuInit 0", "cuDevicePrimaryCtxRetain 0", "cuLibraryLoadData cubin sm_80"]
     assert {"cuLibraryGetKernel saxpy", "cuLibraryGetKernel sum", "cuLibraryGetGlobal x",
             "cuLibraryGetGlobal y", "cuLibraryGetGlobal total"} <= set(log)
+    # Copies and launches go on the thread's own stream (the driver's per-thread one) and
+    # wait for it alone (not the context: other threads' kernels run on).
+    assert "cuCtxSynchronize" not in log
+    assert log.count("cuMemcpyHtoDAsync 4000 pts1") == 2
+    assert log.count("cuMemcpyDtoHAsync 4000 pts1") == 1
+    assert "cuLaunchKernel saxpy grid 8x1x1 block 128x1x1 shared 0 stream pts1" in log
+    assert log.count("cuStreamSynchronize pts1") == 3 + 2 + 2  # update_to, launches, from
+
+
+@needs_nvcc
+def test_sync_launch_is_the_null_stream_and_the_context(built):
+    """OFFLINK_CUDA_SYNC_LAUNCH=1 is the old way (kept to measure against): the legacy
+    stream, cuCtxSynchronize after each launch, synchronous copies. OFFLINK_CUDA_INFO=1 says
+    which kernels ran on the GPU."""
+    done = _run_fake(built, "fake-cubin", OFFLINK_CUDA_SYNC_LAUNCH="1", OFFLINK_CUDA_INFO="1")
+    assert done.stdout == (SAMPLE / "expected.txt").read_text()
+    log = done.log.splitlines()
+    assert "pts" not in done.log and log.count("cuCtxSynchronize") == 2
     assert log.count("cuMemcpyHtoD 4000") == 2 and log.count("cuMemcpyDtoH 4000") == 1
-    assert "cuLaunchKernel saxpy grid 8x1x1 block 128x1x1 shared 0" in log
+    assert "cuLaunchKernel sum grid 8x1x1 block 128x1x1 shared 0 stream NULL" in log
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("offlink:")] == [
+        f"offlink: cuda: kernel '{k}' ran on GPU 0 (sm_80), grid 8 x block 128, NULL stream"
+        for k in ("saxpy", "sum")]
 
 
 @needs_nvcc
@@ -444,3 +466,79 @@ def test_cxx_host_launch(built):
     assert "saxpy n=1000 a=2.0" in done.stderr
     done = _run_fake(built, "fake-cxx", FAKE_CUDA_DEVICES="0")
     assert done.stdout == (SAMPLE / "expected-host.txt").read_text()
+
+
+UNLOAD_MAIN = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int (*launch)(void);
+static pthread_barrier_t both;
+static void mark(const char *what) {
+  FILE *f = fopen(getenv("FAKE_CUDA_LOG"), "a");
+  fprintf(f, "main: %s\n", what);
+  fclose(f);
+}
+static void *stays(void *arg) {
+  (void)arg;
+  long rc = launch();
+  pthread_barrier_wait(&both);
+  pthread_barrier_wait(&both);
+  return (void *)rc;
+}
+static void *leaves(void *arg) { return (void)arg, (void *)(long)launch(); }
+int main(int argc, char **argv) {
+  void *h = dlopen(argv[1], RTLD_NOW);
+  void *r1, *r2;
+  pthread_t t1, t2;
+  *(void **)&launch = h ? dlsym(h, "launch") : NULL;
+  if (!launch || argc != 2)
+    return 2;
+  pthread_barrier_init(&both, NULL, 2);
+  pthread_create(&t1, NULL, stays, NULL);
+  pthread_barrier_wait(&both);
+  pthread_create(&t2, NULL, leaves, NULL);
+  pthread_join(t2, &r2);
+  mark("dlclose");
+  dlclose(h);
+  mark("closed");
+  pthread_barrier_wait(&both);
+  pthread_join(t1, &r1);
+  mark("exited");
+  return (int)((long)r1 | (long)r2);
+}
+"""
+
+
+@needs_nvcc
+def test_threads_launching_from_a_library_that_goes_first(built, tmp_path):
+    """Two threads launch from a library with a CUDA image, each on its own stream; one exits,
+    the library is dlclose()d (its image unloaded) while the other still runs, then that one
+    exits: nothing of the runtime is left to run at a thread's exit (no pthread key
+    destructor in unmapped code), so the program ends normally."""
+    (tmp_path / "entry.c").write_text(
+        '#include "saxpy.h"\nint launch(void) {\n'
+        '  float *d = OFFLINK_TRANSLATE(OFFLINK_TABLE, y);\n'
+        '  return OFFLINK_LAUNCH(OFFLINK_TABLE, saxpy, 1, 32, 10, 1.0f, (const float *)d, d);\n}\n')
+    (tmp_path / "main.c").write_text(UNLOAD_MAIN)
+    cflags = run([built.offlink, "config", "--cflags"]).stdout.split()
+    inc = f"-I{built.sample}"
+    run([built.offlink, "cc", "--offload-target", f"{CUDA}:sm_80", "gcc", "-O2", "-fPIC", *cflags,
+         inc, "-c", built.sample / "kernels.c", "-o", tmp_path / "k.o"])
+    run(["gcc", "-O2", "-fPIC", *cflags, inc, "-c", tmp_path / "entry.c", "-o", tmp_path / "e.o"])
+    run([built.offlink, "link", "gcc", "-shared", tmp_path / "k.o", tmp_path / "e.o",
+         *_libs(built.offlink), "-o", tmp_path / "libk.so"])
+    run(["gcc", "-O2", "-Wall", tmp_path / "main.c", "-o", tmp_path / "main", "-ldl",
+         "-lpthread"])
+    log = tmp_path / "log"
+    env = {**os.environ, "OFFLINK_LIBCUDA": str(built.fake), "FAKE_CUDA_LOG": str(log),
+           "OFFLINK_MANDATORY": "1"}
+    run([tmp_path / "main", tmp_path / "libk.so"], env=env)
+    lines = [ln for ln in log.read_text().splitlines()
+             if ln.startswith(("main:", "cuLaunchKernel", "cuStream", "unload"))]
+    assert lines == ["cuLaunchKernel saxpy grid 1x1x1 block 32x1x1 shared 0 stream pts1",
+                     "cuStreamSynchronize pts1",
+                     "cuLaunchKernel saxpy grid 1x1x1 block 32x1x1 shared 0 stream pts2",
+                     "cuStreamSynchronize pts2", "main: dlclose", "unload", "main: closed",
+                     "main: exited"]

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, copy_sample, make_sample, need_tool, needs_tool, run
 from test_clang import CLANG
 
-from offlink.dialects.gcc import accel_compiler
+from offlink.toolchains.gcc.dialect import accel_compiler
 
 HAVE_CLANG = shutil.which(CLANG) is not None and \
     Path("/usr/lib/llvm-19/lib/libomptarget.so").exists()
@@ -27,7 +27,7 @@ NO_GCC_OFFLOAD = "GCC's nvptx offload compiler missing (apt-get install gcc-12-o
     "nvptx-tools)"
 
 PAYLOAD = "gnu.target_lto_x86_64-pc-linux-gnu"
-SCHEMA = json.loads((ROOT / "offlink" / "inspect.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "offlink" / "cli" / "inspect.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +103,8 @@ def test_nvptx_images_name_their_ptx_isa(offlink, gcc_built):
 @needs_tool(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
             "no CUDA toolkit (nvcc)")
 def test_cuda_archs_of_cubins_and_fatbins(tmp_path):
-    from offlink.inspect import image_archs
-    from offlink.targets.cuda import toolkit
+    from offlink.cli.inspect_cmd import image_archs
+    from offlink.toolchains.offlink.cuda import toolkit
 
     tools = toolkit()
     (tmp_path / "k.cu").write_text("__global__ void k(int *p) { *p = 1; }\n")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, need_tool, run
 
+from offlink.cli.inspect_cmd import parse_address
 from offlink.errors import UsageError
-from offlink.inspect import parse_address
 
 SAMPLE = SAMPLES / "users_openmp"
 SOURCES = ("main", "util", "vecops", "stats")
@@ -123,10 +123,10 @@ def inspect_json(offlink: str, path: Path, *args: str) -> dict:
 
     import jsonschema
 
-    from offlink.inspect import SCHEMA_ID
+    from offlink.cli.inspect_cmd import SCHEMA_ID
 
     info = json.loads(run([offlink, "inspect", "--json", path, *args]).stdout)
-    schema = json.loads((Path(__file__).parent.parent / "offlink" / "inspect.schema.json")
+    schema = json.loads((Path(__file__).parent.parent / "offlink" / "cli" / "inspect.schema.json")
                         .read_text())
     jsonschema.validate(info, schema)
     assert info["schema"] == SCHEMA_ID and info["kind"] == "toolchain-module"
@@ -269,7 +269,7 @@ def test_clang_explain_names_the_missing_runtime_and_offload_disabled(offlink, t
 
 def test_nvcc_link_shows_its_fatbin_and_kernels(offlink, tmp_path):
     from offlink.errors import ToolError
-    from offlink.targets.cuda import toolkit
+    from offlink.toolchains.offlink.cuda import toolkit
 
     try:
         nvcc = toolkit().nvcc  # where offlink finds it: CUDA_HOME (.ci/run's wheels), PATH...

@@ -327,10 +327,10 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
 
     import pytest
 
-    from offlink import registrations
     from offlink.errors import LinkError
     from offlink.link import pipeline
-    from offlink.registrations import gomp as gomp_register
+    from offlink.toolchains import registrations
+    from offlink.toolchains.gcc import gomp as gomp_register
 
     build_objects(offlink, tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -143,7 +143,7 @@ def test_every_sh_block_runs_as_written(tmp_path, page, line, block):
 def nvcc() -> str | None:
     """The nvcc offlink finds (CUDA_HOME, OFFLINK_NVCC, PATH, /usr/local/cuda), or None."""
     from offlink.errors import ToolError
-    from offlink.targets.cuda import toolkit
+    from offlink.toolchains.offlink.cuda import toolkit
 
     try:
         return toolkit().nvcc

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, need_tool, run
 
-from offlink.compile import plan_compile
-from offlink.toolchain_offload import offload_word
+from offlink.cc.plan import plan_compile
+from offlink.cc.toolchain_offload import offload_word
 
 GCC_NVPTX = ["-fopenmp", "-foffload=nvptx-none", "-foffload-options=nvptx-none=-misa=sm_80"]
 CLANG_X86 = ["-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu"]
@@ -82,7 +82,7 @@ def test_cc_execs_the_compile_untouched_says_nothing_and_imports_nothing(tmp_pat
     assert said.read_text().splitlines() == argv[1:]
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert not imported & {"lief", "offlink.objcache", "offlink.compile", "offlink.targets",
+    assert not imported & {"lief", "offlink.cc.fatcache", "offlink.cc.plan", "offlink.toolchains",
                            "offlink.link.pipeline", "subprocess"}
     said_lines = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
     assert said_lines == []

@@ -160,7 +160,7 @@ def test_meson_native_file_from_offlink_config(offlink, tmp_path, env, toolchain
 
 
 def test_meson_native_file_text():
-    from offlink.meson_native import native_file
+    from offlink.cli.meson_native import native_file
 
     text = native_file("gcc-12", ["/opt/bin/offlink"])
     assert "[binaries]\nc = ['/opt/bin/offlink', 'cc', 'gcc-12']\n" \

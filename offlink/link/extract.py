@@ -11,7 +11,6 @@ import mmap
 import os
 from collections.abc import Sequence
 
-from .. import dialects
 from ..elf import (
     SHN_UNDEF,
     STB_WEAK,
@@ -23,6 +22,7 @@ from ..elf import (
 from ..errors import FormatError
 from ..formats.bitcode import carries_offload, is_bitcode
 from ..model import CU, Input, LinkPlan, find_library
+from ..toolchains import dialects
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
 
@@ -50,7 +50,7 @@ def _read(path: str) -> bytes | memoryview:
 
 def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
     """The CUs with target code in one object, in whichever dialect it carries them (offlink's
-    payload, GCC's or LLVM's offload object: offlink/dialects/); the link options matter to
+    payload, GCC's or LLVM's offload object: offlink/toolchains/); the link options matter to
     GCC's."""
     return dialects.cus_of(obj, origin, link_args, lto)
 

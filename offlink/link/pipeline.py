@@ -12,12 +12,13 @@ import sys
 import time
 
 from .. import run as runner
+from .. import settings
 from ..errors import LinkError, ToolError, UsageError
 from .plan import LinkPlan, host_link_argv, plan_link
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..targets import Target
+    from ..plugins import Target
 
 HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
 
@@ -32,7 +33,7 @@ class LinkOptions:
                  save_temps: bool = False,
                  dry_run: bool = False,
                  timings: bool = False,  # also OFFLINK_TIMINGS=1
-                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
+                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (cache/store.py)
                  launcher: list[str] | None = None,  # empty: OFFLINK_TARGET_LAUNCHER
                  deep_verify: bool = False,  # --verify-deep; OFFLINK_VERIFY=deep (deep_verify.py)
                  offload_options: list[str] | None = None,  # --offload-option (GCC syntax)
@@ -74,7 +75,7 @@ def target_launcher(options: LinkOptions) -> list[str]:
     """The command prefix for target compiles: --target-launcher or OFFLINK_TARGET_LAUNCHER."""
     if options.launcher:
         return options.launcher
-    text = os.environ.get("OFFLINK_TARGET_LAUNCHER", "")
+    text = settings.text("OFFLINK_TARGET_LAUNCHER")
     if not text.strip():
         return []
     import shlex
@@ -84,7 +85,7 @@ def target_launcher(options: LinkOptions) -> list[str]:
 
 class _Timer:
     def __init__(self, enabled: bool):
-        self.enabled = enabled or os.environ.get("OFFLINK_TIMINGS", "") not in ("", "0")
+        self.enabled = enabled or settings.flag("OFFLINK_TIMINGS")
         self.marks: list[tuple[str, float]] = []
         self.start = self.last = time.perf_counter()
         self.spans: list[tuple[str, float, float]] = []  # stage, start, end
@@ -142,7 +143,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
         # later offlink link reads CU by CU (no driver may link the device code here).
-        from ..dialects import relocatable_argv
+        from ..toolchains.dialects import relocatable_argv
 
         return _plain(plan._replace(argv=relocatable_argv(plan.argv)), options, timer)
     from .narrow import Narrowing
@@ -172,8 +173,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
     slots = None
     cache = None
     try:
-        from .cache import Cache, cached_image, device_link
+        from ..cache.store import Cache
         from .compile import compile_all
+        from .device import cached_image, device_link
 
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
         cache = Cache.open(options.cache)
@@ -219,7 +221,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         narrowing.check(offered)  # before the host link: every name listed exactly is offered
         from ..formats import origins as origins_format
         from ..formats.table import reserve
-        from ..targets import host_e_machine
+        from ..plugins import host_e_machine
         from .reserve import origins_content, placeholder_object
 
         names = sorted({n for img in images for n in img.offers})
@@ -237,12 +239,12 @@ def link(argv: list[str], options: LinkOptions) -> int:
         slot = OutputSlot(plan.output)
         os.mkdir(os.path.join(workdir, "out"))
         staged = os.path.join(workdir, "out", os.path.basename(plan.output))
-        from ..registrations import objects as registration_objects
+        from ..toolchains.registrations import objects as registration_objects
 
         extra = [placeholder, *registration_objects(plan, images, workdir, cache),
                  *_host_link_args(plan, targets)]
         host = _drop_words(host_link_argv(plan, staged, extra), targets)
-        from ..registrations import opt_in
+        from ..toolchains.registrations import opt_in
 
         registration = opt_in(plan, images, workdir, options.gomp_register)
         if registration is not None:
@@ -267,7 +269,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         filled = fill(staged, images, layout)
         timer.stage("fill")
         verify(staged, filled, images)
-        deep = options.deep_verify or os.environ.get("OFFLINK_VERIFY", "") == "deep"
+        deep = options.deep_verify or settings.text("OFFLINK_VERIFY") == "deep"
         if deep:
             from .deep_verify import deep_verify
 
@@ -339,7 +341,7 @@ def _host_link(host: list[str]) -> None:
 
 
 def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
-    from ..targets import resolve
+    from ..toolchains import resolve
 
     present = []
     for cu in cus:
@@ -431,8 +433,8 @@ def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
     never asked on its own (`-Xlinker --offload-arch=x` stays whole). Words in an `@file` are
     asked too: one that keeps all of its words is passed as written, one that loses a word
     is expanded (as plan_link does with the words it leaves out)."""
-    from ..gccargs import expand_with_origins, is_clang, respelled, words
-    from ..targets import Target
+    from ..driver_args import expand_with_origins, is_clang, respelled, words
+    from ..plugins import Target
 
     # Only targets that drop words are asked (most drop none: 1000 objects, 1000 calls each).
     drops = [t for t in targets if type(t).host_link_drops is not Target.host_link_drops]

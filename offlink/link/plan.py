@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from ..driver_args import expand_with_origins, is_clang, linker_options, respelled, words
 from ..errors import UsageError
-from ..gccargs import expand_with_origins, is_clang, linker_options, respelled, words
 from ..model import Input, LinkPlan
 from ..model import find_library as find_library  # re-exported: it lived here before model.py
 

@@ -3,10 +3,11 @@
 The object defines `__OPENMP_TARGET__` (weak, hidden) at offset 0 of the section, so code that
 refers to it is resolved by the linker, and `__offlink_image_K` / `__offlink_image_K_end`
 (global, hidden: local in the output) at the start and end of image K, so a runtime
-registration names its images by index (registrations/): its code is then the same on every
-relink that changes an image's size, and its compiled object is a cache hit. The images are
-already in place (their offsets are fixed by the layout), so the build-id the linker computes
-covers them; the fill writes the metadata once the host addresses are final. SHF_GNU_RETAIN
+registration names its images by index (toolchains/registrations.py): its code is then the same
+on every relink that changes an image's size, and its compiled object is a cache hit. The
+images are already in place (their offsets are fixed by the layout), so the build-id the linker
+computes covers them; the fill writes the metadata once the host addresses are final.
+SHF_GNU_RETAIN
 keeps the section through --gc-sections.
 
 The same object carries `.offlink.origins` (formats/origins.md): which CU offered each row, known

@@ -132,8 +132,10 @@ static const char *kind_name(uint16_t kind) {
 
 /* ---- the environment: read once, ignored in secure-execution (setuid, setcap) programs -- */
 
-static const char *const env_names[] = {"OFFLINK_TARGET", "OFFLINK_MANDATORY", "OFFLINK_LIBCUDA",
-                                        "OFFLINK_CUDA_DEVICE", "TMPDIR"};
+static const char *const env_names[] = {"OFFLINK_TARGET",      "OFFLINK_MANDATORY",
+                                        "OFFLINK_LIBCUDA",     "OFFLINK_CUDA_DEVICE",
+                                        "OFFLINK_CUDA_SYNC_LAUNCH", "OFFLINK_CUDA_INFO",
+                                        "TMPDIR"};
 static char *env_values[sizeof env_names / sizeof env_names[0]];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
