@@ -27,6 +27,8 @@ SETTINGS: dict[str, tuple[str, str, str]] = {
     "OFFLINK_CC_TARGET_COMPILE": ("switch", "1", "offlink cc compiles the target code too "
                                   "(0: the link does)"),
     "OFFLINK_VERIFY": ("text", "", "deep: re-read the output with lief (as --verify-deep)"),
+    "OFFLINK_TARGET": ("text", "", "the C runtime's target (none: the host); read here only by "
+                       "inspect --explain, to say so"),
     "OFFLINK_GOMP_REGISTER": ("switch", "", "register GCC's nvptx-none image with libgomp "
                               "(as --gomp-register)"),
     "OFFLINK_CACHE_DIR": ("path", "", "where the runtime library and the link cache are kept "

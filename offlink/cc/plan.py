@@ -28,6 +28,7 @@ from ..plugins import Target
 from ..toolchains import resolve
 from . import fatcache as objcache
 from .fatcache import Job
+from .toolchain_offload import offload_word
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
@@ -85,14 +86,18 @@ class CompilePlan:
         self.origins = origins  # for each word of `expanded`, the index in argv[1:] it came from
 
 
-def plan_compile(argv: list[str], targets: list[str],
-                 offered: tuple[str, ...] = ()) -> CompilePlan | None:
-    """Plan `COMPILER ARGS...`; None when it is not a compile to objects (pass it through)."""
+def plan_compile(argv: list[str], targets: list[str], offered: tuple[str, ...] = (),
+                 asked: bool = True) -> CompilePlan | None:
+    """Plan `COMPILER ARGS...`; None when it is not a compile to objects (pass it through),
+    or, unless the targets were `asked` for (--offload-target), when it carries the
+    toolchain's own offload code (toolchain_offload.py)."""
     if not argv:
         raise UsageError("cc: missing compiler command (offlink cc [OPTIONS] COMPILER ARGS...)")
     compiler, args = argv[0], argv[1:]
     check_driver(compiler, "cc")
     args, origins = expand_with_origins(args)
+    if not asked and offload_word(args) is not None:
+        return None
     ws = words(args, clang=is_clang(compiler))  # clang's and gcc's options differ
     opts = {w.option for w in ws}
     if "-c" not in opts or opts & {"-E", "-S", "-M", "-MM", "-fsyntax-only"}:

@@ -22,7 +22,9 @@ Usage: offlink cc [OPTIONS] COMPILER ARGS...
   Compile one CU into a fat object: the host object exactly as COMPILER makes it, plus one
   gnu.target_lto_<target> section per target with this CU's target code. Every word from
   COMPILER on is passed through untouched; a command that is not a compile to objects
-  (-E, -S, a link) is run as it is, a link through `offlink link`.
+  (-E, -S, a link) is run as it is, a link through `offlink link`. A compile that carries
+  the toolchain's own offload code (-foffload=, -fopenacc, -fopenmp-targets=,
+  --offload-arch=) is the compiler's alone, untouched, unless --offload-target is given.
 
 Options:
   --offload-target T   target to build for (repeatable; default: host, or $OFFLINK_TARGETS)
@@ -144,6 +146,11 @@ def cmd_cc(argv: list[str]) -> int:
     _set_common(opts)
     given = list(opts.get("--offload-target") or [])  # type: ignore[arg-type]
     offered = tuple(opts.get("--offload-symbol") or ())  # type: ignore[arg-type]
+    if not given and rest[1:]:
+        from ..cc.toolchain_offload import offload_word
+
+        if offload_word(rest[1:]) is not None:  # GCC's or clang's own offload code
+            return _toolchain_offload(rest)
     if "-c" in rest:  # (a response file's -c: no recipe)
         from ..cc.fatcache import close, warm
         from ..digest import without_openssl
@@ -160,7 +167,7 @@ def cmd_cc(argv: list[str]) -> int:
 
     targets = given or default_targets()
     try:
-        plan = plan_compile(rest, targets, offered)
+        plan = plan_compile(rest, targets, offered, asked=bool(given))
     except BaseException:
         if started is not None:
             close(started)
@@ -182,6 +189,42 @@ def cmd_cc(argv: list[str]) -> int:
             raise OfflinkError(f"compiler '{rest[0]}': {e.strerror}") from None
     return _compile_and_link(rest, targets, tuple(opts.get("--offload-symbol") or ()),
                              list(opts.get("--offload-target") or []))
+
+
+def _toolchain_offload(argv: list[str]) -> int:
+    """A command that carries GCC's or clang's own offload code (toolchain_offload.py) and no
+    --offload-target: a compile is the compiler's alone (exec'd: nothing said, nothing added,
+    no import), a link of objects is `offlink link`'s, and a compile-and-link compiles each
+    source as the compiler does before `offlink link` links the objects."""
+    from ..driver_args import expand_response_files, is_clang, words
+
+    ws = [] if "-c" in argv else words(expand_response_files(argv[1:]), clang=is_clang(argv[0]))
+    opts = {w.option for w in ws}
+    if "-c" in argv or opts & {"-c", "-E", "-S", "-M", "-MM", "-fsyntax-only", "--version", "-v",
+                               "-dumpversion", "-dumpmachine", "--help"} or not ws:
+        from ..run import exec_tool
+
+        try:
+            exec_tool(argv)
+        except OSError as e:
+            raise OfflinkError(f"compiler '{argv[0]}': {e.strerror}") from None
+    from ..cc.plan import plan_compile_and_link
+    from ..link.pipeline import LinkOptions, link
+    from ..link.staging import WorkFolder
+
+    if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
+        return link(argv, LinkOptions())
+    from ..run import run_here
+
+    work = WorkFolder(keep=False, kind="cc")
+    try:
+        onestep = plan_compile_and_link(argv, work.path)
+        assert onestep is not None
+        for compile_argv in onestep.compiles:
+            run_here(compile_argv, "compile")
+        return link(onestep.link, LinkOptions(origin_names=onestep.sources))
+    finally:
+        work.close()
 
 
 def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, ...],

@@ -5,6 +5,7 @@ No `from __future__ import annotations` here: typer reads the annotations at run
 """
 
 import os
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -79,12 +80,18 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
                 "--address", metavar="ADDRESS",
                 help="explain which row holds this address: st_value as nm prints it, a "
                      "run-time address with --load-base, BASE+OFFSET, or +OFFSET as a "
-                     "backtrace prints it (prog(+0x1234))")] = None,
+                     "backtrace prints it (prog(+0x1234)); hex, 0x optional. Exit status 1 "
+                     "when it (or --symbol's name) has no row")] = None,
             load_base: Annotated[Optional[str], typer.Option(
                 "--load-base", metavar="BASE",
                 help="where the binary is loaded, for a run-time --address: the start of its "
-                     "first mapping in /proc/PID/maps (that range, 5555...-5555..., is read as "
-                     "hex; gdb: info proc mappings)")] = None,
+                     "first mapping in /proc/PID/maps (555555554000, or the range "
+                     "555555554000-555555575000; hex, 0x optional; gdb: info proc mappings)")
+            ] = None,
+            explain_host: Annotated[bool, typer.Option(
+                "--explain", help="say why target regions would run on the host, each reason "
+                "with its fix: no registration, no image, the runtime, plugin or driver "
+                "missing, OMP_TARGET_OFFLOAD (what the file and this machine tell)")] = False,
             schema: Annotated[Optional[bool], typer.Option(
                 "--schema", callback=schema_cb, is_eager=True,
                 help="print the JSON schema of --json's output and exit")] = None,
@@ -98,7 +105,18 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
         if symbol is not None or address is not None:
             addr, base = (parse_address(address, load_base) if address is not None
                           else (None, None))
-            print(explain(binary, symbol, addr, base))
+            text, offered = explain(binary, symbol, addr, base)
+            print(text)
+            return 0 if offered else 1  # as grep: not in the table is not an error line
+        if explain_host:
+            from .explain import findings
+
+            found = findings(binary, inspect_file(binary))
+            for finding, fix in found:
+                print(f"{finding}\n  fix: {fix}")
+            if not found:
+                print("nothing in the file or on this machine says that target regions would "
+                      "run on the host")
             return 0
         info = inspect_file(binary, name, parse_kinds(kind) if kind else None, cu)
         if json:
@@ -148,12 +166,23 @@ def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags
                "--pkgconfig-dir", help="the folder of offlink.pc, for PKG_CONFIG_PATH")] = False,
            cmake_dir: Annotated[bool, typer.Option(
                "--cmake-dir", help="the folder of offlinkConfig.cmake, for offlink_DIR or "
-               "CMAKE_PREFIX_PATH")] = False) -> None:
+               "CMAKE_PREFIX_PATH")] = False,
+           meson_native: Annotated[Optional[str], typer.Option(
+               "--meson-native", metavar="COMPILER", help="print a Meson native file with "
+               "`offlink cc COMPILER` as the C compiler (and the C++ one beside it)")] = None
+           ) -> None:
     """Flags to build a program against the offlink runtime (offlink.h, libofflink)."""
 
     def go() -> int:
         from ..runtime import build
 
+        if meson_native is not None:
+            if cflags or libs or pkgconfig_dir or cmake_dir:
+                raise UsageError("--meson-native goes alone")
+            from .meson_native import native_file
+
+            sys.stdout.write(native_file(meson_native))
+            return 0
         if pkgconfig_dir or cmake_dir:
             if cflags or libs or (pkgconfig_dir and cmake_dir):
                 raise UsageError("--pkgconfig-dir and --cmake-dir each go alone")

@@ -76,6 +76,24 @@ def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
     for section in elf.sections:
         if section.name == LLVM_SECTION:
             out += _offload_binary_images(elf, section, path, member)
+    if elf.e_type != ET_REL and TABLE_SECTION not in names:
+        out += _toolchain_images(elf, path, member)
+    return out
+
+
+def _toolchain_images(elf: ElfFile, path: str, member: str) -> list[Image]:
+    """The images of GCC's own link (mkoffload's PTX, one text per CU, NUL-separated, as
+    offlink's nvptx-none image) and of nvcc's (.nv_fatbin); clang's are its OffloadBinaries."""
+    from .toolchain_binary import read
+
+    out = []
+    for o in read(elf):
+        if o.toolchain == "llvm":
+            continue
+        for img in o.images:
+            target = "nvptx-none" if o.toolchain == "gcc" else "cuda"
+            out.append(Image(path, member, target, img.triple, img.archs,
+                             SUFFIXES.get(img.kind, ".bin"), img.data))
     return out
 
 

@@ -47,6 +47,16 @@ def inspect_file(path: str, name_glob: str | None = None,
                 "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
     elf = files[0][1]
     section = elf.section(SECTION)
+    if elf.e_type != 1 and section is None:
+        from .toolchain_binary import read
+
+        found = read(elf)
+        if found:  # the toolchain's own link: GCC's, clang's, nvcc's
+            if cu_glob is not None:
+                raise UsageError(f"--cu: {path} was linked by the toolchain, whose tables do "
+                                 f"not record CUs")
+            return {**head, "kind": "toolchain-module",
+                    "offload": [_toolchain_json(o, name_glob, kinds) for o in found]}
     if elf.e_type == 1 or section is None:
         cus = _cus(elf, path, None)
         if elf.e_type != 1 and not cus:
@@ -87,6 +97,50 @@ def inspect_file(path: str, name_glob: str | None = None,
                         and (cu_glob is None or fnmatchcase(r["cu"], cu_glob))],
         },
     }
+
+
+def _toolchain_json(o, name_glob: str | None, kinds: tuple[str, ...] | None) -> dict:
+    readable = demangle([e.name for e in o.entries])
+    entries = [{"name": e.name, "kind": e.kind, "address": e.address,
+                "size": e.size if "variable" in e.kind else 1, "host_name": e.host_name,
+                "demangled": readable.get(e.name)} for e in o.entries]
+    return {"toolchain": o.toolchain, "registration": o.registration,
+            "entry_count": len(entries),
+            "entries": [r for r in entries if _wanted(r, name_glob, kinds)],
+            "images": [{"triple": i.triple, "archs": list(i.archs), "kind": i.kind,
+                        "producer": i.producer, "image_size": len(i.data),
+                        "file_offset": i.file_offset} for i in o.images],
+            "notes": list(o.notes)}
+
+
+TOOLCHAINS = {"gcc": "GCC's own offload link (mkoffload)", "llvm": "clang's own offload link "
+              "(clang-linker-wrapper)", "cuda": "nvcc's link (a CUDA fatbin)"}
+
+
+def _render_toolchain(info: dict) -> list[str]:
+    lines = []
+    for o in info["offload"]:
+        reg = o["registration"] or "none"
+        lines.append(f"  {TOOLCHAINS[o['toolchain']]}; registration: {reg}")
+        lines.append("  images:")
+        for i in o["images"]:
+            archs = f"  {' '.join(i['archs'])}" if i["archs"] else ""
+            at = (f"at file offset {i['file_offset']:#x}" if i["file_offset"] is not None
+                  else "in pieces")
+            lines.append(f"    {i['triple']:<28} {i['kind']:<7} {i['producer']:<14} "
+                         f"{i['image_size']:>10} bytes {at}{archs}")
+        shown = (f", {len(o['entries'])} shown" if len(o["entries"]) != o["entry_count"]
+                 else "")
+        lines.append(f"  entries: {o['entry_count']}{shown}")
+        width = max([len(e["name"]) for e in o["entries"]] + [4])
+        for e in o["entries"]:
+            also = [x for x in (e["demangled"], e["host_name"] and f"host: {e['host_name']}")
+                    if x]
+            size = "-" if e["kind"].endswith("function") else str(e["size"])
+            lines.append(f"    {e['name']:<{width}}  {e['kind']:<18} {e['address']:#014x}  "
+                         f"size {size}" + "".join(f"  {x}" for x in also))
+        lines += [f"  note: {n}" for n in o["notes"]]
+    return lines
 
 
 UNKNOWN_CU = "(CU not recorded)"  # a row the section does not name (a damaged section)
@@ -255,20 +309,40 @@ def demangle(names: list[str]) -> dict[str, str]:
     return found
 
 
+USER_SPACE_END = 1 << 47  # x86-64 and AArch64 Linux: above it, no user-space mapping
+PAGE = 4096
+
+
 def parse_address(text: str, load_base: str | None) -> tuple[int, int | None]:
     """`--address` as given (`0x1234`, `BASE+OFFSET` as a backtrace's `prog(+0x1234)` or a
     debugger shows it) and `--load-base` (a number, or the range /proc/PID/maps prints,
-    `555555554000-555555575000`, read as hex): (the address, the load base or None)."""
-    def number(word: str, what: str, maps: bool = False) -> int:
+    `555555554000-555555575000`): (the address, the load base or None). Every number is hex,
+    with or without 0x, as nm, /proc/PID/maps and backtraces print them; a bare number of
+    decimal digits whose hex reading cannot be right (past user space, a load base off a page
+    boundary) while its decimal reading could is refused as ambiguous."""
+    def number(word: str, what: str, base: bool = False) -> int:
         word = word.strip()
-        try:
-            if maps and "-" in word:  # a /proc/PID/maps range: its start, hex without 0x
-                return int(word.split("-", 1)[0], 16)
-            return int(word, 0)
-        except ValueError:
-            raise UsageError(f"{what} takes a number, not '{word}'") from None
+        if base and "-" in word:  # a /proc/PID/maps range: its start
+            word = word.split("-", 1)[0]
+        prefixed = word.lower().startswith("0x")
+        digits = word[2:] if prefixed else word
+        if not digits or any(c not in "0123456789abcdefABCDEF" for c in digits):
+            raise UsageError(f"{what} takes a number: hex, as nm and /proc/PID/maps print it "
+                             f"(0x optional), not '{word}'") from None
+        value = int(digits, 16)
+        why = ("past user space" if value >= USER_SPACE_END
+               else "not a page boundary" if base and value % PAGE else "")
+        if why and not prefixed and word.isdigit() and int(word) < USER_SPACE_END \
+                and not (base and int(word) % PAGE):
+            raise UsageError(f"{what} {word} is ambiguous: read as hex (as /proc/PID/maps and "
+                             f"nm print it) it is {why}; if it is decimal, give it as "
+                             f"{int(word):#x}")
+        if base and value % PAGE:
+            raise UsageError(f"{what} {word} is not a page boundary: give the start of the "
+                             f"binary's first mapping in /proc/PID/maps")
+        return value
 
-    base = number(load_base, "--load-base", maps=True) if load_base is not None else None
+    base = number(load_base, "--load-base", base=True) if load_base is not None else None
     text = text.strip()
     if text.startswith("+"):  # a backtrace's offset from the load base, as st_value
         return number(text[1:], "--address"), base
@@ -291,9 +365,11 @@ def _link_address(elf: ElfFile, address: int, load_base: int | None) -> int:
 
 
 def explain(path: str, name: str | None, address: int | None,
-            load_base: int | None = None) -> str:
-    """Why a name or an address is, or is not, in a binary's table: what the runtime sees."""
+            load_base: int | None = None) -> tuple[str, bool]:
+    """Why a name or an address is, or is not, in a binary's table: what the runtime sees;
+    and whether each one asked about is in it (a row), for the exit status."""
     from ..link.fill import host_symbols
+    from .inspect_hints import not_offered
 
     elf = ElfFile.open(path)
     section = elf.section(SECTION)
@@ -307,6 +383,7 @@ def explain(path: str, name: str | None, address: int | None,
     origins = _origins(elf, path)
     offered_by = origins.rows if origins is not None else {}
     lines = []
+    offered = True
     if name is not None:
         readable = demangle([s.name for s in symbols])
         sym = table.lookup(name)
@@ -315,6 +392,7 @@ def explain(path: str, name: str | None, address: int | None,
         if not found:
             found = [table.lookup(m) for m, d in sorted(readable.items())
                      if d == name or d.startswith(name + "(")][:1]
+        offered = bool(found)
         if found:
             lines += [_describe(s, readable, spelled, table, offered_by) for s in found
                       if s is not None]
@@ -322,6 +400,8 @@ def explain(path: str, name: str | None, address: int | None,
             lines.append(f"'{name}' is offered by {origins.left_out[name]} but was left out by "
                          f"--offload-symbol narrowing at link time, so it has no row; "
                          f"translate returns the host pointer")
+        elif name in host and (hint := not_offered(table, name, path)) is not None:
+            lines.append(hint)  # GCC's or clang's offload code: in their terms
         elif name in host and host[name].st_visibility in (STV_HIDDEN, STV_INTERNAL):
             seen = "hidden" if host[name].st_visibility == STV_HIDDEN else "internal"
             lines.append(f"'{name}' is defined in {path} with {seen} visibility, so no CU "
@@ -362,7 +442,8 @@ def explain(path: str, name: str | None, address: int | None,
                     ": a run-time address needs --load-base" if load_base is None else ""))
             lines.append(f"{shown} is in no offered function or variable (functions "
                          f"match their exact address only){hint}")
-    return "\n".join(lines)
+            offered = False
+    return "\n".join(lines), offered
 
 
 def _local_in_images(table, name: str) -> list[str]:
@@ -439,6 +520,9 @@ def render_text(info: dict) -> str:
                 lines.append(f"{indent}{s['name']:<{width}}  {s['kind']:<18} "
                              f"{s['address']:#014x}  size {size}" + "".join(f"  {x}" for x in also))
         lines.append(LEGEND)
+    elif info["kind"] == "toolchain-module":
+        lines += _render_toolchain(info)
+        lines.append(LEGEND.replace("row", "entry"))
     else:
         if not info["cus"]:
             lines.append("  no target code")

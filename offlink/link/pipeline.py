@@ -217,6 +217,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
                       f"{f', {as_is} used as they are' if as_is else ''}; image {image}",
                       file=sys.stderr)
         narrowing.check(offered)  # before the host link: every name listed exactly is offered
+        from ..formats import origins as origins_format
         from ..formats.table import reserve
         from ..plugins import host_e_machine
         from .reserve import origins_content, placeholder_object
@@ -226,8 +227,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
         placeholder = os.path.join(workdir, "offlink-table.o")
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine(),
-                                       origins_content(images, every, narrowing,
-                                                       options.origin_names)))
+                                       origins_content(
+                                           images, every, narrowing, options.origin_names,
+                                           os.path.dirname(os.path.abspath(plan.output)),
+                                           origins_format.prefix_maps(plan.argv))))
         timer.stage("reserve")
         # The linker writes into the work folder (a killed link leaves nothing beside the
         # output) and creates the file itself, so its mode is the plain link's.

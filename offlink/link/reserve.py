@@ -37,7 +37,7 @@ from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ..model import CU, CompiledCU, Image
     from .narrow import Narrowing
@@ -110,11 +110,17 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
 
 
 def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: Narrowing,
-                    names: Mapping[str, str] | None = None) -> bytes:
+                    names: Mapping[str, str] | None = None, output_dir: str = "",
+                    maps: Sequence[tuple[str, str]] = ()) -> bytes:
     """`.offlink.origins` for these images: each row's CU as the link line names it (its
-    origin: `a.o`, `libx.a(m.o)`; a temporary object in `names` by its source), and the
-    offered names the narrowing left out."""
+    origin: `a.o`, `libx.a(m.o)`; a temporary object in `names` by its source; an absolute
+    path as origins.portable makes it, relative to the absolute `output_dir` or mapped by
+    `maps`), and the offered names the narrowing left out."""
     def named(cu: CU) -> str:
+        return origins_format.portable(given(cu), output_dir, maps) if output_dir \
+            else given(cu)
+
+    def given(cu: CU) -> str:
         if not names:
             return cu.origin
         path, sep, record = cu.origin.rpartition("#")  # `a.o#2`: a file's second record

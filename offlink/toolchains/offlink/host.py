@@ -87,7 +87,15 @@ class HostTarget(Target):
         defs = [] if sanitize and (clang or static_runtime(plan)) else ["-Wl,-z,defs"]
         if not clang and static_runtime(plan):
             sanitize = []  # gcc -shared -fsanitize=... would name the shared runtime too
-        return [driver, "-shared", "-fPIC", *sanitize, "-Wl,-Bsymbolic", *defs,
+        # CUs that gcc compiled with -fopenmp or -fopenacc carry GCC's own offload code (gcc
+        # writes it for each offload target it is configured with, whatever -foffload says at
+        # the compile) and call libgomp: the image is the CPU's, so its link runs no mkoffload
+        # and links libgomp, as gcc -fopenmp does.
+        used = {o for c in compiled for o in c.cu.payload.options}
+        gcc_offload = [] if clang else [o for o in ("-fopenmp", "-fopenacc") if o in used]
+        if gcc_offload:
+            gcc_offload.append("-foffload=disable")
+        return [driver, "-shared", "-fPIC", *sanitize, *gcc_offload, "-Wl,-Bsymbolic", *defs,
                 "-Wl,--hash-style=gnu", "-o", output, *(c.object_path for c in compiled),
                 *dirs, *libs]
 
