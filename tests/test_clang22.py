@@ -71,7 +71,7 @@ def test_kernels_run_on_libomptarget_22s_plugin(sample):
 def test_table_rows_are_the_registered_56_byte_entries(offlink, sample):
     """The table's rows are the rows of llvm_offload_entries libomptarget 22 is given: same
     names, addresses and kinds (kernels, variables, an indirect function)."""
-    from offlink.dialects.llvm import linked_entries_of_kind
+    from offlink.toolchains.llvm.dialect import linked_entries_of_kind
 
     for prog in ("clang_openmp", "clang_openmp_cxx", "offlink/libcounter.so"):
         binary = sample / "build" / prog
@@ -111,7 +111,7 @@ def test_registration_is_llvm_offload_wrapper_22s(sample, tmp_path):
     the same outside names (__start_/__stop_llvm_offload_entries, __tgt_register_lib,
     __tgt_unregister_lib, atexit), a constructor each; and in the linked programs the same
     llvm_offload_entries as clang-22's own link, row for row."""
-    from offlink.registrations.omptarget import c_source
+    from offlink.toolchains.llvm.omptarget import c_source
 
     theirs = _wrapper_object(tmp_path)
     (tmp_path / "r.c").write_text(c_source([0], 3))
@@ -167,7 +167,7 @@ def test_extract_writes_the_image_libomptarget_22_loads(offlink, sample, tmp_pat
 
 
 def test_each_release_gets_its_own_words():
-    from offlink.targets.llvm_release import (
+    from offlink.toolchains.llvm.llvm_release import (
         compiler_of,
         device_runtime_words,
         entry_generation,

@@ -327,15 +327,15 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
 
     import pytest
 
-    from offlink import registrations
     from offlink.errors import LinkError
-    from offlink.link import pipeline
-    from offlink.registrations import gomp as gomp_register
+    from offlink.link import host, pipeline
+    from offlink.toolchains import registrations
+    from offlink.toolchains.gcc import gomp as gomp_register
 
     build_objects(offlink, tmp_path)
     monkeypatch.chdir(tmp_path)
     links = []
-    real_host_link = pipeline._host_link
+    real_host_link = host.run_host_link
 
     def host_link(argv):
         links.append(argv)
@@ -355,7 +355,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
         def check(self, path):
             return False
 
-    monkeypatch.setattr(pipeline, "_host_link", host_link)
+    monkeypatch.setattr(host, "run_host_link", host_link)
     monkeypatch.setattr(registrations, "enabled", lambda asked: True)
     monkeypatch.setattr(gomp_register.Registration, "for_link",
                         classmethod(lambda cls, *args: NeverSettles()))

@@ -145,7 +145,7 @@ def test_clang20s_layout_is_read(offlink, tmp_path):
 
 @needs_clang19
 def test_clang19_rows_are_still_32_bytes(tmp_path):
-    from offlink.dialects.llvm import entries_of_kind
+    from offlink.toolchains.llvm.dialect import entries_of_kind
 
     elf = ElfFile.open(str(_object(tmp_path, CLANG19)))
     content = bytes(elf.content(elf.section("omp_offloading_entries")))

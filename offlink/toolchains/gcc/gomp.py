@@ -1,0 +1,252 @@
+"""`offlink link --gomp-register` (OFFLINK_GOMP_REGISTER=1): offlink's `nvptx-none` image
+registered with libgomp, as GCC's mkoffload does, so libgomp can run target regions on a GPU.
+
+Opt-in and unverified on a real GPU. Per link, one generated C file (compiled by the host
+compiler, byte for byte the same for the same image and table) holds what GCC 12's mkoffload
+writes: the image's PTX files (`ptx_objs`), the variable and function names (`var_mappings`,
+`func_mappings` with launch dimensions) and the `nvptx_tdata` struct, a constructor calling
+`GOMP_offload_register_ver(0x10001, __OFFLOAD_TABLE__, 5, &target_data)` and a destructor
+calling `GOMP_offload_unregister_ver` likewise. libgomp pairs host table slot i with name i
+(target.c, gomp_load_image_to_device), so the names are written in the order of the linked
+binary's `.gnu.offload_funcs`/`.gnu.offload_vars`, each slot named by offlink's by-name
+pairing; where the link put the CUs' tables in another order than the inputs suggested, the
+C file is written again in the binary's order and the host link runs once more.
+
+`__OFFLOAD_TABLE__` spans those sections as in GCC's link: crtoffloadbegin.o (from the GCC
+install) comes before every input and crtoffloadend.o after them. The table itself is
+crtoffloadtable.o's four pointers, defined in the generated file instead of taking that object:
+GCC 12's crtoffloadtable.o keeps them in `.rodata`, which gives a PIE text relocations (GCC's
+own link warns "relocation ... in read-only section"); compiled -fPIC here they go to
+`.data.rel.ro`. GCC 12's interface, checked against Debian's 12.2 libgomp: GOMP_VERSION 1,
+GOMP_VERSION_NVIDIA_PTX 1 (the plugin refuses a larger device version), GOMP_DEVICE_NVIDIA_PTX
+5; `nvptx_tdata` is {ptx_objs, ptx_num, var_names, var_num, fn_descs, fn_num} (GCC 13 adds
+omp_requires_mask in front and GOMP_VERSION 2, GCC 14 ind_fn_num at the end).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ... import run as runner
+from ...errors import LinkError, UsageError
+
+GOMP_VERSION = 1  # GCC 12 (libgomp refuses a library version above it)
+GOMP_VERSION_NVIDIA_PTX = 1
+GOMP_DEVICE_NVIDIA_PTX = 5
+VERSION = GOMP_VERSION << 16 | GOMP_VERSION_NVIDIA_PTX  # GOMP_VERSION_PACK
+GOMP_DIM_MAX = 3
+GCC_MAJOR = "12"
+SOURCE = "offlink-gomp-register.c"
+CRT_BEGIN, CRT_END = "crtoffloadbegin.o", "crtoffloadend.o"
+
+
+def ptx_parts(image: bytes) -> list[bytes]:
+    """The image's PTX files, as mkoffload cuts them (at each NUL; none after a final NUL)."""
+    if not image:
+        return []
+    parts = image.split(b"\0")
+    if image.endswith(b"\0"):
+        parts.pop()
+    return parts
+
+
+def _c_string(data: bytes) -> str:
+    """`data` as C string literals, one per line of the text; octal escapes keep it exact."""
+    out = []
+    for line in data.splitlines(keepends=True) or [b""]:
+        chars = []
+        for b in line:
+            c = chr(b)
+            if c in '"\\?' or not 0x20 <= b < 0x7F:
+                chars.append(f"\\{b:03o}")
+            else:
+                chars.append(c)
+        out.append('\t"' + "".join(chars) + '"')
+    return "\n".join(out)
+
+
+def c_source(image: bytes, funcs: list[str], variables: list[str],
+             dims: dict[str, tuple[int, ...]]) -> str:
+    """The registration, as GCC 12's mkoffload writes it (nvptx/mkoffload.cc, process), for
+    host table slot i named funcs[i] / variables[i]."""
+    for n in (*funcs, *variables):
+        if not n or any(c in n for c in '"\\\n') or not n.isascii():
+            raise LinkError(f"--gomp-register: cannot name '{n}' in C")
+    parts = ptx_parts(image)
+    w = [f"/* Written by offlink link --gomp-register: libgomp registration of the nvptx-none "
+         f"image\n   (GCC {GCC_MAJOR}'s mkoffload layout). */", "#include <stdint.h>", ""]
+    for i, part in enumerate(parts):
+        w += [f"static const char ptx_code_{i}[] =", _c_string(part) + ";", ""]
+    w.append("static const struct ptx_obj {\n  const char *code;\n  __SIZE_TYPE__ size;\n"
+             "} ptx_objs[] = {")
+    w.append(",\n".join(f"\t{{ptx_code_{i}, sizeof (ptx_code_{i})}}" for i in range(len(parts))))
+    w += ["};", ""]
+    w.append("static const char *const var_mappings[] = {")
+    w.append(",\n".join(f'\t"{n}"' for n in variables))
+    w += ["};", ""]
+    w.append(f"static const struct nvptx_fn {{\n  const char *name;\n"
+             f"  unsigned short dim[{GOMP_DIM_MAX}];\n}} func_mappings[] = {{")
+    rows = []
+    for n in funcs:
+        d = dims.get(n, ())[:GOMP_DIM_MAX]
+        rows.append(f'\t{{"{n}"' + "".join(f", {v:#x}" for v in d) + "}")
+    w.append(",\n".join(rows))
+    w += ["};", ""]
+    w.append("""static const struct nvptx_tdata {
+  const struct ptx_obj *ptx_objs;
+  unsigned ptx_num;
+  const char *const *var_names;
+  unsigned var_num;
+  const struct nvptx_fn *fn_names;
+  unsigned fn_num;
+} target_data = {
+  ptx_objs, sizeof (ptx_objs) / sizeof (ptx_objs[0]),
+  var_mappings, sizeof (var_mappings) / sizeof (var_mappings[0]),
+  func_mappings, sizeof (func_mappings) / sizeof (func_mappings[0])
+};
+
+extern void GOMP_offload_register_ver (unsigned, const void *, int, const void *);
+extern void GOMP_offload_unregister_ver (unsigned, const void *, int, const void *);
+
+/* crtoffloadtable.o's table, over what crtoffloadbegin.o and crtoffloadend.o delimit. */
+#define HIDDEN __attribute__ ((__visibility__ ("hidden")))
+extern const void *const __offload_func_table[] HIDDEN;
+extern const void *const __offload_funcs_end[] HIDDEN;
+extern const void *const __offload_var_table[] HIDDEN;
+extern const void *const __offload_vars_end[] HIDDEN;
+const void *const __OFFLOAD_TABLE__[] HIDDEN = {
+  &__offload_func_table, &__offload_funcs_end, &__offload_var_table, &__offload_vars_end
+};
+""")
+    for fn, call in (("constructor", "init"), ("destructor", "fini")):
+        what = "register" if call == "init" else "unregister"
+        w.append(f"static __attribute__((__{fn}__)) void {call} (void)\n{{\n"
+                 f"  GOMP_offload_{what}_ver ({VERSION:#x}, __OFFLOAD_TABLE__, "
+                 f"{GOMP_DEVICE_NVIDIA_PTX}/*NVIDIA_PTX*/, &target_data);\n}}\n")
+    return "\n".join(w)
+
+
+def crt_object(compiler: str, name: str) -> str:
+    out = runner.run([compiler, f"-print-file-name={name}"], f"{compiler} -print-file-name")
+    path = out.stdout.decode().strip()
+    if not os.path.isabs(path) or not os.path.isfile(path):
+        raise LinkError(f"--gomp-register: {compiler} has no {name} (a GCC built with "
+                        f"offloading has; Debian: gcc-{GCC_MAJOR}-offload-nvptx)")
+    return path
+
+
+def driver_adds_crt(driver: str, args: list[str]) -> bool:
+    """Whether a link by `driver` with `args` gets crtoffloadbegin.o/crtoffloadend.o from
+    GCC's own specs (`%{fopenacc|fopenmp:crtoffloadbegin%O%s}`; the last of -fX/-fno-X
+    counts)."""
+    name = os.path.basename(driver)
+    if "clang" in name or not ("gcc" in name or "g++" in name or name in ("cc", "c++")):
+        return False
+    if any(a in ("-nostartfiles", "-nostdlib", "-r") for a in args):
+        return False
+    live = {"-fopenmp": False, "-fopenacc": False}
+    for a in args:
+        if a in live:
+            live[a] = True
+        elif a.startswith("-fno-") and "-f" + a[5:] in live:
+            live["-f" + a[5:]] = False
+    return any(live.values())
+
+
+@dataclass
+class Registration:
+    """The registration of one link's nvptx-none image: its C file, object and host inputs."""
+
+    compiler: str
+    data: bytes  # the image
+    cus: list  # (label, source, entries) per CU, as the target paired them
+    workdir: str
+    order: dict[str, list[str]] = field(default_factory=dict)  # kind -> keys, table order
+    relinks: int = 0
+    option = "--gomp-register"  # what asked for it, in the pipeline's messages
+
+    @classmethod
+    def for_link(cls, plan, images, workdir: str, required: bool) -> Registration | None:
+        """The registration of this link's nvptx-none image; without one, None, or an error
+        when --gomp-register asked for it (OFFLINK_GOMP_REGISTER=1 alone does not)."""
+        from .nvptx import NAME
+
+        image = next((i for i in images if i.target.name == NAME), None)
+        if image is None:
+            if not required:
+                return None
+            raise UsageError(f"--gomp-register: no {NAME} image in this link (it registers "
+                             f"GCC's own offload objects, gcc -fopenmp -foffload={NAME})")
+        cus = image.target.link_entries(image.path)  # type: ignore[attr-defined]
+        driver = os.path.basename(plan.driver)
+        compiler = plan.driver if ("gcc" in driver or "clang" in driver
+                                   or driver in ("cc", "c++", "g++")) else "cc"
+        version = runner.run([compiler, "-dumpversion"], f"{compiler} -dumpversion")
+        major = version.stdout.decode().strip().split(".")[0]
+        if major != GCC_MAJOR:
+            raise UsageError(f"--gomp-register writes GCC {GCC_MAJOR}'s libgomp registration; "
+                             f"the host compiler {compiler} is version {major}")
+        reg = cls(compiler, image.data, cus, workdir)
+        reg.order = {kind: [e.key for _l, _s, entries in cus for e in entries
+                            if e.host.kind == kind] for kind in ("function", "variable")}
+        return reg
+
+    @property
+    def object_path(self) -> str:
+        return os.path.join(self.workdir, SOURCE[:-2] + ".o")
+
+    def build(self) -> None:
+        from . import dialect as gcc
+
+        dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
+        text = c_source(self.data, self.order["function"], self.order["variable"], dims)
+        with open(os.path.join(self.workdir, SOURCE), "w", encoding="ascii") as f:
+            f.write(text)
+        # Relative names, in the work folder: nothing of its path reaches the object.
+        runner.run([self.compiler, "-c", "-O2", "-fPIC", "-fno-lto", "-w", SOURCE, "-o",
+                    os.path.basename(self.object_path)], "compiling the libgomp registration",
+                   cwd=self.workdir)
+
+    def host_argv(self, host: list[str], extra_at: int) -> list[str]:
+        """The host link with crtoffloadbegin.o before every input, and the registration and
+        crtoffloadend.o after them (`extra_at`: where offlink's own inputs start). GCC's
+        driver adds the two itself to a -fopenmp or -fopenacc link (its startfile and endfile
+        specs) unless -nostartfiles or -nostdlib."""
+        if driver_adds_crt(host[0], host[1:extra_at]):
+            return [*host[:extra_at], self.object_path, *host[extra_at:]]
+        begin = crt_object(self.compiler, CRT_BEGIN)
+        end = crt_object(self.compiler, CRT_END)
+        return [host[0], begin, *host[1:extra_at], self.object_path, end, *host[extra_at:]]
+
+    def check(self, path: str) -> bool:
+        """Whether the linked binary's host table is in the registered order; if the CUs'
+        tables landed in another order, the C file is rewritten in it (relink, then check
+        again). A slot offlink cannot name, or an entry the table lacks, is an error."""
+        from ...elf import ElfFile
+        from . import dialect as gcc
+
+        found = gcc.slot_keys(ElfFile.open(path), self.cus)
+        actual: dict[str, list[str]] = {}
+        for kind, keys in found.items():
+            named = [k for k in keys if k is not None]
+            if len(named) != len(keys):
+                raise LinkError(f"--gomp-register: {len(keys) - len(named)} of the {len(keys)} "
+                                f"{kind} slots of the host table come from no input offlink "
+                                f"paired (objects with GCC offload tables offlink did not "
+                                f"read?)")
+            if sorted(named) != sorted(self.order[kind]):
+                raise LinkError(f"--gomp-register: the linked host table has "
+                                f"{len(keys)} {kind} slots where the CUs have "
+                                f"{len(self.order[kind])} (did -Wl,--gc-sections remove "
+                                f"them?); libgomp pairs them by position")
+            actual[kind] = named
+        if actual == self.order:
+            return True
+        if self.relinks:
+            raise LinkError("--gomp-register: the host table's order changed between two "
+                            "links of the same inputs")
+        self.order = actual
+        self.relinks += 1
+        self.build()
+        return False
