@@ -106,7 +106,7 @@ def _entries_section(elf: ElfFile, name: str) -> tuple:
 
 @needs_clang22
 def test_registration_is_llvm_offload_wrapper_22s(sample, tmp_path):
-    """offlink's registration (registrations/omptarget.py, generation 3) next to the one
+    """offlink's registration (toolchains/llvm/omptarget.py, generation 3) next to the one
     llvm-offload-wrapper-22 prints: the same entries section (empty, 8-aligned, writable),
     the same outside names (__start_/__stop_llvm_offload_entries, __tgt_register_lib,
     __tgt_unregister_lib, atexit), a constructor each; and in the linked programs the same

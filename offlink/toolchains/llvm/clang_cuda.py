@@ -60,7 +60,7 @@ class ClangCudaTarget(Target):
 
         newer = sorted({cu.payload.compiler for cu in cus
                         if entry_generation(release(cu.payload.compiler)) > 1})
-        if newer:  # registrations/cudart.py walks clang 19's 32-byte rows
+        if newer:  # cudart.py walks clang 19's 32-byte rows
             raise LinkError(f"target {self.name}: CUDA objects of {', '.join(newer)} (56-byte "
                             f"offload entries); offlink registers clang 17-19's CUDA objects "
                             f"only so far")
