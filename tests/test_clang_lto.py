@@ -661,3 +661,43 @@ def test_dry_run_shows_every_command_a_real_link_runs(offlink, tmp_path):
         subprocess.run(["sh", "-ec", line], check=True,
                        env={**os.environ, "OFFLINK_WORK": str(tmp_path / "work")})
     assert {p.name: p.read_bytes() for p in work.iterdir() if p.suffix == ".o"} == real
+
+
+def test_the_versioned_liblto_of_the_install_is_found(tmp_path, monkeypatch):
+    """The llvm-N package installs libLTO.so.<major>.<minor> only (the unversioned libLTO.so
+    is llvm-N-dev's): the worker loads that one, the install's highest version."""
+    from offlink.toolchains.llvm.liblto import install_library, library
+
+    monkeypatch.delenv("OFFLINK_LIBLTO", raising=False)
+    lib = tmp_path / "lib"
+    (tmp_path / "bin").mkdir()
+    lib.mkdir()
+    assert install_library(str(lib)) == ""
+    for name in ("libLTO.so.9.0", "libLTO.so.19.1", "libLTO.so.19.1.bak", "libLTOX.so.20"):
+        (lib / name).write_bytes(b"")
+    assert install_library(str(lib)) == str(lib / "libLTO.so.19.1")
+    assert library(str(tmp_path / "bin" / "llvm-lto2")) == str(lib / "libLTO.so.19.1")
+    (lib / "libLTO.so").write_bytes(b"")
+    assert install_library(str(lib)) == str(lib / "libLTO.so")
+
+
+@needs_clang
+def test_the_worker_runs_where_only_the_versioned_liblto_is_installed(offlink, tmp_path):
+    """A 3-CU -foffload-lto link, OFFLINK_LIBLTO unset: every CU through the worker, no
+    llvm-lto2 process, on an install with libLTO.so.19.1 (and, here, no libLTO.so)."""
+    from offlink.toolchains.llvm.liblto import library
+
+    found = library(LTO2)
+    assert found and os.path.isfile(found), found
+    (tmp_path / "a.c").write_text(A_C)
+    (tmp_path / "b.c").write_text(B_C.replace("BODY", "shared_fn(x)"))
+    (tmp_path / "c.c").write_text("int unused_c(int x) { return x; }\n")
+    for n in ("a", "b", "c"):
+        run([CLANG, "-O2", *OFFLOAD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    env = {k: v for k, v in os.environ.items() if k != "OFFLINK_LIBLTO"}
+    env.update(OFFLINK_NO_CACHE="1", LD_LIBRARY_PATH=LLVM_LIB)
+    said = run([offlink, "link", "--verbose", CLANG, *OFFLOAD, *(tmp_path / f"{n}.o"
+                for n in "abc"), "-o", tmp_path / "app"], env=env).stderr
+    assert said.count(f"offlink: libLTO: {LTO2} run") == 3, said
+    assert f"offlink: {LTO2} run" not in said
+    assert run([tmp_path / "app"], env=env).stdout == "108 105\n"

@@ -25,8 +25,11 @@ Several offlinks can be compared in one run, interleaved (`--offlink NAME=COMMAN
 more than once: e.g. two exports of offlink run as `env PYTHONPATH=DIR python -m offlink`);
 their rows are then named `offlink[NAME] ...`.
 
+With `--release 22` the objects are clang-22's (56-byte entries in llvm_offload_entries) and
+every link names `-L/usr/lib/llvm-22/lib -L/usr/lib/llvm-19/lib` (libomptarget 22, libomp 19).
+
 Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
-       [--arch sm_80 [--cuda-path DIR]] [--offlink [NAME=]COMMAND ...]
+       [--arch sm_80 [--cuda-path DIR]] [--release 19|22] [--offlink [NAME=]COMMAND ...]
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ CLANG = "clang-19"
 TRIPLE = "x86_64-pc-linux-gnu"
 OFFLOAD = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
 LLVM_LIB = "/usr/lib/llvm-19/lib"
+LIB_DIRS: list[str] = []  # -L words every link names (--release 22)
 FUNCS = 24
 OFFLINK_ROWS = ("cold", "1 CU changed", "nothing changed")
 
@@ -116,7 +120,7 @@ def bench(n: int, mode: str, repeat: int, offlinks: dict[str, list[str]], work: 
     d = work / f"{mode}-{n}"
     d.mkdir()
     cflags = ["-O2", *OFFLOAD, *(["-foffload-lto"] if mode == "lto" else [])]
-    lflags = [*OFFLOAD, *(["-foffload-lto"] if mode == "lto" else [])]
+    lflags = [*OFFLOAD, *(["-foffload-lto"] if mode == "lto" else []), *LIB_DIRS]
     sources = write_program(d, n)
     objs = []
     for src in sources:
@@ -127,7 +131,7 @@ def bench(n: int, mode: str, repeat: int, offlinks: dict[str, list[str]], work: 
     if any(p.wait() for p in procs):
         sys.exit("compile failed")
     clang_link = [CLANG, *lflags, *objs, "-lm", "-o", "prog.clang"]
-    host_link = [CLANG, "-fopenmp", *objs, "-lm", f"-L{LLVM_LIB}", "-lomptarget", "-o",
+    host_link = [CLANG, "-fopenmp", *objs, "-lm", f"-L{LLVM_LIB}", *LIB_DIRS, "-lomptarget", "-o",
                  "prog.host"]
     env = dict(os.environ)
     links, warm = {}, {}
@@ -192,13 +196,18 @@ def main() -> None:
                     help="[NAME=]COMMAND; more than once to compare offlinks in one run")
     ap.add_argument("--arch", default="", help="an NVIDIA GPU (sm_80) instead of x86_64")
     ap.add_argument("--cuda-path", default="/usr/local/cuda")
+    ap.add_argument("--release", type=int, default=19, choices=(19, 22))
     args = ap.parse_args()
+    if args.release == 22:
+        global CLANG, LLVM_LIB
+        CLANG, LLVM_LIB = "clang-22", "/usr/lib/llvm-22/lib"
+        LIB_DIRS[:] = ["-L/usr/lib/llvm-22/lib", "-L/usr/lib/llvm-19/lib"]
     if args.arch:
         OFFLOAD[:] = ["-fopenmp", f"--offload-arch={args.arch}",
                       f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
                       f"--cuda-path={args.cuda_path}"]
     if not shutil.which(CLANG):
-        sys.exit("needs clang-19 and libomp-19-dev")
+        sys.exit(f"needs {CLANG} (and libomp-19-dev; clang-22: liboffload-22-dev too)")
     offlinks = parse_offlinks(args.offlink or [f"{sys.executable} -m offlink"])
     os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
     cols = [(m, int(c)) for c in args.cus.split(",") for m in args.modes.split(",")]
@@ -209,8 +218,8 @@ def main() -> None:
                                  bool(args.arch))
             print(f"{col[0]} {col[1]} CUs: " + "; ".join(
                 f"{r} {w:.3f} ({c:.3f})" for r, (w, c) in results[col].items()), flush=True)
-    print(f"{args.arch or TRIPLE}: median of {args.repeat} runs, seconds: wall (CPU of all "
-          f"processes); "
+    print(f"{CLANG}, {args.arch or TRIPLE}: median of {args.repeat} runs, seconds: wall (CPU "
+          f"of all processes); "
           f"{os.cpu_count()} CPUs, {FUNCS} declare target functions per CU")
     print("| link | " + " | ".join(f"{m} {n} CUs" for m, n in cols) + " |")
     print("|---|" + "---:|" * len(cols))

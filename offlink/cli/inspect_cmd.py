@@ -537,6 +537,7 @@ def render_text(info: dict) -> str:
             offered = ", ".join(
                 f"{n} ({cu['demangled'][n]})" if n in cu["demangled"] else n
                 for n in cu["offered"]) if cu["offered"] else (
+                "no offload entries" if cu["target"].startswith(("openmp-", "cuda-")) else
                 "the entries of GCC's host tables (.gnu.offload_funcs, .gnu.offload_vars)"
                 if cu["code_kind"] == "object" else "every external definition")
             lines.append(f"{indent}{cu['origin']}: {cu['source']} for {cu['target']} "

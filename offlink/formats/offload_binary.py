@@ -100,7 +100,7 @@ def parse_binaries(data: bytes, where: str) -> list[OffloadImage]:
             raise FormatError(f"{where}: not an OffloadBinary at {pos:#x} (bad magic)")
         if version != VERSION:
             raise FormatError(f"{where}: OffloadBinary version {version} (offlink reads "
-                              f"{VERSION}, clang 17-19)")
+                              f"{VERSION}, clang 17-22's; 2 is LLVM 23's)")
         if size < HEADER.size or pos + size > len(data) or entry_off + entry_size > size:
             raise FormatError(f"{where}: OffloadBinary at {pos:#x} claims {size} bytes, "
                               f"out of bounds")

@@ -51,6 +51,7 @@ def image_offers(target: Target, compiled: list[CompiledCU], data: bytes, path: 
     exported is an error."""
     offers, owners = merge_offers(compiled)
     kept = narrowing.select(offers)
+    target.narrowed = kept is not None  # rows left out on purpose (Target.host_addresses)
     if kept is not None:
         offers = {n: o for n, o in offers.items() if n in kept}
         owners = {n: owners[n] for n in offers}

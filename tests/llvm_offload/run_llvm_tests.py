@@ -6,6 +6,10 @@
 
 DIR holds the tests (offload/test of LLVM 19.1.7's sources, as tests/llvm_offload/fetch.sh
 unpacks them, or a folder below it); NAMEs are paths below DIR, all C/C++ tests by default.
+`--release 22` runs LLVM 22.1.8's tests (fetch.sh DEST 22) with clang-22 and libomptarget 22
+(lit's host target there is x86_64-unknown-linux-gnu; omp.h is libomp-22-dev's, unpacked by
+tests/llvm_offload/omp22.sh; libomp is 19's, the one libomp5 Debian has; FileCheck and not
+are llvm-19-tools').
 The tests are not part of offlink's repository; this script is. Each test's `// RUN:` lines
 are run as lit would run them with offload/test/lit.cfg for the `x86_64-pc-linux-gnu`
 target, with the lit substitutions these tests use; `%libomptarget-compile*` becomes a
@@ -50,18 +54,51 @@ OTHER_TARGETS = (r"(?:nvptx64-nvidia-cuda(?:-JIT)?(?:-LTO)?|amdgcn-amd-amdhsa(?:
                  r"|powerpc64(?:le)?-ibm-linux-gnu(?:-LTO)?"
                  rf"|{TRIPLE}-(?:JIT-)?LTO)")
 TIMEOUT_S = 120
+EXTRA_FLAGS = ""  # more of lit's %flags for a release (configure)
+DEVICERTL = True  # lit.cfg 19 links libomptarget.devicertl.a into every test, 22 not for hosts
+TOOLS_BIN = LLVM_BIN  # FileCheck, not
+
+
+def configure(release: int, omp_include: str = "") -> None:
+    """Set this module's release-dependent values (19 is the default) for LLVM `release`."""
+    global TRIPLE, CLANG, CLANGXX, LLVM_LIB, OPENMP_FLAGS, FEATURES, OTHER_TARGETS
+    global EXTRA_FLAGS, DEVICERTL, LLVM_BIN
+    if release == 19:
+        return
+    if release != 22:
+        raise SystemExit(f"run_llvm_tests.py: LLVM 19 and 22 are known, not {release}")
+    TRIPLE = "x86_64-unknown-linux-gnu"  # lit.cfg 22's host_targets
+    CLANG, CLANGXX = "clang-22", "clang++-22"
+    LLVM_BIN, LLVM_LIB = "/usr/lib/llvm-22/bin", "/usr/lib/llvm-22/lib"
+    OPENMP_FLAGS = f"-fopenmp -fopenmp-targets={TRIPLE}"
+    # no `ompt`: libomptarget 22 exports no ompt_libomptarget_connect (lit's
+    # has_libomptarget_ompt would be off)
+    FEATURES = frozenset({TRIPLE, "host", "unified_shared_memory", "clang", "clang-22",
+                          "clang-22.1"})
+    OTHER_TARGETS = (r"(?:nvptx64-nvidia-cuda(?:-JIT)?(?:-LTO)?"
+                     r"|amdgcn-amd-amdhsa(?:-JIT)?(?:-LTO)?|spirv64-intel(?:-LTO)?"
+                     r"|aarch64-unknown-linux-gnu(?:-LTO)?|s390x-ibm-linux-gnu(?:-LTO)?"
+                     r"|powerpc64(?:le)?-ibm-linux-gnu(?:-LTO)?|x86_64-pc-linux-gnu(?:-LTO)?"
+                     rf"|{TRIPLE}-(?:JIT-)?LTO)")
+    omp = omp_include or os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), ".ci", "libomp-22-dev", "include")
+    EXTRA_FLAGS = f"-I {shlex.quote(omp)} -L /usr/lib/llvm-19/lib"
+    DEVICERTL = False
 
 
 def directives(text: str, keyword: str) -> list[str]:
-    """The comma-separated items of every `// KEYWORD:` line (lit's REQUIRES and kin)."""
+    """The comma-separated items of every `KEYWORD:` in a `//` line (lit's REQUIRES and kin:
+    lit finds the keyword anywhere in a line, as in LLVM 22's sanitizer/use_after_free_3.c's
+    "// threshold. REQUIRES: large_allocation_memory_pool")."""
     items = []
-    for m in re.finditer(rf"^\s*//\s*{keyword}:(.*)$", text, re.M):
+    for m in re.finditer(rf"^\s*//.*?\b{keyword}:(.*)$", text, re.M):
         items += [i.strip() for i in m.group(1).split(",") if i.strip()]
     return items
 
 
-def holds(expression: str, features: frozenset[str] = FEATURES) -> bool:
+def holds(expression: str, features: frozenset[str] | None = None) -> bool:
     """A lit boolean expression (`a && !(b || c)`) over the features; `*` matches all."""
+    features = FEATURES if features is None else features
     if expression == "*":
         return True
     tokens = re.findall(r"&&|\|\||!|\(|\)|[^\s&|!()]+", expression)
@@ -132,12 +169,13 @@ def lit_flags(src: str) -> str:
     root = os.path.dirname(os.path.dirname(src))
     while os.path.basename(root) != "test" and os.path.dirname(root) != root:
         root = os.path.dirname(root)
-    return (f"-I {shlex.quote(root)} -L {LLVM_LIB} -nogpulib -Wl,-rpath,{LLVM_LIB}")
+    return (f"-I {shlex.quote(root)} -L {LLVM_LIB} {EXTRA_FLAGS} -nogpulib "
+            f"-Wl,-rpath,{LLVM_LIB}").replace("  ", " ")
 
 
 def substitute(line: str, src: str, tmp: str, cc: str) -> str:
     flags = lit_flags(src)
-    devicertl = f"{LLVM_LIB}/libomptarget.devicertl.a"
+    devicertl = f"{LLVM_LIB}/libomptarget.devicertl.a" if DEVICERTL else ""
 
     def compile_(lang: str, opt: str, extra: str = "") -> str:
         compiler = CLANGXX if lang == "xx" else CLANG
@@ -153,21 +191,21 @@ def substitute(line: str, src: str, tmp: str, cc: str) -> str:
             name = f"%libomptarget-compile{opt}{lang}"
             line = line.replace(f"{name}-run-and-check-generic",
                                 f"{compile_(lang, flag)} && {tmp} | "
-                                f"{LLVM_BIN}/FileCheck {shlex.quote(src)}")
+                                f"{TOOLS_BIN}/FileCheck {shlex.quote(src)}")
             line = line.replace(f"{name}-and-run-generic", f"{compile_(lang, flag)} && {tmp}")
             line = line.replace(f"{name}-generic", compile_(lang, flag))
-    line = line.replace("%libomptarget-run-fail-generic", f"{LLVM_BIN}/not --crash {tmp}")
+    line = line.replace("%libomptarget-run-fail-generic", f"{TOOLS_BIN}/not --crash {tmp}")
     line = line.replace("%libomptarget-run-generic", tmp)
-    line = line.replace("%fcheck-plain-generic", f"{LLVM_BIN}/FileCheck")
-    line = line.replace("%fcheck-generic", f"{LLVM_BIN}/FileCheck {shlex.quote(src)}")
+    line = line.replace("%fcheck-plain-generic", f"{TOOLS_BIN}/FileCheck")
+    line = line.replace("%fcheck-generic", f"{TOOLS_BIN}/FileCheck {shlex.quote(src)}")
     line = line.replace("%clangxx-generic", f"{cc} {CLANGXX} {OPENMP_FLAGS} {flags}")
     line = line.replace("%clang-generic", f"{cc} {CLANG} {OPENMP_FLAGS} {flags}")
     # lit's plain %clang/%clangxx: the compiler alone, no offloading, so no link to compare
     line = re.sub(r"%clangxx\b", CLANGXX, line)
     line = re.sub(r"%clang\b", CLANG, line)
     line = line.replace("%openmp_flags", "-fopenmp").replace("%flags", flags)
-    line = line.replace("%not", f"{LLVM_BIN}/not")
-    line = re.sub(r"(?<![\w/])not ", f"{LLVM_BIN}/not ", line)
+    line = line.replace("%not", f"{TOOLS_BIN}/not")
+    line = re.sub(r"(?<![\w/])not ", f"{TOOLS_BIN}/not ", line)
     line = line.replace("%T", shlex.quote(os.path.dirname(tmp)))
     line = line.replace("%t", tmp).replace("%s", shlex.quote(src))
     line = line.replace("%S", shlex.quote(os.path.dirname(src)))
@@ -253,7 +291,9 @@ def main() -> int:
     ap.add_argument("--lto", action="store_true",
                     help="compile and link with -foffload-lto too (the device code as bitcode, "
                          "device LTO at the link); the tests are still this target's")
+    ap.add_argument("--release", type=int, default=19, help="LLVM 19 (default) or 22")
     a = ap.parse_args()
+    configure(a.release)
     if a.lto:
         global OPENMP_FLAGS
         OPENMP_FLAGS += " -foffload-lto"

@@ -56,6 +56,14 @@ class ClangCudaTarget(Target):
             raise LinkError(f"target {self.name}: the CUs were compiled for "
                             f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                             f"links one --offload-arch per link so far")
+        from .llvm_release import entry_generation, release
+
+        newer = sorted({cu.payload.compiler for cu in cus
+                        if entry_generation(release(cu.payload.compiler)) > 1})
+        if newer:  # cudart.py walks clang 19's 32-byte rows
+            raise LinkError(f"target {self.name}: CUDA objects of {', '.join(newer)} (56-byte "
+                            f"offload entries); offlink registers clang 17-19's CUDA objects "
+                            f"only so far")
         if plan is not None:  # as the OpenMP NVIDIA link: the same wrapper takes them
             refuse_nvptx_words(plan.argv[1:])
         t = ClangCudaTarget(self.name, archs[0], cus[0].payload.compiler if cus else "clang")
@@ -124,10 +132,10 @@ class ClangCudaTarget(Target):
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `cuda_offloading_entries`: the rows the CUDA
         runtime is given (a kernel's address is its host stub's)."""
-        from .dialect import ENTRY_SECTIONS, linked_entries
+        from .dialect import linked_entries_of_kind
 
         out = {}
-        for address, e in linked_entries(elf, ENTRY_SECTIONS["cuda"]):
+        for address, e in linked_entries_of_kind(elf, "cuda"):
             if e.name in image.offers:
                 out[e.name] = (address, e.size or 1, row_kind(e.size))
         return out

@@ -1,9 +1,11 @@
-"""LLVM's offload objects (`clang -fopenmp -fopenmp-targets=T -c`, clang 17-19): reading the
+"""LLVM's offload objects (`clang -fopenmp -fopenmp-targets=T -c`, clang 17-22): reading the
 dialect.
 
 Such an object carries its device code in `.llvm.offloading` (OffloadBinary: per image a
 triple, an arch, a kind of code, a producer) and its host side in `omp_offloading_entries`
-(`__tgt_offload_entry` rows, seed 001: address, name, size, flags). The device code has the
+(`__tgt_offload_entry` rows, seed 001: address, name, size, flags; clang 20's 56-byte rows,
+and clang 21's `llvm_offload_entries` of every kind: formats/offload_entries.py). The device
+code has the
 same rows by name. Each image becomes one CU for target `openmp-<triple>` (toolchains/llvm/openmp.py
 compiles and links it); the rows' names are what the CU offers. Plain data in, plain data
 out.
@@ -26,11 +28,11 @@ from ...elf import (
     rela_entries,
 )
 from ...errors import FormatError
+from ...formats import offload_entries as entries_format
 from ...formats.offload_binary import (
     ENTRIES_SECTION,
     ENTRY_INDIRECT,
     ENTRY_LINK,
-    OFFLOAD_ENTRY,
     parse_binaries,
 )
 
@@ -137,8 +139,9 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     compiler = producer(elf)
     table = SymbolTable(elf)
     source = source_name(elf, os.path.basename(origin), table)
-    offered = {kind: tuple(e.name for e in object_entries(elf, section, table))
-               for kind, section in ENTRY_SECTIONS.items()}  # the host side's rows
+    refuse_unknown_entry_sections(elf, origin)
+    offered = {kind: tuple(e.name for e in entries_of_kind(elf, kind, table))
+               for kind in ENTRY_SECTIONS}  # the host side's rows
     out = []
     for i, img in enumerate(images):
         if img.offload_kind not in ENTRY_SECTIONS:
@@ -192,18 +195,39 @@ def _string_at(elf: ElfFile, shndx: int, offset: int, where: str,
     return data[offset:end].decode("utf-8", "replace")
 
 
+def refuse_unknown_entry_sections(elf: ElfFile, origin: str) -> None:
+    """One error for an offload entries section offlink does not know (hip_offloading_entries,
+    a later release's name): its rows would be missing from the table."""
+    for s in elf.sections:
+        if s.sh_type != SHT_RELA and entries_format.is_entries_section(s.name) \
+                and s.name not in entries_format.SECTIONS:
+            raise FormatError(f"{origin}: section {s.name} holds offload entries offlink does "
+                              f"not read (it reads {', '.join(entries_format.SECTIONS)})")
+
+
+def entries_of_kind(elf: ElfFile, kind: str = "openmp",
+                    table: SymbolTable | None = None) -> list[OffloadEntry]:
+    """An object's rows of one offload kind, whichever generation wrote them: the kind's own
+    section (clang 17-20) and `llvm_offload_entries` filtered by Kind (clang 21+)."""
+    out = []
+    for name, section_kind in entries_format.SECTIONS.items():
+        if section_kind in (kind, None):
+            out += object_entries(elf, name, table, kind)
+    return out
+
+
 def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION,
-                   table: SymbolTable | None = None) -> list[OffloadEntry]:
+                   table: SymbolTable | None = None,
+                   kind: str | None = None) -> list[OffloadEntry]:
     """The `omp_offloading_entries` (or `name`) rows of a relocatable object (host or device
-    side), with names read through their relocations, in section order."""
+    side), of offload `kind` (all when None), with names read through their relocations, in
+    section order."""
     section = elf.section(name)
     if section is None:
         return []
     where = f"{elf.name}: {name}"
     content = bytes(elf.content(section))
-    if len(content) % OFFLOAD_ENTRY.size:
-        raise FormatError(f"{where} is {len(content)} bytes, not a multiple of "
-                          f"{OFFLOAD_ENTRY.size}")
+    found = entries_format.rows(name, content, where, kind)
     rela = next((s for s in elf.sections if s.sh_type == SHT_RELA
                  and s.name == ".rela" + name), None)
     relocs: dict[int, tuple[int, int]] = {}
@@ -213,11 +237,11 @@ def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION,
     symbols = table or SymbolTable(elf)
     strings: dict[int, bytes] = {}  # section index -> content (the names share a section)
     out = []
-    for off in range(0, len(content), OFFLOAD_ENTRY.size):
-        _addr, _name, size, flags, _reserved = OFFLOAD_ENTRY.unpack_from(content, off)
-        if off + 8 not in relocs:
-            raise FormatError(f"{where}: entry {off // OFFLOAD_ENTRY.size} has no name")
-        index, addend = relocs[off + 8]
+    for row in found:
+        off, size, flags = row.addr_at, row.size, row.flags
+        if row.name_at not in relocs:
+            raise FormatError(f"{where}: the entry at {row.offset:#x} has no name")
+        index, addend = relocs[row.name_at]
         if index >= len(symbols):
             raise FormatError(f"{where}: bad symbol index {index}")
         st_type, st_shndx, st_value = symbols.entry(index)
@@ -234,7 +258,18 @@ def object_entries(elf: ElfFile, name: str = ENTRIES_SECTION,
 
 
 
-def linked_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[tuple[int, OffloadEntry]]:
+def linked_entries_of_kind(elf: ElfFile, kind: str = "openmp"
+                           ) -> list[tuple[int, OffloadEntry]]:
+    """linked_entries of one offload kind, from every section that holds such rows."""
+    out = []
+    for name, section_kind in entries_format.SECTIONS.items():
+        if section_kind in (kind, None):
+            out += linked_entries(elf, name, kind)
+    return out
+
+
+def linked_entries(elf: ElfFile, name: str = ENTRIES_SECTION,
+                   kind: str | None = None) -> list[tuple[int, OffloadEntry]]:
     """(host address, row) of every `omp_offloading_entries` (or `name`) row of a linked
     executable or shared library: what libomptarget (or the CUDA runtime) reads at run time,
     with the dynamic relocations of a PIE or DSO applied."""
@@ -243,13 +278,19 @@ def linked_entries(elf: ElfFile, name: str = ENTRIES_SECTION) -> list[tuple[int,
         return []
     content = bytes(elf.content(section))
     words = loaded_words(elf, section, 8)
+    # The rows as loaded (relocated pointers in): a 32-byte row's first word is its address,
+    # never zero, where a 56-byte row has Reserved=0 and its Version in the file.
+    loaded = bytearray(content)
+    for off, value in words.items():
+        loaded[off:off + 8] = value.to_bytes(8, "little")
+    content_for_rows = bytes(loaded)
     out = []
-    for off in range(0, len(content) - len(content) % OFFLOAD_ENTRY.size, OFFLOAD_ENTRY.size):
-        _a, _n, size, flags, _r = OFFLOAD_ENTRY.unpack_from(content, off)
-        name_addr = words[off + 8]
-        if not name_addr and not words[off] and not size:
+    for row in entries_format.rows(name, content_for_rows, f"{elf.name}: {name}", kind):
+        name_addr = words[row.name_at]
+        if not name_addr and not words[row.addr_at] and not row.size:
             continue  # a zero row (none are written, but a dummy could be)
-        out.append((words[off], OffloadEntry(_read_cstr(elf, name_addr), size, flags)))
+        out.append((words[row.addr_at],
+                    OffloadEntry(_read_cstr(elf, name_addr), row.size, row.flags)))
     return out
 
 

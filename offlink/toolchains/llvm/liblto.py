@@ -35,6 +35,7 @@ the only way. OFFLINK_LIBLTO=0 turns it off, OFFLINK_LIBLTO=PATH names the libLT
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 
@@ -97,9 +98,25 @@ def library(lto2: str) -> str:
         return ""
     if env and env not in ("1", "yes", "on"):
         return env
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(lto2))), "lib",
-                        "libLTO.so")
-    return path if os.path.isfile(path) else ""
+    lib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(lto2))), "lib")
+    return install_library(lib)
+
+
+def install_library(lib: str) -> str:
+    """The libLTO of the LLVM install whose lib folder is `lib`: the unversioned libLTO.so
+    (only llvm-N-dev has it), else the versioned libLTO.so.<major>.<minor> the llvm-N package
+    itself installs (a user's machine has that one alone); "" when there is none."""
+    path = os.path.join(lib, "libLTO.so")
+    if os.path.isfile(path):
+        return path
+    try:
+        names = os.listdir(lib)
+    except OSError:
+        return ""
+    # One LLVM install has one release: the highest version there is its own.
+    versioned = sorted((n for n in names if re.fullmatch(r"libLTO\.so\.\d+(\.\d+)*", n)),
+                       key=lambda n: [int(x) for x in n[len("libLTO.so."):].split(".")])
+    return os.path.join(lib, versioned[-1]) if versioned else ""
 
 
 # What decides the worker's objects besides the command: bumped when _compile's settings change.

@@ -16,6 +16,11 @@ object first in the link, so it comes before the user's own priority-101 constru
 object comes last in the link, where 101 would come after those. The table's rows are read from
 the same merged entries after the link (llvm/openmp.py), so libomptarget and the table see
 one list.
+
+Each LLVM release's wrapper writes its own entry rows (formats/offload_entries.py), and so does
+this text: clang 17-19's 32-byte rows in `omp_offloading_entries`, clang 20's 56-byte rows there,
+clang 21+'s 56-byte rows in `llvm_offload_entries` (as `llvm-offload-wrapper-22 --kind=openmp`
+prints it; libomptarget 21+ skips the rows of other kinds). The rest is the same in 19 and 22.
 """
 
 from __future__ import annotations
@@ -38,10 +43,31 @@ struct __tgt_offload_entry {
 };
 """
 
+# The 56-byte rows of clang 20 and later (llvm/Frontend/Offloading/Utility.h).
+ENTRY_C_V2 = """\
+#define HIDDEN __attribute__((visibility("hidden")))
+struct __tgt_offload_entry {
+  unsigned long Reserved;
+  unsigned short Version;
+  unsigned short Kind;
+  unsigned int Flags;
+  void *Address;
+  char *SymbolName;
+  unsigned long Size;
+  unsigned long Data;
+  void *AuxAddr;
+};
+"""
+
+# Entry generation -> (the wrapper's release, its entry rows, their section).
+GENERATIONS = {1: ("clang 19", ENTRY_C, "omp_offloading_entries"),
+               2: ("clang 20", ENTRY_C_V2, "omp_offloading_entries"),
+               3: ("clang 21-22", ENTRY_C_V2, "llvm_offload_entries")}
+
 _PROLOGUE = """\
 /* Written by offlink link: libomptarget registration of this module's offload images
-   (clang 19's clang-linker-wrapper layout). */
-""" + ENTRY_C + """\
+   (RELEASE's clang-linker-wrapper layout). */
+ENTRY\
 struct __tgt_device_image {
   void *ImageStart;
   void *ImageEnd;
@@ -54,21 +80,21 @@ struct __tgt_bin_desc {
   struct __tgt_offload_entry *HostEntriesBegin;
   struct __tgt_offload_entry *HostEntriesEnd;
 };
-extern struct __tgt_offload_entry __start_omp_offloading_entries[] HIDDEN;
-extern struct __tgt_offload_entry __stop_omp_offloading_entries[] HIDDEN;
+extern struct __tgt_offload_entry __start_SECTION[] HIDDEN;
+extern struct __tgt_offload_entry __stop_SECTION[] HIDDEN;
 extern void __tgt_register_lib(struct __tgt_bin_desc *);
 extern void __tgt_unregister_lib(struct __tgt_bin_desc *);
 extern int atexit(void (*)(void));
 
 /* Zero rows of our own, so the section (and __start_/__stop_) exists with no entries. */
-__attribute__((section("omp_offloading_entries"), used))
+__attribute__((section("SECTION"), used))
 static struct __tgt_offload_entry dummy_entry[0];
 """
 
 _EPILOGUE = """\
 static struct __tgt_bin_desc desc = {
   sizeof(images) / sizeof(images[0]), images,
-  __start_omp_offloading_entries, __stop_omp_offloading_entries
+  __start_SECTION, __stop_SECTION
 };
 
 static void unregister_lib(void) { __tgt_unregister_lib(&desc); }
@@ -80,17 +106,25 @@ __attribute__((constructor(100))) static void register_lib(void) {
 """
 
 
-def c_source(indexes: list[int]) -> str:
-    """The registration of the table's images at these indexes (the placeholder's symbols)."""
+def c_source(indexes: list[int], generation: int = 1) -> str:
+    """The registration of the table's images at these indexes (the placeholder's symbols),
+    with the entry rows of `generation` (GENERATIONS)."""
     from ...formats.table import image_symbol
+
+    release, entry, section = GENERATIONS[generation]
 
     names = [(image_symbol(k), image_symbol(k, "_end")) for k in indexes]
     externs = "".join(f"extern char {a}[] HIDDEN, {b}[] HIDDEN;\n" for a, b in names)
     rows = ",\n".join(f"  {{{a}, {b},\n"
-                      f"   __start_omp_offloading_entries, __stop_omp_offloading_entries}}"
+                      f"   __start_SECTION, __stop_SECTION}}"
                       for a, b in names)
-    return (_PROLOGUE + externs + "\nstatic struct __tgt_device_image images[] = {\n" + rows
-            + "\n};\n\n" + _EPILOGUE)
+    prologue = _PROLOGUE.replace("ENTRY", entry)
+    if generation == 3:  # llvm-offload-wrapper-22's dummy is a constant (section flags "a")
+        prologue = prologue.replace("static struct __tgt_offload_entry dummy_entry",
+                                    "static const struct __tgt_offload_entry dummy_entry")
+    text = (prologue + externs
+            + "\nstatic struct __tgt_device_image images[] = {\n" + rows + "\n};\n\n" + _EPILOGUE)
+    return text.replace("RELEASE", release).replace("SECTION", section)
 
 
 def c_compiler(driver: str) -> str:
@@ -104,7 +138,7 @@ def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
     """Write and compile the registration of `images`, the table's images at `indexes` (or
     take the object from the cache: it depends only on the C text and the compiler); the
     object's path."""
-    text = c_source(indexes)
+    text = c_source(indexes, getattr(images[0].target, "entry_generation", 1))
     return compile_c(plan, text, SOURCE, "the libomptarget registration", workdir, cache)
 
 

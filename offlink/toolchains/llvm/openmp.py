@@ -362,6 +362,8 @@ class OpenMPTarget(Target):
         self.name = name
         self.triple = name.removeprefix("openmp-")
         self.compiler = "clang"
+        self.entry_generation = 1  # the registration's rows (formats/offload_entries.py)
+        self.image_runtime_words: list[str] = []  # after -lomp in the image link
         self.lto2 = ""  # llvm-lto2 for the bitcode CUs (for_inputs), "" to compile with clang
         self.resolutions: dict[int, list[tuple[str, str]]] = {}  # by id(cu): cu_resolutions
         self._cus: list = []  # the CUs those ids are of (kept alive)
@@ -372,13 +374,26 @@ class OpenMPTarget(Target):
         self._lock = threading.Lock()
 
     def for_inputs(self, cus, plan=None):
-        compiler = cus[0].payload.compiler if cus else "clang"
+        from .llvm_release import of_link
+
+        # The objects' clang, else the driver's own (flang objects name none): never PATH's
+        # unversioned clang, another release.
+        compiler, major, generation = of_link(self.name, cus,
+                                              plan.driver if plan is not None else "")
         level = link_opt_level(plan.argv[1:]) if plan is not None else 2
         if not self.triple.startswith(("x86_64-", "aarch64-")):
             raise LinkError(f"target {self.name}: offlink links clang's OpenMP images for "
                             f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")
         t = OpenMPTarget(self.name)
         t.compiler = compiler
+        # The objects' rows decide the registration's (a clang-20 object linked by clang-22).
+        t.entry_generation = generation
+        if major is not None and major >= 20:
+            # The image calls libomptarget's API too (omp_get_device_from_uid, LLVM 22's
+            # offload/test/api/omp_device_uid.c): the wrapper links the host link's -lomp
+            # -lomptarget into it. (19's wrapper does as well; offlink's 19 images keep their
+            # bytes and cache keys: their device code calls none of it.)
+            t.image_runtime_words = ["-lomptarget"]
         t.opt_level = level
         t.llvm_options = llvm_options(plan.argv[1:]) if plan is not None else []
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
@@ -405,7 +420,7 @@ class OpenMPTarget(Target):
                     "--relocation-model=pic", *cpu, source, "-o", output,
                     *(f"-r={source},{n},{r}" for n, r in res), *self.llvm_options]
         mllvm = [w for o in self.llvm_options for w in ("-mllvm", o)]
-        return [p.compiler, "-c", f"-O{self.opt_level}", "-fPIC", *p.options, *mllvm, "-x",
+        return [self.compiler, "-c", f"-O{self.opt_level}", "-fPIC", *p.options, *mllvm, "-x",
                 "ir", source, "-o", output]
 
     def run_compile(self, children, argv, what):
@@ -455,14 +470,14 @@ class OpenMPTarget(Target):
         """The CU's entries, keyed by name. This is also the step after the compile (as for
         GCC's objects): `llvm-lto2 run -o X` writes its one output as X.0, renamed here."""
         from ...model import Offer
-        from .dialect import object_entries
+        from .dialect import entries_of_kind
 
         if self.resolutions.get(id(cu)) is not None:
             os.replace(obj_path + ".0", obj_path)
         elf = ElfFile.open(obj_path)
         weak = {s.name for s in elf.symbols() if s.defined and s.st_bind != STB_GLOBAL}
         out = {}
-        for e in object_entries(elf):
+        for e in entries_of_kind(elf, "openmp"):
             # Kernels are weak_odr (a template's region may come from many CUs); a variable
             # is as strong as its definition (a weak `x` may be defined by many CUs, one
             # strong definition wins, as LLVM's weak.c test has it).
@@ -483,7 +498,8 @@ class OpenMPTarget(Target):
         return [driver, f"--target={self.triple}", f"-O{self.opt_level}", "-Wl,--no-undefined",
                 *(c.object_path for c in compiled), "-Wl,-Bsymbolic", "-shared",
                 "-Wl,--hash-style=gnu", "-Wl,--build-id=none",
-                *host_library_words(plan.argv[1:]), f"-L{lib}", "-lomp", "-o", output,
+                *host_library_words(plan.argv[1:]), f"-L{lib}", "-lomp",
+                *self.image_runtime_words, "-o", output,
                 *device_linker_words(plan.argv[1:], self.triple)]
 
     def image_reads(self, plan):
@@ -510,11 +526,34 @@ class OpenMPTarget(Target):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows
         libomptarget is given (a kernel's address is its region id, not a symbol of its
         name)."""
-        from .dialect import linked_entries
+        from .dialect import linked_entries_of_kind
 
         out = {}
-        for address, e in linked_entries(elf):
+        missing = []
+        for address, e in linked_entries_of_kind(elf, "openmp"):
             if e.name in image.offers:
                 out[e.name] = (address, row_size(e), e.kind)
+            else:
+                missing.append(e.name)
+        if missing and not getattr(self, "narrowed", False):
+            defined = self.exports(image.data, image.path)
+            hand_written = [n for n in missing if n in defined]
+            if hand_written:
+                # A row the host code writes by hand for a device-only (nohost) definition
+                # (LLVM 22's api/omp_indirect_call_table_manual.c): libomptarget finds it in
+                # the image; the table has no row, which is said.
+                print(f"offlink: warning: target {self.name}: the host code registers "
+                      f"{', '.join(hand_written[:3])} with libomptarget, which no CU offers as "
+                      f"an entry: the table has no row for it", file=sys.stderr, flush=True)
+            missing = [n for n in missing if n not in defined]
+        if missing and not getattr(self, "narrowed", False):
+            # libomptarget is given rows the image does not define: a lookup by name or
+            # address in the table would miss what the program runs.
+            raise LinkError(f"target {self.name}: the host code registers "
+                            f"{len(missing)} offload entr"
+                            f"{'y' if len(missing) == 1 else 'ies'} with libomptarget that "
+                            f"the image does not offer ({', '.join(missing[:3])}"
+                            f"{', ...' if len(missing) > 3 else ''}); offlink writes no table "
+                            f"without them")
         return out
 

@@ -251,15 +251,23 @@ class OpenMPNvptxTarget(OpenMPTarget):
     def for_inputs(self, cus, plan=None):
         from .openmp import link_opt_level, refuse_nvptx_words
 
-        compiler = cus[0].payload.compiler if cus else "clang"
+        from .llvm_release import device_runtime_words, of_link
+
+        compiler, major, generation = of_link(self.name, cus,
+                                              plan.driver if plan is not None else "")
         archs = sorted({cu_arch(cu) for cu in cus})
         if len(archs) != 1 or not archs[0]:
             raise LinkError(f"target {self.name}: the CUs were compiled for "
                             f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                             f"links one --offload-arch per link so far")
+        if major is not None and major >= 21:
+            raise LinkError(f"target {self.name}: {compiler}'s NVIDIA objects take the device "
+                            f"runtime as {' '.join(device_runtime_words(major, TRIPLE))}; "
+                            f"offlink links clang 17-20's (-lomptarget.devicertl) so far")
         if plan is not None:
             refuse_nvptx_words(plan.argv[1:])
         nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
+        nvptx.entry_generation = generation
         nvptx.opt_level = link_opt_level(plan.argv[1:]) if plan is not None else 2
         nvptx.setup_lto(cus, plan)
         return nvptx

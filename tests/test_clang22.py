@@ -1,0 +1,201 @@
+"""clang-22's OpenMP offload objects (56-byte rows in llvm_offload_entries) linked by offlink
+and by clang-22 itself, run on libomptarget 22's x86_64 plugin.
+
+samples/clang_openmp (C of three CUs with a shared library of its own, C++ of two CUs,
+declare target variables and indirect calls) is built with clang-22 and linked both ways; both
+print expected.txt and launch the same kernels (LIBOMPTARGET_INFO). The links name
+`-L/usr/lib/llvm-22/lib -L/usr/lib/llvm-19/lib` (22's libomptarget first; libomp is 19's, the
+one libomp5 Debian has), omp.h is libomp-22-dev's unpacked one (.ci/libomp-22-dev), and the
+programs run with LD_LIBRARY_PATH=/usr/lib/llvm-22/lib.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import copy_sample, make_sample, needs_tool, run
+
+from offlink.elf import ElfFile
+
+CLANG = "clang-22"
+TRIPLE = "x86_64-pc-linux-gnu"
+OFFLOAD = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
+LLVM_LIB = "/usr/lib/llvm-22/lib"
+LIBS = ["-L/usr/lib/llvm-22/lib", "-L/usr/lib/llvm-19/lib"]
+ROOT = Path(__file__).resolve().parent.parent
+OMP_INCLUDE = Path(os.environ.get("OFFLINK_OMP22_INCLUDE",
+                                  ROOT / ".ci" / "libomp-22-dev" / "include"))
+needs_clang22 = needs_tool(
+    shutil.which(CLANG) is None or shutil.which("clang-linker-wrapper-22") is None
+    or not Path(LLVM_LIB, "libomptarget.so").exists() or not (OMP_INCLUDE / "omp.h").exists(),
+    "clang-22, clang-tools-22, liboffload-22-dev or LLVM 22's omp.h missing (.ci/run installs "
+    "them; tests/llvm_offload/omp22.sh unpacks omp.h)")
+
+
+def launches(path: Path) -> list[str]:
+    return re.findall(r"Launching kernel (\S+)", path.read_text())
+
+
+@pytest.fixture(scope="module")
+def sample(offlink, tmp_path_factory) -> Path:
+    if shutil.which(CLANG) is None or not (OMP_INCLUDE / "omp.h").exists():
+        pytest.skip("clang-22 or LLVM 22's omp.h missing")
+    s = copy_sample("clang_openmp", tmp_path_factory.mktemp("clang22"))
+    make_sample(offlink, s, "run", "clang-run", CLANG=CLANG, CLANGXX="clang++-22",
+                LLVM_LIB=LLVM_LIB, LDFLAGS=" ".join(LIBS), CFLAGS=f"-O2 -I{OMP_INCLUDE}")
+    return s
+
+
+@needs_clang22
+def test_offlink_and_clang22_links_print_the_same(sample):
+    expected = (sample / "expected.txt").read_text()
+    assert (sample / "build" / "output.txt").read_text() == expected
+    assert (sample / "build" / "output.clang.txt").read_text() == expected
+
+
+@needs_clang22
+def test_kernels_run_on_libomptarget_22s_plugin(sample):
+    mine = launches(sample / "build" / "launches.txt")
+    assert len(mine) == 14 and mine == launches(sample / "build" / "launches.clang.txt")
+    for prog in ("clang_openmp", "clang_openmp_cxx"):
+        needed = run(["readelf", "-d", sample / "build" / prog]).stdout
+        assert "libomptarget.so.22.1" in needed, prog
+
+
+@needs_clang22
+def test_table_rows_are_the_registered_56_byte_entries(offlink, sample):
+    """The table's rows are the rows of llvm_offload_entries libomptarget 22 is given: same
+    names, addresses and kinds (kernels, variables, an indirect function)."""
+    from offlink.toolchains.llvm.dialect import linked_entries_of_kind
+
+    for prog in ("clang_openmp", "clang_openmp_cxx", "offlink/libcounter.so"):
+        binary = sample / "build" / prog
+        elf = ElfFile.open(str(binary))
+        assert elf.section("llvm_offload_entries") is not None
+        assert elf.section("omp_offloading_entries") is None
+        info = json.loads(run([offlink, "inspect", "--json", binary]).stdout)["table"]
+        rows = {s["name"]: s for s in info["symbols"]}
+        entries = {e.name: (addr, e) for addr, e in linked_entries_of_kind(elf)}
+        assert rows and set(rows) == set(entries), prog
+        for name, (addr, e) in entries.items():  # inspect shows host addresses
+            assert rows[name]["address"] == addr and rows[name]["kind"] == e.kind
+    rows = json.loads(run([offlink, "inspect", "--json", sample / "build" / "clang_openmp"])
+                      .stdout)["table"]["symbols"]
+    assert {"function", "variable", "indirect-function"} <= {r["kind"] for r in rows}
+
+
+def _wrapper_object(tmp_path: Path) -> ElfFile:
+    """llvm-offload-wrapper-22's registration of one image, compiled: what clang-22's link
+    adds to the program."""
+    (tmp_path / "img").write_bytes(b"image\n")
+    run(["llvm-offload-wrapper-22", "--kind=openmp", f"--triple={TRIPLE}", tmp_path / "img",
+         "-o", tmp_path / "w.bc"])
+    run([CLANG, "-c", "-O2", "-fPIC", tmp_path / "w.bc", "-o", tmp_path / "w.o"])
+    return ElfFile.open(str(tmp_path / "w.o"))
+
+
+def _entries_section(elf: ElfFile, name: str) -> tuple:
+    s = elf.section(name)
+    return None if s is None else (s.sh_size, s.sh_addralign, s.sh_flags)
+
+
+@needs_clang22
+def test_registration_is_llvm_offload_wrapper_22s(sample, tmp_path):
+    """offlink's registration (toolchains/llvm/omptarget.py, generation 3) next to the one
+    llvm-offload-wrapper-22 prints: the same entries section (empty, 8-aligned, writable),
+    the same outside names (__start_/__stop_llvm_offload_entries, __tgt_register_lib,
+    __tgt_unregister_lib, atexit), a constructor each; and in the linked programs the same
+    llvm_offload_entries as clang-22's own link, row for row."""
+    from offlink.toolchains.llvm.omptarget import c_source
+
+    theirs = _wrapper_object(tmp_path)
+    (tmp_path / "r.c").write_text(c_source([0], 3))
+    run([CLANG, "-c", "-O2", "-fPIC", "-w", tmp_path / "r.c", "-o", tmp_path / "r.o"])
+    mine = ElfFile.open(str(tmp_path / "r.o"))
+    assert _entries_section(mine, "llvm_offload_entries") == \
+        _entries_section(theirs, "llvm_offload_entries")
+    outside = {"__start_llvm_offload_entries", "__stop_llvm_offload_entries",
+               "__tgt_register_lib", "__tgt_unregister_lib", "atexit"}
+
+    def undefined(elf):
+        return {s.name for s in elf.symbols() if not s.defined and s.name}
+
+    assert undefined(theirs) == outside
+    assert undefined(mine) == outside | {"__offlink_image_0", "__offlink_image_0_end"}
+    for elf in (mine, theirs):  # a prioritized constructor each (.init_array.00100, .00101)
+        assert [s.name for s in elf.sections if s.name.startswith(".init_array.")], elf.name
+    for prog in ("clang_openmp", "clang_openmp_cxx"):
+        a = ElfFile.open(str(sample / "build" / prog))
+        b = ElfFile.open(str(sample / "build" / f"{prog}.clang"))
+        sa, sb = a.section("llvm_offload_entries"), b.section("llvm_offload_entries")
+        assert sa.sh_size == sb.sh_size and sa.sh_size % 56 == 0, prog
+        assert bytes(a.content(sa))[8:10] == b"\x01\x00"  # Version 1, as clang-22 wrote it
+
+
+@needs_clang22
+def test_an_archive_and_a_relocatable_object(offlink, sample, tmp_path):
+    """clang-22 objects from a static archive and from a `-r` object (offlink keeps the CUs'
+    images apart) run as the sample does."""
+    build = sample / "build"
+    run(["ar", "rcs", tmp_path / "libk.a", build / "vec.o", build / "math.o"])
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{build / 'offlink'}:{LLVM_LIB}"}
+    expected = (sample / "expected.txt").read_text().split("total area")[0]
+    run([offlink, "link", CLANG, *OFFLOAD, *LIBS, build / "main.o", tmp_path / "libk.a",
+         f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "from_archive"])
+    assert run([tmp_path / "from_archive"], env=env).stdout == expected
+    run([offlink, "link", CLANG, *OFFLOAD, "-r", build / "vec.o", build / "math.o", "-o",
+         tmp_path / "vm.o"])
+    run([offlink, "link", CLANG, *OFFLOAD, *LIBS, build / "main.o", tmp_path / "vm.o",
+         f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "from_r"])
+    assert run([tmp_path / "from_r"], env=env).stdout == expected
+
+
+@needs_clang22
+def test_extract_writes_the_image_libomptarget_22_loads(offlink, sample, tmp_path):
+    binary = sample / "build" / "clang_openmp"
+    run([offlink, "extract", binary, "--target", f"openmp-{TRIPLE}", "--output",
+         tmp_path / "img.so"])
+    image = ElfFile.open(str(tmp_path / "img.so"))
+    names = {s.name for s in image.symbols(dynamic=True) if s.defined}
+    table = json.loads(run([offlink, "inspect", "--json", binary]).stdout)["table"]
+    assert {s["name"] for s in table["symbols"]} <= names
+
+
+def test_each_release_gets_its_own_words():
+    from offlink.toolchains.llvm.llvm_release import (
+        compiler_of,
+        device_runtime_words,
+        entry_generation,
+        packager,
+        release,
+    )
+
+    assert [entry_generation(n) for n in (17, 19, 20, 21, 22, None)] == [1, 1, 2, 3, 3, 1]
+    assert release("clang-22") == 22 and release("flang-new-19") == 19
+    assert release("clang++-20") == 20
+    assert packager(19) == "clang-offload-packager-19"
+    assert packager(22) == "llvm-offload-binary-22"
+    assert device_runtime_words(19, "nvptx64-nvidia-cuda") == ["-lomptarget.devicertl"]
+    assert device_runtime_words(22, "nvptx64-nvidia-cuda") == \
+        ["--device-linker=nvptx64-nvidia-cuda=-lompdevice"]
+    assert compiler_of(["clang-22", "clang-22"], "gcc") == "clang-22"
+
+
+@needs_tool(shutil.which("flang-new-19") is None, "flang-new-19 missing (.ci/run installs "
+            "flang-19)")
+def test_a_flang_link_uses_the_drivers_own_clang(offlink, tmp_path):
+    """A flang object names no clang (no .comment): its image is linked by the clang of the
+    driver's own install (flang-new-19 -> /usr/lib/llvm-19/bin/clang), never PATH's `clang`
+    (clang 14 here)."""
+    (tmp_path / "f.f90").write_text("program p\n!$omp target\n!$omp end target\nend\n")
+    words = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
+    run(["flang-new-19", *words, "-c", tmp_path / "f.f90", "-o", tmp_path / "f.o"])
+    dry = run([offlink, "link", "--dry-run", "flang-new-19", *words, tmp_path / "f.o", "-o",
+               tmp_path / "f"]).stdout.splitlines()
+    image = [ln for ln in dry if f"--target={TRIPLE}" in ln]
+    assert len(image) == 1 and image[0].startswith("/usr/lib/llvm-19/bin/clang "), dry
