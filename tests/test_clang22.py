@@ -199,3 +199,29 @@ def test_a_flang_link_uses_the_drivers_own_clang(offlink, tmp_path):
                tmp_path / "f"]).stdout.splitlines()
     image = [ln for ln in dry if f"--target={TRIPLE}" in ln]
     assert len(image) == 1 and image[0].startswith("/usr/lib/llvm-19/bin/clang "), dry
+
+
+@needs_clang22
+def test_inspect_reads_clang22s_own_link(offlink, sample):
+    """`offlink inspect` of clang-22's own link (llvm_offload_entries, 56-byte rows): the same
+    entries, by name, host address and kind, as offlink's link of the same objects registers,
+    and the image as `llvm-objdump-22 --offloading` lists it (before: called an object offering
+    GCC's host tables)."""
+    for prog in ("clang_openmp", "clang_openmp_cxx"):
+        own = sample / "build" / f"{prog}.clang"
+        info = json.loads(run([offlink, "inspect", "--json", own]).stdout)
+        (llvm,) = info["offload"]
+        assert llvm["toolchain"] == "llvm" and llvm["registration"] == "__tgt_register_lib"
+        elf = ElfFile.open(str(own))
+        from offlink.toolchains.llvm.dialect import linked_entries_of_kind
+
+        want = {e.name: (addr, e.kind) for addr, e in linked_entries_of_kind(elf)}
+        got = {e["name"]: (e["address"], e["kind"]) for e in llvm["entries"]}
+        assert got and got == want, prog
+        mine = json.loads(run([offlink, "inspect", "--json", sample / "build" / prog])
+                          .stdout)["table"]["symbols"]
+        assert {r["name"] for r in mine} == set(got), prog
+        if shutil.which("llvm-objdump-22"):
+            listed = run(["llvm-objdump-22", "--offloading", own]).stdout
+            assert listed.count("OFFLOADING IMAGE") == len(llvm["images"])
+            assert all(i["triple"] in listed for i in llvm["images"])

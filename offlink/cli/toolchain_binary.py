@@ -8,10 +8,10 @@ put where" can be compared with offlink's own `.openmp_target`:
   paired by position with the names of mkoffload's image (`func_mappings`, `var_mappings`,
   `ptx_objs`: the C arrays its generated constructor hands GOMP_offload_register_ver; found by
   their symbols, so a stripped binary shows the host tables alone).
-- clang 19 (`clang -fopenmp -fopenmp-targets=...` linking): `omp_offloading_entries` (32-byte
-  `__tgt_offload_entry` rows, dynamic relocations applied) and the OffloadBinary images of
-  `.llvm.offloading`. LLVM 20's 56-byte entries and LLVM 21's `llvm_offload_entries` are the
-  LLVM dialect's to read: `llvm_entries` is the one place that dispatches on the generation.
+- clang 17-22 (`clang -fopenmp -fopenmp-targets=...` linking): the offload entries of every
+  generation (32-byte rows in `omp_offloading_entries` up to 19, 56-byte rows there in 20 and
+  in `llvm_offload_entries` from 21; dynamic relocations applied; read by the LLVM dialect)
+  and the OffloadBinary images of `.llvm.offloading`.
 - nvcc: the `.nv_fatbin` section, its architectures and the kernels of its cubins.
 """
 
@@ -223,38 +223,15 @@ def _differs(host: str | None, name: str) -> str | None:
 # `llvm_offload_entries`, 56-byte rows.
 LLVM_ENTRY_SECTIONS = ("omp_offloading_entries", "cuda_offloading_entries",
                        "llvm_offload_entries")
-ENTRY_V1_SIZE, ENTRY_V2_SIZE = 32, 56
 
 
 def llvm_entries(elf: ElfFile, section_name: str) -> list[tuple[int, OffloadEntry]]:
     """(host address, dialects.llvm.OffloadEntry) of one entry section of a linked binary,
-    whatever the LLVM generation: the one hook for the 56-byte rows of LLVM 20+."""
+    whatever the LLVM generation (32-byte rows of clang 17-19, 56-byte rows of 20+: the LLVM
+    dialect reads every one, formats/offload_entries.py)."""
     from ..toolchains.llvm import dialect as llvm
 
-    section = elf.section(section_name)
-    if section is None or not section.sh_addr:
-        return []
-    if _generation(elf, section) == 2:
-        reader = getattr(llvm, "linked_entries_v2", None)  # the LLVM dialect's, when it has it
-        if reader is None:
-            raise FormatError(f"{elf.name}: {section_name}: LLVM 20+ offload entries "
-                              f"({ENTRY_V2_SIZE}-byte rows), which this offlink does not read")
-        return reader(elf, section_name)
     return llvm.linked_entries(elf, section_name)
-
-
-def _generation(elf: ElfFile, section) -> int:
-    """1 for LLVM 19's 32-byte rows, 2 for LLVM 20+'s 56-byte rows (u64 Reserved = 0, then
-    u16 Version = 1), read from the first row."""
-    content = bytes(elf.content(section))
-    if section.name == "llvm_offload_entries":
-        return 2
-    if len(content) % ENTRY_V2_SIZE == 0 and len(content) >= ENTRY_V2_SIZE:
-        reserved, version = struct.unpack_from("<QH", content, 0)
-        if reserved == 0 and version == 1 and (len(content) % ENTRY_V1_SIZE or
-                                               not loaded_words(elf, section, 8).get(0)):
-            return 2
-    return 1
 
 
 def _llvm(elf: ElfFile) -> Offload:

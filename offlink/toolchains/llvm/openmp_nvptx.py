@@ -249,9 +249,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.lto_defines: frozenset[str] = frozenset()  # what those CUs define of the runtime
 
     def for_inputs(self, cus, plan=None):
-        from .openmp import link_opt_level, refuse_nvptx_words
-
         from .llvm_release import device_runtime_words, of_link
+        from .openmp import link_opt_level, refuse_nvptx_words
 
         compiler, major, generation = of_link(self.name, cus,
                                               plan.driver if plan is not None else "")
