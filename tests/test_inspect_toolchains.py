@@ -269,7 +269,7 @@ def test_clang_explain_names_the_missing_runtime_and_offload_disabled(offlink, t
 
 def test_nvcc_link_shows_its_fatbin_and_kernels(offlink, tmp_path):
     from offlink.errors import ToolError
-    from offlink.toolchains.offlink.cuda import toolkit
+    from offlink.toolchains.cuda_toolkit import toolkit
 
     try:
         nvcc = toolkit().nvcc  # where offlink finds it: CUDA_HOME (.ci/run's wheels), PATH...
