@@ -746,16 +746,22 @@ def check_registration(offlink: str, prog: Path, shim: Path, expected: str,
 def test_gomp_register_pairs_name_i_with_host_slot_i(offlink, sample, gomp_shim, tmp_path):
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
     expected = (sample / "expected.txt").read_text()
-    run([offlink, "link", "--gomp-register", "--verify-deep", "gcc", "-fopenmp", *objs,
-         "-o", "prog"], cwd=tmp_path)
+    # By default, as GCC's own link does: no offlink option.
+    run([offlink, "link", "--verify-deep", "gcc", "-fopenmp", *objs, "-o", "prog"],
+        cwd=tmp_path)
     check_registration(offlink, tmp_path / "prog", gomp_shim, expected,
                        sample / "build" / "gcc_openmp.gcc")
-    # OFFLINK_GOMP_REGISTER=1 is the same link: byte for byte.
-    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "prog2"], cwd=tmp_path,
-        env={**os.environ, "OFFLINK_GOMP_REGISTER": "1"})
+    # The image is stored once (the registration points into .openmp_target): the program is
+    # no bigger than GCC's own link of the same objects, within 15%.
+    gcc_size = (sample / "build" / "gcc_openmp.gcc").stat().st_size
+    assert (tmp_path / "prog").stat().st_size <= 1.15 * gcc_size
+    # --gomp-register (once the way to ask for it) is the same link: byte for byte.
+    run([offlink, "link", "--gomp-register", "gcc", "-fopenmp", *objs, "-o", "prog2"],
+        cwd=tmp_path)
     assert (tmp_path / "prog").read_bytes() == (tmp_path / "prog2").read_bytes()
-    # Without it (the default), nothing is registered and no __OFFLOAD_TABLE__ exists.
-    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "plain"], cwd=tmp_path)
+    # OFFLINK_GOMP_REGISTER=0: nothing is registered and no __OFFLOAD_TABLE__ exists.
+    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "plain"], cwd=tmp_path,
+        env={**os.environ, "OFFLINK_GOMP_REGISTER": "0"})
     out, lines, _ = registrations(tmp_path / "plain", gomp_shim, tmp_path / "plain.log")
     assert out == expected and lines == []
     assert "__OFFLOAD_TABLE__" not in {s.name for s in ElfFile.open(tmp_path / "plain").symbols()}
@@ -770,9 +776,9 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
             cwd=tmp_path)
-    run([offlink, "link", "--gomp-register", "gcc", "-shared", "-nostartfiles", "saxpy.o",
+    run([offlink, "link", "gcc", "-shared", "-nostartfiles", "saxpy.o",
          "stats.o", "-lgomp", "-o", "libss.so"], cwd=tmp_path)
-    run([offlink, "link", "--gomp-register", "gcc", "-fopenmp", b / "main.o", "-L.", "-lss",
+    run([offlink, "link", "gcc", "-fopenmp", b / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
     out, lines, _ = registrations(tmp_path / "app", gomp_shim, tmp_path / "app.log")
     assert out == expected
@@ -784,6 +790,32 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     assert sorted(ln[1] for ln in registered if ln[0] in ("func", "var")) == sorted(
         [r["name"] for r in table_of(offlink, tmp_path / "app")["symbols"]]
         + [r["name"] for r in table_of(offlink, tmp_path / "libss.so")["symbols"]])
+    # GCC's own link of the same objects registers the same: per module, in the same order,
+    # the same version, device type, slot counts and function names, variables of one size.
+    ref = tmp_path / "gcc"
+    ref.mkdir()
+    gcc_link = ["gcc", "-fopenmp", "-foffload=nvptx-none", "-foffload-options=-misa=sm_80"]
+    run([*gcc_link, "-shared", "../saxpy.o", "../stats.o", "-o", "libss.so"], cwd=ref)
+    run([*gcc_link, b / "main.o", "-L.", "-lss", "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=ref)
+    gcc_out, gcc_lines, _ = registrations(ref / "app", gomp_shim, ref / "app.log")
+    assert gcc_out == out
+    assert _per_module(lines) == _per_module(gcc_lines)
+
+
+def _per_module(lines: list[list[str]]) -> list[tuple]:
+    """The shim's register calls as (version, type, slot counts, function names, variable
+    sizes). Not the number of PTX files: offlink's image has one per CU, GCC's one for all."""
+    out, block = [], None
+    for ln in lines:
+        if ln[0] == "register":
+            block = [ln[1:3] + ln[5:], [], []]  # ln[3:5]: "ptx", their count
+            out.append(block)
+        elif ln[0] == "unregister":
+            block = None
+        elif block is not None:
+            (block[1] if ln[0] == "func" else block[2]).append(ln[1] if ln[0] == "func"
+                                                               else ln[3])
+    return [(tuple(h), tuple(f), tuple(v)) for h, f, v in out]
 
 
 @needs_gcc_offload
@@ -818,14 +850,19 @@ def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():
     from offlink.registrations import gomp as g
 
     image = b'.version 7.0\n//:FUNC_MAP "k$1", 0x1, 0x20\n\t"q?\\\x01\n\0second\0'
-    text = g.c_source(image, ["k$1"], ["v"], gcc.func_dims(image.decode()))
+    text = g.c_source(2, image, ["k$1"], ["v"], gcc.func_dims(image.decode()))
     assert g.ptx_parts(image) == [image[:image.index(b"\0")], b"second"]
     assert '{"k$1", 0x1, 0x20}' in text and '\t"v"' in text
     assert "GOMP_offload_register_ver (0x10001, __OFFLOAD_TABLE__, 5/*NVIDIA_PTX*/, " \
            "&target_data)" in text
-    assert "\\042q\\077\\134\\001" in text  # quote, ?, backslash, control byte: octal
+    # The PTX files are the table's image 2, each with its NUL: no copy of the image.
+    first = image.index(b"\0") + 1
+    assert f"{{__offlink_image_2 + 0, {first}}}" in text
+    assert f"{{__offlink_image_2 + {first}, 7}}" in text and "q?" not in text
     with pytest.raises(LinkError):
-        g.c_source(b"", ['a"b'], [], {})
+        g.c_source(0, b"", ['a"b'], [], {})
+    with pytest.raises(LinkError, match="NUL"):
+        g.c_source(0, b"no nul", [], [], {})
     assert g.driver_adds_crt("gcc", ["-fopenmp", "x.o"])
     assert not g.driver_adds_crt("gcc", ["-fopenmp", "-fno-openmp", "x.o"])
     assert not g.driver_adds_crt("gcc", ["-fopenmp", "-nostartfiles"])

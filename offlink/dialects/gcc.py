@@ -89,17 +89,20 @@ class GccCU(CU):
     """A GCC offload object's CU, with what its host side says (read once, at extract): the
     host table entries in table order and the external functions it defines."""
 
-    __slots__ = ("host_entries", "global_functions", "tag")
+    __slots__ = ("host_entries", "global_functions", "tag", "fat_lto")
     host_entries: tuple[HostEntry, ...] | None  # None: unreadable, reported when used
     global_functions: frozenset[str]
     tag: str  # cu_tag of its object ("": made from the code when asked)
+    fat_lto: bool  # -ffat-lto-objects: the host code is there twice, as code and as GIMPLE
 
     def __init__(self, origin: str, payload, host_entries: tuple[HostEntry, ...] | None = None,
-                 global_functions: frozenset[str] = frozenset(), tag: str = ""):
+                 global_functions: frozenset[str] = frozenset(), tag: str = "",
+                 fat_lto: bool = False):
         super().__init__(origin, payload)
         _set(self, "host_entries", host_entries)
         _set(self, "global_functions", global_functions)
         _set(self, "tag", tag)
+        _set(self, "fat_lto", fat_lto)
 
 
 _set = object.__setattr__
@@ -271,8 +274,8 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     here too, from the object extract has open (whose symbol table is parsed once for all)."""
     from ..formats.payload import Payload
 
-    if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
-            elf.is_lto_slim or lto):
+    fat_lto = any(s.name.startswith(".gnu.lto_") for s in elf.sections)
+    if fat_lto and (elf.is_lto_slim or lto):
         raise LinkError(f"{origin}: a GCC offload object in a host -flto link: GCC writes its "
                         f"host tables only during that link, and offlink reads them from the "
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
@@ -287,7 +290,7 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     except FormatError:  # the link reports it where it needs the tables; inspect does not
         entries = None
     return GccCU(origin, payload, entries, frozenset(global_functions(elf)),
-                 cu_tag(source, code))
+                 cu_tag(source, code), fat_lto)
 
 
 # -- a relink's record of its inputs (link/relink.py) ----------------------------------------
@@ -298,17 +301,18 @@ def relink_state(cu: CU) -> list | None:
     if not isinstance(cu, GccCU):
         return None
     hosts = None if cu.host_entries is None else [list(e) for e in cu.host_entries]
-    return [hosts, sorted(cu.global_functions), cu.tag]
+    return [hosts, sorted(cu.global_functions), cu.tag, cu.fat_lto]
 
 
 def relink_cu(origin: str, payload, state: list) -> GccCU:
     """The GccCU `relink_state` recorded, with its payload (whose code is read again only
     where it is needed: link/relink.py)."""
-    hosts, functions, tag = state
+    hosts, functions, tag = state[:3]
     entries = None if hosts is None else tuple(HostEntry(str(k), str(n), int(s), bool(li),
                                                          bool(lo), bool(st))
                                                for k, n, s, li, lo, st in hosts)
-    return GccCU(origin, payload, entries, frozenset(map(str, functions)), str(tag))
+    return GccCU(origin, payload, entries, frozenset(map(str, functions)), str(tag),
+                 bool(state[3]) if len(state) > 3 else False)
 
 
 # -- pairing with the device side ------------------------------------------------------------

@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (record
 if TYPE_CHECKING:
     from ..targets import Target
 
-HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
+HOST_RELINKS = 2  # at most this many host links after the first (libgomp's registration's)
 
 
 class LinkOptions:
@@ -241,7 +241,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         host = _drop_words(host_link_argv(plan, staged, extra), targets)
         from ..registrations import opt_in
 
-        registration = opt_in(plan, images, workdir, options.gomp_register)
+        registration = opt_in(plan, images, workdir, options.gomp_register, cache)
         if registration is not None:
             registration.build()
             host = registration.host_argv(host, len(host) - len(extra) - 2)

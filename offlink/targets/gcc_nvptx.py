@@ -215,12 +215,20 @@ class GccNvptxTarget(Target):
             return made[1]
         return gcc.ptx_definitions(image)
 
+    def for_inputs(self, cus, plan=None):
+        # -ffat-lto-objects CUs linked without -flto: GCC's linker plugin still links their
+        # GIMPLE (statics become `x.lto_priv.N`, the host tables are rewritten), unless the
+        # link says -fno-lto; offlink read the tables of their code, so that is what is linked.
+        self._fat_lto = any(getattr(cu, "fat_lto", False) for cu in cus)
+        return self
+
     def host_link_args(self, plan) -> list[str]:
         # GCC would otherwise run mkoffload and its own offload link of every CU again.
         driver = os.path.basename(plan.driver)
         if "clang" in driver or driver == "ld" or driver.startswith("ld."):
             return []
-        return ["-foffload=disable"]
+        fat = ["-fno-lto"] if getattr(self, "_fat_lto", False) and not plan.lto else []
+        return ["-foffload=disable", *fat]
 
     def host_addresses(self, elf, image):
         placed = gcc.place(elf, self._links.get(image.path, []))
