@@ -30,6 +30,9 @@ PTXAS = shutil.which("ptxas") or shutil.which("/usr/local/cuda/bin/ptxas")
 NVLINK = shutil.which("nvlink") or shutil.which("/usr/local/cuda/bin/nvlink")
 needs_ptxas = needs_tool(PTXAS is None, "ptxas (CUDA) not installed")
 CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
+# offlink's link of them: -foffload=nvptx-none, as GCC's link needs where gcc-12-offload-amdgcn
+# is installed too (without it, GCC builds an image for every installed offload compiler).
+GCC_LINK = ["gcc", "-fopenmp", "-foffload=nvptx-none"]
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +143,7 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(relink, "_SETTLED", 1e9)  # no record of the inputs: extract reads them
-    argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")]
+    argv = [*GCC_LINK, *objs, "-o", str(tmp_path / "prog")]
     assert link(argv, LinkOptions()) == 0  # fills the cache
 
     real = elf_module._SYM
@@ -183,7 +186,7 @@ def test_relink_from_the_cache_is_byte_identical(offlink, sample, tmp_path):
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"), "OFFLINK_PROGRESS": "0"}
     for name in ("first", "again"):
-        proc = run([offlink, "link", "--timings", "gcc", "-fopenmp", *objs, "-o",
+        proc = run([offlink, "link", "--timings", *GCC_LINK, *objs, "-o",
                     tmp_path / name], env=env)
     assert "3 CUs, 0 compiled, 3 from cache; image from cache" in proc.stderr
     assert (tmp_path / "again").read_bytes() == (tmp_path / "first").read_bytes()
@@ -229,7 +232,7 @@ def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothin
     def linked(name: str) -> bytes:
         ran.clear()
         asked.clear()
-        assert link(["gcc", "-fopenmp", "-foffload-options=-lm", *objs, "-o",
+        assert link([*GCC_LINK, "-foffload-options=-lm", *objs, "-o",
                      str(tmp_path / name)], LinkOptions()) == 0
         return (tmp_path / name).read_bytes()
 
@@ -278,7 +281,7 @@ def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, m
 
     def linked(name: str, keep: bool = False) -> bytes:
         ran.clear()
-        argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)]
+        argv = [*GCC_LINK, *objs, "-o", str(tmp_path / name)]
         assert link(argv, LinkOptions(save_temps=keep)) == 0
         return (tmp_path / name).read_bytes()
 
@@ -314,7 +317,7 @@ def test_relink_from_the_cache_takes_the_images_offers_whole_links_only(sample, 
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
 
     def rows(name: str, **options) -> set[str]:
-        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+        assert link([*GCC_LINK, *objs, "-o", str(tmp_path / name)],
                     LinkOptions(**options)) == 0
         return {s.name for s in Table.open(tmp_path / name).symbols}
 
@@ -353,7 +356,7 @@ def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monke
 
     def linked(name: str) -> tuple[bytes, str]:
         capfd.readouterr()
-        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+        assert link([*GCC_LINK, *objs, "-o", str(tmp_path / name)],
                     LinkOptions(timings=True)) == 0
         return (tmp_path / name).read_bytes(), capfd.readouterr().err
 
@@ -417,7 +420,7 @@ def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
     shutil.copy(ROOT / "tests" / "gcc_offload" / "unused.c", tmp_path)
     run(["gcc", *CFLAGS, "-c", "unused.c", "-o", "unused.o"], cwd=tmp_path)
     run(["ar", "rcs", "libstats.a", build / "stats.o", "unused.o"], cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", build / "main.o", build / "saxpy.o", "-L.",
+    run([offlink, "link", *GCC_LINK, build / "main.o", build / "saxpy.o", "-L.",
          "-lstats", "-o", "prog"], cwd=tmp_path)
     assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
     keys = {s["name"] for s in table_of(offlink, tmp_path / "prog")["symbols"]}
@@ -438,7 +441,7 @@ def test_link_variants(offlink, sample, tmp_path, ldflags):
     """Non-PIE: the host tables hold absolute addresses. --gc-sections drops the host tables:
     rows are found by name, statics by their CU's STT_FILE."""
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
-    run([offlink, "link", "gcc", "-fopenmp", *ldflags, *objs, "-o", "prog"], cwd=tmp_path)
+    run([offlink, "link", *GCC_LINK, *ldflags, *objs, "-o", "prog"], cwd=tmp_path)
     assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
     rows = Table.open(tmp_path / "prog").symbols
     assert len(rows) == 9
@@ -453,7 +456,7 @@ def test_narrowed_link_keeps_the_listed_rows(offlink, sample, tmp_path):
     the image and the host tables are GCC's as before, so the program runs the same."""
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
     run([offlink, "link", "--offload-symbol", "scale", "--offload-symbol", "main$_omp_fn$*",
-         "gcc", "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path)
+         *GCC_LINK, *objs, "-o", "prog"], cwd=tmp_path)
     assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
     keys = {s["name"] for s in table_of(offlink, tmp_path / "prog")["symbols"]}
     assert "scale" in keys and keys - {"scale"}
@@ -464,7 +467,7 @@ def test_static_link_of_gcc_offload_objects(offlink, sample, tmp_path):
     # libgomp runs the regions (host fallback); nothing needs dlopen, so -static is fine.
     b = sample / "build"
     out = tmp_path / "static"
-    run([offlink, "link", "gcc", "-static", "-fopenmp", b / "main.o", b / "saxpy.o",
+    run([offlink, "link", *GCC_LINK, "-static", b / "main.o", b / "saxpy.o",
          b / "stats.o", "-o", out])
     assert run([out]).stdout == (sample / "expected.txt").read_text()
     assert table_of(offlink, out)["targets"][0]["name"] == "nvptx-none"
@@ -476,9 +479,9 @@ def test_shared_library_of_gcc_offload_objects(offlink, sample, tmp_path):
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
             cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", "-shared", "saxpy.o", "stats.o", "-o", "libss.so"],
+    run([offlink, "link", *GCC_LINK, "-shared", "saxpy.o", "stats.o", "-o", "libss.so"],
         cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", sample / "build" / "main.o", "-L.", "-lss",
+    run([offlink, "link", *GCC_LINK, sample / "build" / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
     assert run([tmp_path / "app"]).stdout == (sample / "expected.txt").read_text()
     rows = {r.name: r for r in Table.open(tmp_path / "libss.so").symbols}
@@ -490,7 +493,7 @@ def test_shared_library_of_gcc_offload_objects(offlink, sample, tmp_path):
 @needs_gcc_offload
 def test_host_lto_is_refused_with_the_way_out(offlink, sample, tmp_path):
     run(["gcc", *CFLAGS, "-flto", "-c", sample / "stats.c", "-o", "stats.o"], cwd=tmp_path)
-    proc = run([offlink, "link", "gcc", "-flto", "-fopenmp", "-shared", "stats.o", "-o", "x.so"],
+    proc = run([offlink, "link", *GCC_LINK, "-flto", "-shared", "stats.o", "-o", "x.so"],
                cwd=tmp_path, check=False)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
         "offlink: error: stats.o: a GCC offload object in a host -flto link: GCC writes its host "
@@ -505,9 +508,9 @@ def test_the_way_out_of_host_lto_links_and_runs(offlink, sample, tmp_path):
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-flto", "-ffat-lto-objects", "-c", sample / f"{name}.c",
              "-o", f"{name}.o"], cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", "-flto-partition=one", "-shared", "saxpy.o",
+    run([offlink, "link", *GCC_LINK, "-flto-partition=one", "-shared", "saxpy.o",
          "stats.o", "-o", "libss.so"], cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", sample / "build" / "main.o", "-L.", "-lss",
+    run([offlink, "link", *GCC_LINK, sample / "build" / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
     assert run([tmp_path / "app"]).stdout == (sample / "expected.txt").read_text()
 
@@ -517,7 +520,7 @@ def test_the_way_out_of_host_lto_links_and_runs(offlink, sample, tmp_path):
 def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
     (tmp_path / "prog").write_text("previous")
-    proc = run([offlink, "link", "gcc", "-fopenmp", "-foffload-options=-misa=sm_35", *objs,
+    proc = run([offlink, "link", *GCC_LINK, "-foffload-options=-misa=sm_35", *objs,
                 "-o", "prog"], cwd=tmp_path, check=False)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
@@ -525,10 +528,10 @@ def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
     assert "-foffload-options=-misa=sm_80" in last
     # offlink's own spelling of the same option reaches the accel compiler the same way.
     proc = run([offlink, "link", "--offload-option", "nvptx-none=-misa=sm_35", "gcc",
-                "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path, check=False)
+                "-fopenmp", "-foffload=nvptx-none", *objs, "-o", "prog"], cwd=tmp_path, check=False)
     assert proc.returncode != 0 and "-misa=sm_35" in proc.stderr.strip().splitlines()[-1]
     dry = run([offlink, "link", "--dry-run", "--offload-option", "-misa=sm_90", "gcc",
-               "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path).stdout
+               "-fopenmp", "-foffload=nvptx-none", *objs, "-o", "prog"], cwd=tmp_path).stdout
     assert "-misa=sm_90" in dry
     assert (tmp_path / "prog").read_text() == "previous"
 
@@ -536,7 +539,7 @@ def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
 @needs_gcc_offload
 def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(offlink, sample):
     build = sample / "build"
-    out = run([offlink, "link", "--dry-run", "gcc", "-fopenmp", "-foffload-options=-lm",
+    out = run([offlink, "link", "--dry-run", *GCC_LINK, "-foffload-options=-lm",
                "main.o", "stats.o", "-o", "p"], cwd=build).stdout.splitlines()
     # The accel compiler's lto1 itself, with the words its driver would give it (accel_steps),
     # then its nvptx-as, which a real link runs after it (offers), per CU.
@@ -588,7 +591,7 @@ def test_the_compile_cache_key_hashes_the_driver_not_lto1(sample, tmp_path, monk
                         lambda self, tool: probed.append(tool) or real(self, tool))
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
-    assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")], LinkOptions()) == 0
+    assert link([*GCC_LINK, *objs, "-o", str(tmp_path / "prog")], LinkOptions()) == 0
     assert ACCEL in probed and not any(os.path.basename(t) == "lto1" for t in probed)
 
 
@@ -747,7 +750,7 @@ def test_gomp_register_pairs_name_i_with_host_slot_i(offlink, sample, gomp_shim,
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
     expected = (sample / "expected.txt").read_text()
     # By default, as GCC's own link does: no offlink option.
-    run([offlink, "link", "--verify-deep", "gcc", "-fopenmp", *objs, "-o", "prog"],
+    run([offlink, "link", "--verify-deep", *GCC_LINK, *objs, "-o", "prog"],
         cwd=tmp_path)
     check_registration(offlink, tmp_path / "prog", gomp_shim, expected,
                        sample / "build" / "gcc_openmp.gcc")
@@ -756,11 +759,11 @@ def test_gomp_register_pairs_name_i_with_host_slot_i(offlink, sample, gomp_shim,
     gcc_size = (sample / "build" / "gcc_openmp.gcc").stat().st_size
     assert (tmp_path / "prog").stat().st_size <= 1.15 * gcc_size
     # --gomp-register (once the way to ask for it) is the same link: byte for byte.
-    run([offlink, "link", "--gomp-register", "gcc", "-fopenmp", *objs, "-o", "prog2"],
+    run([offlink, "link", "--gomp-register", *GCC_LINK, *objs, "-o", "prog2"],
         cwd=tmp_path)
     assert (tmp_path / "prog").read_bytes() == (tmp_path / "prog2").read_bytes()
     # OFFLINK_GOMP_REGISTER=0: nothing is registered and no __OFFLOAD_TABLE__ exists.
-    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "plain"], cwd=tmp_path,
+    run([offlink, "link", *GCC_LINK, *objs, "-o", "plain"], cwd=tmp_path,
         env={**os.environ, "OFFLINK_GOMP_REGISTER": "0"})
     out, lines, _ = registrations(tmp_path / "plain", gomp_shim, tmp_path / "plain.log")
     assert out == expected and lines == []
@@ -776,9 +779,9 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
             cwd=tmp_path)
-    run([offlink, "link", "gcc", "-shared", "-nostartfiles", "saxpy.o",
+    run([offlink, "link", "gcc", "-foffload=nvptx-none", "-shared", "-nostartfiles", "saxpy.o",
          "stats.o", "-lgomp", "-o", "libss.so"], cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", b / "main.o", "-L.", "-lss",
+    run([offlink, "link", *GCC_LINK, b / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
     out, lines, _ = registrations(tmp_path / "app", gomp_shim, tmp_path / "app.log")
     assert out == expected
@@ -794,7 +797,7 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     # the same version, device type, slot counts and function names, variables of one size.
     ref = tmp_path / "gcc"
     ref.mkdir()
-    gcc_link = ["gcc", "-fopenmp", "-foffload=nvptx-none", "-foffload-options=-misa=sm_80"]
+    gcc_link = [*GCC_LINK, "-foffload-options=-misa=sm_80"]
     run([*gcc_link, "-shared", "../saxpy.o", "../stats.o", "-o", "libss.so"], cwd=ref)
     run([*gcc_link, b / "main.o", "-L.", "-lss", "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=ref)
     gcc_out, gcc_lines, _ = registrations(ref / "app", gomp_shim, ref / "app.log")
@@ -839,7 +842,7 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
     monkeypatch.setattr(pipeline, "_host_link", lambda argv: links.append(real_link(argv)))
     monkeypatch.chdir(tmp_path)
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
-    assert pipeline.link(["gcc", "-fopenmp", *objs, "-o", "prog"],
+    assert pipeline.link([*GCC_LINK, *objs, "-o", "prog"],
                          pipeline.LinkOptions(gomp_register=True, cache=False)) == 0
     assert len(links) == 2
     check_registration(offlink, tmp_path / "prog", gomp_shim,

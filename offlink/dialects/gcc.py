@@ -202,8 +202,9 @@ def _link_offload_options(link_args: list[str]) -> list[str]:
     # Equal, not the same list: the dialects' cus_of passes each object a copy of the line
     # (comparing N words that are the same objects is C-speed; the scan is N startswith).
     if known is None or known[0] != link_args:
-        known = (link_args, [a[len("-foffload-options="):] for a in link_args
-                             if a.startswith("-foffload-options=")])
+        from .gcc_link import read_words  # -foffload=-lm and -foffload=T=-lm too, as GCC 12
+
+        known = (link_args, list(read_words(link_args).options))
         _LINK_OPTIONS = known
     return known[1]
 

@@ -288,10 +288,10 @@ class Registration:
         for kind, keys in found.items():
             named = [k for k in keys if k is not None]
             if len(named) != len(keys):
-                raise LinkError(f"libgomp registration: {len(keys) - len(named)} of the {len(keys)} "
-                                f"{kind} slots of the host table come from no input offlink "
-                                f"paired (objects with GCC offload tables offlink did not "
-                                f"read?)")
+                raise LinkError(f"libgomp registration: {len(keys) - len(named)} of the "
+                                f"{len(keys)} {kind} slots of the host table come from no "
+                                f"input offlink paired (objects with GCC offload tables "
+                                f"offlink did not read?)")
             if sorted(named) != sorted(self.order[kind]):
                 raise LinkError(f"libgomp registration: the linked host table has "
                                 f"{len(keys)} {kind} slots where the CUs have "
