@@ -932,3 +932,25 @@ def test_offload_options_follow_gcc_syntax():
     values = ["-misa=sm_80 -mptx=7.0", "nvptx-none=-O3", "amdgcn-amdhsa=-march=gfx90a",
               "amdgcn-amdhsa,nvptx-none=-lm"]
     assert gcc.offload_options(values, "nvptx-none") == ["-misa=sm_80", "-mptx=7.0", "-O3", "-lm"]
+
+
+@needs_gcc_offload
+def test_an_unchanged_source_compiled_again_hits_the_cu_cache(offlink, sample, tmp_path):
+    """GCC names its LTO sections with a random unit id on every compile (no -frandom-seed):
+    offlink keys a CU by its object with those ids renumbered, so `make clean; make` hits."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = []
+    for build in ("one", "two"):
+        (tmp_path / build).mkdir()
+        for name in ("main", "saxpy", "stats"):
+            run(["gcc", *CFLAGS, "-c", sample / f"{name}.c", "-o", f"{name}.o"],
+                cwd=tmp_path / build)
+        said.append(run([offlink, "link", "--verbose", *GCC_LINK, "main.o", "saxpy.o",
+                         "stats.o", "-o", "prog"], cwd=tmp_path / build, env=env).stderr)
+        assert run([tmp_path / build / "prog"]).stdout == (sample / "expected.txt").read_text()
+    one, two = (ElfFile.open(tmp_path / b / "stats.o") for b in ("one", "two"))
+    assert one.data != two.data  # the compiles differ (the section names' ids) ...
+    assert gcc.stable_code(bytes(one.data)) == gcc.stable_code(bytes(two.data))  # ... only so
+    assert "nvptx-none: 3 CUs, 3 compiled, 0 from cache" in said[0]
+    assert "nvptx-none: 3 CUs, 0 compiled, 3 from cache" in said[1]
+    assert (tmp_path / "one" / "prog").stat().st_size == (tmp_path / "two" / "prog").stat().st_size

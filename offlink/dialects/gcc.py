@@ -284,7 +284,7 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     passed, offload = compile_options(elf)
     options = tuple(passed + offload_options(offload + _link_offload_options(link_args), TARGET))
     source = source_name(elf, origin)
-    code = bytes(elf.data)
+    code = stable_code(bytes(elf.data))
     payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options, code)
     try:
         entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))
@@ -292,6 +292,45 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
         entries = None
     return GccCU(origin, payload, entries, frozenset(global_functions(elf)),
                  cu_tag(source, code), fat_lto)
+
+
+# An LTO section's name ends in its unit's id, `.<hex>`: random on every compile unless
+# -frandom-seed is given (lto-section-out.cc, lto_get_section_name), and the only bytes by
+# which two compiles of one source differ.
+_LTO_NAME_ID = re.compile(rb"(\.gnu\.(?:offload_)?lto_[^\0]*?\.)([0-9a-f]+)(?=\0)")
+
+
+def stable_code(data: bytes) -> bytes:
+    """The object with its LTO sections' random unit ids renumbered in order of first
+    appearance (0x10..0, 0x10..1, ...: each keeps its length, so no offset moves, and lto1
+    finds `.lto.<id>` by the id's spelling without leading zeros): an unchanged source
+    compiled again is the same code, so its CU cache key and its statics' tag (cu_tag) are
+    too. The accel compiler reads this copy; one unit's sections keep one id, as lto1 groups
+    them by it."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return data
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    at = shoff + shstrndx * shentsize
+    if shstrndx == 0 or at + 0x28 > len(data):
+        return data
+    offset, size = struct.unpack_from("<QQ", data, at + 0x18)
+    if offset + size > len(data):
+        return data
+    ids: dict[bytes, bytes] = {}
+
+    def renumber(m: re.Match) -> bytes:
+        old = m.group(2)
+        new = ids.get(old)
+        if new is None:
+            # hex without leading zeros, as lto1 spells the id when it looks a section up
+            new = ids[old] = b"%x" % ((1 << 4 * (len(old) - 1)) + len(ids))
+            if len(new) != len(old):  # more units than the id's digits count: keep them
+                new = ids[old] = old
+        return m.group(1) + new
+
+    names = _LTO_NAME_ID.sub(renumber, data[offset:offset + size])
+    return data[:offset] + names + data[offset + size:]
 
 
 # -- a relink's record of its inputs (link/relink.py) ----------------------------------------
