@@ -132,8 +132,41 @@ def test_link_words_on_real_links(offlink, tmp_path):
         run([*base, *words, "-o", "prog"], cwd=tmp_path)
         assert run([tmp_path / "prog"]).stdout == "0.877583\n"
         assert "nvptx-none" in run([offlink, "inspect", tmp_path / "prog"]).stdout
+    # Without it: one line with the symbol, the CU that needs it and the fix.
     missing = run([*base, "-o", "prog"], cwd=tmp_path, check=False)
-    assert missing.returncode != 0 and "cos" in missing.stderr
+    assert missing.returncode != 0
+    assert missing.stderr.splitlines() == [
+        "offlink: error: device link for target nvptx-none: unresolved symbol cos (needed by "
+        "m.c (m.o); in libm): link with -foffload-options=nvptx-none=-lm"]
+    # The whole command and nvptx-none-ld's own lines under --verbose only.
+    verbose = run([offlink, "link", "--verbose", *base[2:], "-o", "prog"], cwd=tmp_path,
+                  check=False).stderr
+    assert "unresolved symbol cos\n" in verbose and "[nvptx-none-ld -o " in verbose
     run([*base, "-foffload=disable", "-o", "host"], cwd=tmp_path)
     run(["gcc", "-fopenmp", "-foffload=disable", "m.o", "-lm", "-o", "host.gcc"], cwd=tmp_path)
     assert (tmp_path / "host").read_bytes() == (tmp_path / "host.gcc").read_bytes()
+
+
+def test_a_device_link_error_names_symbols_cus_and_libraries(tmp_path):
+    from offlink.errors import ToolError
+    from offlink.targets.gcc_device_errors import explain
+
+    (tmp_path / "libatomic.a").write_bytes(b"!<arch>\n// BEGIN GLOBAL FUNCTION DEF: "
+                                           b"__atomic_load_16\n")
+    (tmp_path / "libm.a").write_bytes(b"!<arch>\n// BEGIN GLOBAL FUNCTION DEF: sin\n")
+    objects = [("a.c (a.o)", b"\n// BEGIN GLOBAL FUNCTION DECL: __atomic_load_16\n"),
+               ("b.c (b.o)", b"\n// BEGIN GLOBAL FUNCTION DECL: host_only\n"
+                             b"// BEGIN GLOBAL FUNCTION DECL: __atomic_load_16\n")]
+    said = ToolError("device link failed", 1, "unresolved symbol __atomic_load_16\n"
+                                               "unresolved symbol host_only\n")
+    e = explain(said, ["nvptx-none-ld", "-o", "x", f"-L{tmp_path}", "a.o", "b.o"], objects)
+    assert str(e) == (
+        "device link for target nvptx-none: unresolved symbols __atomic_load_16 (needed by "
+        "a.c (a.o), b.c (b.o); in libatomic), host_only (needed by b.c (b.o)): link with "
+        "-foffload-options=nvptx-none=-latomic") and e.output == ""
+    alone = explain(ToolError("x", 1, "unresolved symbol host_only\n"), ["nvptx-none-ld"],
+                    objects)
+    assert str(alone).endswith("host_only (needed by b.c (b.o)): no GCC device library "
+                               "defines it (is it a host-only function called in a target "
+                               "region?)")
+    assert explain(ToolError("x", 1, "some other failure\n"), ["nvptx-none-ld"], objects) is None

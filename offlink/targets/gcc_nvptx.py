@@ -207,7 +207,15 @@ class GccNvptxTarget(Target):
         from ..model import write_objects
 
         write_objects(compiled)
-        super().link_image(argv, output, compiled)
+        try:
+            super().link_image(argv, output, compiled)
+        except ToolError as e:
+            from .gcc_device_errors import explain
+
+            said = explain(e, argv, [(c.cu.label, self._object(c)) for c in compiled])
+            if said is None:
+                raise
+            raise said from None
 
     def exports(self, image, path):
         made = self._exports.pop(path, None)  # link_image's, for the image it wrote
