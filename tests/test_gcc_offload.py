@@ -951,6 +951,7 @@ def test_an_unchanged_source_compiled_again_hits_the_cu_cache(offlink, sample, t
     one, two = (ElfFile.open(tmp_path / b / "stats.o") for b in ("one", "two"))
     assert one.data != two.data  # the compiles differ (the section names' ids) ...
     assert gcc.stable_code(bytes(one.data)) == gcc.stable_code(bytes(two.data))  # ... only so
+    # (20 compiles of one source gave ids of 15 and 16 digits: objects of two sizes, one code)
     assert "nvptx-none: 3 CUs, 3 compiled, 0 from cache" in said[0]
     assert "nvptx-none: 3 CUs, 0 compiled, 3 from cache" in said[1]
     assert (tmp_path / "one" / "prog").stat().st_size == (tmp_path / "two" / "prog").stat().st_size

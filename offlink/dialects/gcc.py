@@ -297,40 +297,65 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
 # An LTO section's name ends in its unit's id, `.<hex>`: random on every compile unless
 # -frandom-seed is given (lto-section-out.cc, lto_get_section_name), and the only bytes by
 # which two compiles of one source differ.
-_LTO_NAME_ID = re.compile(rb"(\.gnu\.(?:offload_)?lto_[^\0]*?\.)([0-9a-f]+)(?=\0)")
+_LTO_NAME_ID = re.compile(rb"(\.gnu\.(?:offload_)?lto_.*?\.)([0-9a-f]+)", re.S)
 
 
 def stable_code(data: bytes) -> bytes:
     """The object with its LTO sections' random unit ids renumbered in order of first
-    appearance (0x10..0, 0x10..1, ...: each keeps its length, so no offset moves, and lto1
-    finds `.lto.<id>` by the id's spelling without leading zeros): an unchanged source
-    compiled again is the same code, so its CU cache key and its statics' tag (cu_tag) are
-    too. The accel compiler reads this copy; one unit's sections keep one id, as lto1 groups
-    them by it."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    appearance (0x1000000000000000, 0x1000000000000001, ...: lto1 finds `.lto.<id>` by the
+    id's spelling without leading zeros), laid out again: each section's bytes in order,
+    aligned, then the section names, then the headers. An id is 1 to 16 hex digits, so
+    the names' length differs between compiles and every offset after them with it; laid out
+    again, an unchanged source compiled again is the same code, so its CU cache key and its
+    statics' tag (cu_tag) are too. A relocatable object locates nothing by file offset but
+    through its section headers, so the accel compiler reads this copy as the original.
+    Anything but a plain ELF64 LE object comes back as it is."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1 \
+            or struct.unpack_from("<H", data, 16)[0] != 1:  # ET_REL
         return data
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    at = shoff + shstrndx * shentsize
-    if shstrndx == 0 or at + 0x28 > len(data):
+    if shentsize != 64 or shnum == 0 or not 0 < shstrndx < shnum \
+            or shoff + shnum * 64 > len(data):
         return data
-    offset, size = struct.unpack_from("<QQ", data, at + 0x18)
-    if offset + size > len(data):
+    headers = [list(struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * 64))
+               for i in range(shnum)]
+    _, _, _, _, str_off, str_size, *_ = headers[shstrndx]
+    if str_off + str_size > len(data):
         return data
+    names = data[str_off:str_off + str_size]
     ids: dict[bytes, bytes] = {}
-
-    def renumber(m: re.Match) -> bytes:
-        old = m.group(2)
-        new = ids.get(old)
-        if new is None:
-            # hex without leading zeros, as lto1 spells the id when it looks a section up
-            new = ids[old] = b"%x" % ((1 << 4 * (len(old) - 1)) + len(ids))
-            if len(new) != len(old):  # more units than the id's digits count: keep them
-                new = ids[old] = old
-        return m.group(1) + new
-
-    names = _LTO_NAME_ID.sub(renumber, data[offset:offset + size])
-    return data[:offset] + names + data[offset + size:]
+    table = bytearray(b"\0")
+    for h in headers[1:]:
+        end = names.find(b"\0", h[0])
+        if h[0] >= len(names) or end < 0:
+            return data
+        name = names[h[0]:end]
+        m = _LTO_NAME_ID.fullmatch(name)
+        if m:
+            new = ids.setdefault(m.group(2), b"%x" % ((1 << 60) + len(ids)))
+            name = m.group(1) + new
+        h[0] = len(table)
+        table += name + b"\0"
+    out = bytearray(data[:64])
+    for i, h in enumerate(headers):
+        if i == 0:
+            continue
+        content = bytes(table) if i == shstrndx else \
+            b"" if h[1] == 8 else data[h[4]:h[4] + h[5]]  # SHT_NOBITS: no bytes
+        if len(content) != (len(table) if i == shstrndx else 0 if h[1] == 8 else h[5]):
+            return data
+        align = max(h[8], 1)
+        out += bytes(-len(out) % align)
+        h[4] = len(out)
+        if i == shstrndx:
+            h[5] = len(table)
+        out += content
+    out += bytes(-len(out) % 8)
+    struct.pack_into("<Q", out, 0x28, len(out))
+    for h in headers:
+        out += struct.pack("<IIQQQQIIQQ", *h)
+    return bytes(out)
 
 
 # -- a relink's record of its inputs (link/relink.py) ----------------------------------------

@@ -151,7 +151,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
     cus = extract(plan, options.offload_options, options.cache, stats)
     if cus:  # GCC's objects build the images GCC's own link would build, and only those
-        from ..dialects.gcc_link import select
+        from ..dialects import select
 
         cus = select(cus, plan.base_args)
     timer.stage("extract")
