@@ -955,3 +955,29 @@ def test_an_unchanged_source_compiled_again_hits_the_cu_cache(offlink, sample, t
     assert "nvptx-none: 3 CUs, 3 compiled, 0 from cache" in said[0]
     assert "nvptx-none: 3 CUs, 0 compiled, 3 from cache" in said[1]
     assert (tmp_path / "one" / "prog").stat().st_size == (tmp_path / "two" / "prog").stat().st_size
+
+
+@needs_gcc_offload
+def test_an_object_of_another_gcc_major_is_refused_in_one_line(offlink, sample, tmp_path):
+    """GCC 13 writes LTO bytecode 13.x (and registers with GOMP_VERSION 2): an object made by
+    it is refused before any work, naming both GCCs. (Made here from a GCC 12 object with its
+    `struct lto_section` major and its .comment changed, as GCC 13 writes them.)"""
+    data = bytearray((sample / "build" / "stats.o").read_bytes())
+    elf = ElfFile(bytes(data), "stats.o")
+    assert gcc.lto_version(elf) == (12, 0)
+    lto = next(s for s in elf.sections if s.name.startswith(".gnu.offload_lto_.lto."))
+    data[lto.sh_offset:lto.sh_offset + 2] = (13).to_bytes(2, "little")
+    comment = next(s for s in elf.sections if s.name == ".comment")
+    old = bytes(data[comment.sh_offset:comment.sh_offset + comment.sh_size])
+    new = old.replace(b" 12.2.0", b" 13.2.0")
+    assert len(new) == len(old) and new != old
+    data[comment.sh_offset:comment.sh_offset + comment.sh_size] = new
+    (tmp_path / "stats13.o").write_bytes(bytes(data))
+    proc = run([offlink, "link", *GCC_LINK, sample / "build" / "main.o",
+                sample / "build" / "saxpy.o", "stats13.o", "-o", "prog"], cwd=tmp_path,
+               check=False)
+    assert proc.returncode != 0 and proc.stderr.splitlines() == [
+        "offlink: error: stats13.o: a GCC 13 offload object (LTO bytecode 13.0); offlink links "
+        "GCC 12's, for its accel compiler x86_64-linux-gnu-accel-nvptx-none-gcc-12 (installed) "
+        "and libgomp 12: compile it with gcc-12, or link it with GCC 13's own link"]
+    assert not (tmp_path / "prog").exists()

@@ -239,6 +239,40 @@ def _major_of(comment: bytes) -> str | None:
     return None
 
 
+LTO_MAJOR = 12  # the GCC whose offload objects offlink links: libgomp 12's registration
+_LTO_SECTION = OPTS_SECTION[:-len("opts")] + "lto."  # `.gnu.offload_lto_.lto.<id>`
+
+
+def lto_version(elf: ElfFile) -> tuple[int, int] | None:
+    """(major, minor) of the object's offload LTO bytecode: the first two 16-bit words of its
+    `.gnu.offload_lto_.lto.<id>` section, GCC's `struct lto_section`, which lto1 checks
+    against its own (lto_check_version: the same major and minor, or a fatal error; GCC 10+
+    writes its own major there)."""
+    for s in elf.sections:
+        if s.name.startswith(_LTO_SECTION) and s.sh_size >= 4:
+            major, minor = struct.unpack_from("<HH", bytes(elf.content(s)), 0)
+            return major, minor
+    return None
+
+
+def check_version(elf: ElfFile, origin: str) -> None:
+    """An object of another GCC major is refused in one line: its accel compile would fail
+    (lto1 reads one major's bytecode) and its registration layout is another (GCC 13 writes
+    GOMP_VERSION 2, which libgomp 12 refuses: "Library too old for offload")."""
+    version = lto_version(elf)
+    if version is None or version[0] == LTO_MAJOR:
+        return
+    made = gcc_major(elf) or str(version[0])
+    from ..run import which
+
+    accel = _accel_compiler(str(LTO_MAJOR), os.environ.get("PATH", ""))
+    have = "installed" if which(accel) else "not installed"
+    raise LinkError(f"{origin}: a GCC {made} offload object (LTO bytecode {version[0]}."
+                    f"{version[1]}); offlink links GCC {LTO_MAJOR}'s, for its accel compiler "
+                    f"{accel} ({have}) and libgomp {LTO_MAJOR}: compile it with "
+                    f"gcc-{LTO_MAJOR}, or link it with GCC {made}'s own link")
+
+
 def source_name(elf: ElfFile, fallback: str) -> str:
     """The CU's source file as its STT_FILE symbol names it."""
     for s in elf.symbols():
@@ -281,6 +315,7 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
                         f"host tables only during that link, and offlink reads them from the "
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
                         f"without -flto)")
+    check_version(elf, origin)
     passed, offload = compile_options(elf)
     options = tuple(passed + offload_options(offload + _link_offload_options(link_args), TARGET))
     source = source_name(elf, origin)
