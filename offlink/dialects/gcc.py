@@ -46,7 +46,7 @@ LINK_FLAG = 1 << 63  # in a .gnu.offload_vars size: `declare target link`
 # append_compiler_options passes them; host machine options are never in `.opts`).
 _PASSED = ("-fPIC", "-fpic", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE", "-fno-pie",
            "-fcommon", "-fno-common", "-fgnu-tm", "-fopenmp", "-fopenacc", "-fno-openacc",
-           "-fshow-column")
+           "-fno-openmp", "-fshow-column")
 _PASSED_PREFIXES = ("-fopenacc-dim=", "-foffload-abi=", "-fcf-protection", "-fdiagnostics-",
                     "-O", "-g")
 _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
@@ -207,6 +207,17 @@ def _link_offload_options(link_args: list[str]) -> list[str]:
         known = (link_args, list(read_words(link_args).options))
         _LINK_OPTIONS = known
     return known[1]
+
+
+def is_openacc(options) -> bool:
+    """Whether a CU's options (its `.opts`: `-fno-openmp ... -fopenacc` for OpenACC,
+    `-fno-openacc ... -fopenmp` for OpenMP) make it an OpenACC CU: the last of -fopenacc and
+    -fno-openacc."""
+    acc = False
+    for o in options:
+        if o in ("-fopenacc", "-fno-openacc"):
+            acc = o == "-fopenacc"
+    return acc
 
 
 def offload_options(values: list[str], target: str) -> list[str]:

@@ -169,7 +169,8 @@ def driver_adds_crt(driver: str, args: list[str]) -> bool:
     GCC's own specs (`%{fopenacc|fopenmp:crtoffloadbegin%O%s}`; the last of -fX/-fno-X
     counts)."""
     name = os.path.basename(driver)
-    if "clang" in name or not ("gcc" in name or "g++" in name or name in ("cc", "c++")):
+    if "clang" in name or not ("gcc" in name or "g++" in name or "gfortran" in name
+                               or name in ("cc", "c++")):
         return False
     if any(a in ("-nostartfiles", "-nostdlib", "-r") for a in args):
         return False

@@ -136,7 +136,11 @@ class GccNvptxTarget(Target):
                 cus.append((c.cu.label, c.cu.payload.source, entries))
         self._links[output] = cus
         lib = _library_dir(tuple(compile_driver(compiled[0].cu))) if compiled else ""
-        dirs = [f"-L{os.path.join(lib, 'mgomp')}", f"-L{lib}"] if lib else []
+        # OpenMP's libraries come from the -mgomp multilib first; OpenACC's from the folder
+        # alone (mkoffload's collect2 line for each).
+        acc = bool(compiled) and gcc.is_openacc(compiled[0].cu.payload.options)
+        dirs = ([] if acc else [f"-L{os.path.join(lib, 'mgomp')}"]) + [f"-L{lib}"] if lib \
+            else []
         argv = ["nvptx-none-ld", "-o", output, *dirs, *(c.object_path for c in compiled),
                 *link_opts, *MKOFFLOAD_LIBS]
         self._argvs[output] = argv
@@ -224,6 +228,18 @@ class GccNvptxTarget(Target):
         return gcc.ptx_definitions(image)
 
     def for_inputs(self, cus, plan=None):
+        # GCC 12's mkoffload builds an image for OpenMP or for OpenACC, never both: the merged
+        # options of a program with both say neither ("either '-fopenacc' or '-fopenmp' must
+        # be set"), and its compile of each differs (-mgomp and its multilib for OpenMP only).
+        kinds: dict[bool, str] = {}
+        for cu in cus:
+            kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)
+        if len(kinds) > 1:
+            raise UsageError(f"{kinds[True]} is OpenACC (-fopenacc) and {kinds[False]} OpenMP "
+                             f"(-fopenmp): GCC {gcc.LTO_MAJOR}'s offload link builds an image "
+                             f"for one of them per program (its mkoffload: \"either "
+                             f"'-fopenacc' or '-fopenmp' must be set\"), and so does offlink")
+        self._openacc = bool(kinds) and next(iter(kinds))
         # -ffat-lto-objects CUs linked without -flto: GCC's linker plugin still links their
         # GIMPLE (statics become `x.lto_priv.N`, the host tables are rewritten), unless the
         # link says -fno-lto; offlink read the tables of their code, so that is what is linked.
@@ -369,8 +385,11 @@ def _restored(compiled) -> list[gcc.Entry] | None:
 def compile_driver(cu) -> list[str]:
     """The accel compiler's driver command for one CU, up to `-c IN -o OUT`."""
     compile_opts = [o for o in cu.payload.options if not o.startswith(("-l", "-L"))]
+    # -mgomp (OpenMP's multilib) for OpenMP only: lto1 refuses it with -fopenacc, and
+    # mkoffload leaves it out there.
+    gomp = [] if gcc.is_openacc(cu.payload.options) else ["-mgomp"]
     # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
-    return [cu.payload.compiler, "-xlto", "-m64", "-mgomp", DEFAULT_ISA, *compile_opts,
+    return [cu.payload.compiler, "-xlto", "-m64", *gomp, DEFAULT_ISA, *compile_opts,
             "-Wa,--no-verify"]
 
 
