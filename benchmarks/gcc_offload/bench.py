@@ -115,8 +115,8 @@ def bench(n: int, repeat: int, tools: list[tuple[str, list[str]]], work: Path,
     warm = {}
     for t, (label, offlink) in enumerate(tools):
         warm[label] = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{n}-{t}"))
-        sh([*offlink, "link", "gcc", "-fopenmp", *objs, "-o", f"prog.offlink{t}"], d,
-           warm[label])  # a cache with every CU, for "1 CU changed"
+        sh([*offlink, "link", "gcc", "-fopenmp", "-foffload=nvptx-none", *objs, "-o",
+            f"prog.offlink{t}"], d, warm[label])  # a cache with every CU, for "1 CU changed"
     for i in range(repeat):
         times["host only"].append(timed(host_link, d))
         times["gcc own"].append(timed(gcc_link, d))
