@@ -13,8 +13,9 @@ below (a whole run: about an hour on 2 cores), or those FILE lists. Prints one l
 and the counts; exits 1 when any test differs. The tests come from tests/libgomp_suite/fetch.sh
 (.ci/gcc-12-src; not in this repository).
 
-What the harness reads of a test's DejaGnu lines: dg-do (run by default, as libgomp.exp),
-dg-options and dg-additional-options without a target selector, dg-additional-sources, and
+What the harness reads of a test's DejaGnu lines: dg-do (run by default, as libgomp.exp; a
+`link` test is linked both ways, not run), dg-options and dg-additional-options (with a
+`{ target ... }` selector where it holds here: TRUE_HERE), dg-additional-sources, and
 dg-require-effective-target (a device, CUDA or cuBLAS: excluded, none here). Each directory's
 driver and words are libgomp.exp's: -O2 with -fopenmp or -fopenacc, and for OpenACC the host
 device's -DACC_DEVICE_TYPE_host=1 -DACC_MEM_SHARED=1 (what runs here).
@@ -57,6 +58,14 @@ GCC_ISA = ["-foffload-options=nvptx-none=-misa=sm_80"]  # CUDA 12+'s ptxas refus
 NEEDS_DEVICE = re.compile(r"offload_device|openacc_cu|openacc_nvidia|openacc_radeon|"
                           r"offload_target_amdgcn")
 _DG = re.compile(r"\{\s*(dg-[\w-]+)\s*(.*?)\}\s*(?:\*/|$)", re.M)
+# Effective targets and triplets that hold here, as libgomp.exp's checks find them for an nvptx
+# offload compiler on x86_64 with no device (OpenACC then runs on the host device).
+TRUE_HERE = {"*-*-*", "x86_64-*-*", "i?86-*-*", "x86_64-*-linux*", "*-*-linux*", "lp64",
+             "offload_target_nvptx", "offload_target_any", "openacc_host_selected",
+             "vect_simd_clones", "fopenmp", "sse2_runtime", "tls_runtime", "size32plus",
+             "sync_int_long", "pthread", "fpic", "lto", "*-*-gnu*"}
+if " avx " in open("/proc/cpuinfo").read():
+    TRUE_HERE.add("avx_runtime")
 RUN_TIMEOUT = 60
 ENV = {**os.environ, "GOMP_SPINCOUNT": "1000", "OMP_WAIT_POLICY": "passive"}
 _QUALIFIER = re.compile(r"\$[A-Za-z0-9_]+\$[0-9a-f]{8}$")  # offlink's key of a static's region
@@ -74,6 +83,24 @@ def find_tests(suite: Path = SUITE) -> list[str]:
 def directives(text: str) -> list[tuple[str, str]]:
     """(dg-name, rest of the braces) of every DejaGnu line."""
     return [(m.group(1), m.group(2).strip()) for m in _DG.finditer(text)]
+
+
+def holds(selector: str, language: str = "") -> bool | None:
+    """Whether a `{ target ... }` selector holds here: triplets and effective targets (a
+    list: any; `&&`: all; `!` negates the next); None for another kind of selector."""
+    words = selector.replace("{", " ").replace("}", " ").split()
+    if not words or words[0] != "target":
+        return None
+    values, negate = [], False
+    for w in words[1:]:
+        if w == "!":
+            negate = True
+        elif w in ("&&", "||"):
+            continue
+        else:
+            values.append((w in TRUE_HERE or w == language) != negate)
+            negate = False
+    return all(values) if "&&" in words else any(values)
 
 
 def _quoted(rest: str) -> tuple[str, str]:
@@ -95,6 +122,8 @@ class Plan:
         self.path = suite / name
         directory = name.split("/", 1)[0]
         self.driver, words, _ = DIRS[directory]
+        language = "c++" if self.driver == GXX else "fortran" if self.driver == GFORTRAN \
+            else "c"
         self.what = "run"
         options: list[str] | None = None
         extra: list[str] = []
@@ -105,10 +134,10 @@ class Plan:
             arg, selector = _quoted(rest)
             if dg == "dg-do":
                 self.what = arg or "run"
-                if selector:  # `dg-do run { target ... }`: run only where the target says
-                    self.excluded = self.excluded or f"dg-do {arg} {{{selector}}}: a target " \
-                                                      f"selector the harness does not evaluate"
-            elif dg in ("dg-options", "dg-additional-options") and not selector:
+                if selector and not holds(selector, language):  # `dg-do run { target .. }`
+                    self.excluded = self.excluded or f"dg-do {arg} {selector}: not this target"
+            elif dg in ("dg-options", "dg-additional-options") and (
+                    not selector or holds(selector, language)):
                 if dg == "dg-options":
                     options = arg.split()
                 else:
@@ -119,8 +148,8 @@ class Plan:
                 self.excluded = self.excluded or f"needs {arg} (no GPU here)"
             elif dg == "dg-shouldfail":
                 self.shouldfail = True
-        if self.what != "run":
-            self.excluded = self.excluded or f"dg-do {self.what}: nothing to run"
+        if self.what not in ("run", "link"):
+            self.excluded = self.excluded or f"dg-do {self.what}: nothing to link"
         self.options = [*(options if options is not None else ["-O2"]), *words, *extra]
 
 
@@ -187,6 +216,8 @@ def run_test(name: str, shim: str, keep: Path | None = None, suite: Path = SUITE
                 return "excluded", "offlink refuses a host -flto link of GCC offload " \
                                    "objects (documented; GCC's own link takes it)"
             return "differ", f"offlink's link fails: {error}"
+        if plan.what == "link":  # linked both ways; nothing to run
+            return "same", "dg-do link: linked both ways"
         results = []
         for d in ("gcc", "offlink"):
             log = work / f"{d}.log"
