@@ -61,7 +61,9 @@ def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
     host table slot i named funcs[i] / variables[i]. The PTX files are not copied: each
     `ptx_objs` row points into the table's image `index` (the placeholder's
     `__offlink_image_K`, link/reserve.py), at the file and its NUL, as mkoffload's
-    `sizeof (ptx_code_N)` counts it: the image is stored once."""
+    `sizeof (ptx_code_N)` counts it: the image is stored once. The constructor finds the
+    files (a NUL after each) before registering, so the text depends on their number, not
+    their sizes: a relink after one CU changed takes the compiled object from the cache."""
     from ..formats.table import image_symbol
 
     for n in (*funcs, *variables):
@@ -75,14 +77,9 @@ def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
          f"   (GCC {GCC_MAJOR}'s mkoffload layout; the PTX is the table's image {index}). */",
          "#include <stdint.h>", "", f'extern const char {symbol}[] __attribute__ '
          f'((__visibility__ ("hidden")));', ""]
-    w.append("static const struct ptx_obj {\n  const char *code;\n  __SIZE_TYPE__ size;\n"
-             "} ptx_objs[] = {")
-    rows, at = [], 0
-    for part in ptx_parts(image):
-        rows.append(f"\t{{{symbol} + {at}, {len(part) + 1}}}")
-        at += len(part) + 1
-    w.append(",\n".join(rows))
-    w += ["};", ""]
+    parts = len(ptx_parts(image))
+    w.append(f"static struct ptx_obj {{\n  const char *code;\n  __SIZE_TYPE__ size;\n"
+             f"}} ptx_objs[{parts}];  /* the image's {parts} PTX files: set by init */\n")
     w.append("static const char *const var_mappings[] = {")
     w.append(",\n".join(f'\t"{n}"' for n in variables))
     w += ["};", ""]
@@ -122,7 +119,13 @@ const void *const __OFFLOAD_TABLE__[] HIDDEN = {
 """)
     for fn, call in (("constructor", "init"), ("destructor", "fini")):
         what = "register" if call == "init" else "unregister"
-        w.append(f"static __attribute__((__{fn}__)) void {call} (void)\n{{\n"
+        split = "" if call == "fini" else (
+            f"  const char *p = {symbol};\n"
+            f"  for (unsigned i = 0; i < sizeof (ptx_objs) / sizeof (ptx_objs[0]); i++)\n"
+            f"    {{\n      ptx_objs[i].code = p;\n"
+            f"      ptx_objs[i].size = __builtin_strlen (p) + 1;\n"
+            f"      p += ptx_objs[i].size;\n    }}\n")
+        w.append(f"static __attribute__((__{fn}__)) void {call} (void)\n{{\n{split}"
                  f"  GOMP_offload_{what}_ver ({VERSION:#x}, __OFFLOAD_TABLE__, "
                  f"{GOMP_DEVICE_NVIDIA_PTX}/*NVIDIA_PTX*/, &target_data);\n}}\n")
     return "\n".join(w)
