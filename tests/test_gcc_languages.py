@@ -1,5 +1,5 @@
 """GCC's offloading beyond C OpenMP, linked by offlink with no offlink option: OpenACC in C
-(samples/gcc_openacc), C++ and Fortran, and Fortran OpenMP with module variables
+(samples/gcc_openacc), C++ and Fortran, Fortran OpenMP with module variables
 (samples/gcc_fortran). Each program is built by GCC's own link and by offlink's, both run (host
 fallback: no GPU here) with the same output, and both register the same with libgomp, seen
 through the LD_PRELOAD stand-in (tests/gcc_offload/gomp_shim.c): the version, device type,
@@ -45,7 +45,9 @@ def calls(binary: Path, shim: Path) -> tuple[str, list[tuple]]:
         elif ln[0] == "var":
             got[-1][3].append(ln[3])
     registered = [tuple(g[1:]) for g in got if g[0] == "register"]
-    assert registered and registered == [tuple(g[1:]) for g in got if g[0] == "unregister"]
+    # unregistered at exit in the reverse order (the executable's destructor first)
+    assert registered and registered == [tuple(g[1:]) for g in got
+                                         if g[0] == "unregister"][::-1]
     return out, [(h, tuple(f), tuple(v)) for h, f, v in registered]
 
 
@@ -160,3 +162,17 @@ def test_openacc_and_openmp_in_one_program_is_one_line(offlink, shim, tmp_path):
         "offlink: error: a.c (a.o) is OpenACC (-fopenacc) and b.c (b.o) OpenMP (-fopenmp): "
         "GCC 12's offload link builds an image for one of them per program (its mkoffload: "
         "\"either '-fopenacc' or '-fopenmp' must be set\"), and so does offlink"]
+
+
+def test_shared_library_sample(offlink, shim, tmp_path):
+    """The library and the executable each register their own image, as with GCC's link."""
+    s = copy_sample("gcc_shared", tmp_path)
+    make_sample(offlink, s, "run", "gcc-run")
+    b = s / "build"
+    registered = same_as_gcc(b / "offlink" / "app", b / "gcc" / "app", shim,
+                             (s / "expected.txt").read_text())
+    assert [head for head, _, _ in registered] == [
+        ("0x10001", "5", "funcs", "2/2", "vars", "1/1"),  # libvec.so (its constructor first)
+        ("0x10001", "5", "funcs", "2/2", "vars", "0/0")]  # the executable
+    mine, theirs = (b / d / "libvec.so" for d in ("offlink", "gcc"))
+    assert mine.stat().st_size <= 1.15 * theirs.stat().st_size
