@@ -658,7 +658,7 @@ def test_the_library_folder_comes_from_the_drivers_library_path(tmp_path):
     assert _library_dir((driver("nolib", f"{acc}/mgomp/:{acc}/"), "-xlto")) == "/asked"
 
 
-# -- --gomp-register: the image registered with libgomp as GCC's mkoffload does ---------------
+# -- libgomp registration (by default): the image registered as GCC's mkoffload does -------
 
 @pytest.fixture(scope="module")
 def gomp_shim(sample) -> Path:
