@@ -41,6 +41,9 @@ GFORTRAN = shutil.which("gfortran-12") or shutil.which("gfortran") or "gfortran-
 GXX = shutil.which("g++-12") or shutil.which("g++") or "g++"
 GCC = shutil.which("gcc-12") or shutil.which("gcc") or "gcc"
 OACC_HOST = ["-DACC_DEVICE_TYPE_host=1", "-DACC_MEM_SHARED=1"]
+# Link words of a directory's .exp (lang_link_flags): libgfortran on the host and the device.
+LINK_WORDS = {"libgomp.fortran": ["-lgfortran", "-foffload=-lgfortran"],
+              "libgomp.oacc-fortran": ["-lgfortran", "-foffload=-lgfortran"]}
 # directory -> (driver, model words, the file names it runs)
 DIRS = {
     "libgomp.c": (GCC, ["-fopenmp"], (".c",)),
@@ -203,7 +206,8 @@ def run_test(name: str, shim: str, keep: Path | None = None, suite: Path = SUITE
             if proc.returncode != 0:
                 return "excluded", f"GCC 12 does not compile it here: {_first_error(proc)}"
             objects.append(obj)
-        link = [*plan.options, *OFFLOAD, *objects, "-lm"]
+        link = [*plan.options, *OFFLOAD, *objects, *LINK_WORDS.get(name.split("/")[0], []),
+                "-lm"]
         # Each program is ./a.out in its own folder: a message naming argv[0] reads the same.
         for d in ("gcc", "offlink"):
             (work / d).mkdir()
