@@ -142,6 +142,16 @@ def test_link_words_on_real_links(offlink, tmp_path):
     verbose = run([offlink, "link", "--verbose", *base[2:], "-o", "prog"], cwd=tmp_path,
                   check=False).stderr
     assert "unresolved symbol cos\n" in verbose and "[nvptx-none-ld -o " in verbose
+    # A target offlink cannot build: one line, the previous output left as it was, never an
+    # nvptx-none image in its place (where GCC's link would build both, the same).
+    (tmp_path / "prog").write_text("previous")
+    amd = run([offlink, "link", "gcc", "-fopenmp", "-foffload=amdgcn-amdhsa", "m.o", "-lm",
+               "-o", "prog"], cwd=tmp_path, check=False)
+    assert amd.returncode != 0 and amd.stderr.splitlines() == [
+        "offlink: error: GCC's own link would build an offload image for amdgcn-amdhsa "
+        "(-foffload=amdgcn-amdhsa asks for it); offlink builds nvptx-none only: link with "
+        "-foffload=nvptx-none or with GCC's own link"]
+    assert (tmp_path / "prog").read_text() == "previous"
     run([*base, "-foffload=disable", "-o", "host"], cwd=tmp_path)
     run(["gcc", "-fopenmp", "-foffload=disable", "m.o", "-lm", "-o", "host.gcc"], cwd=tmp_path)
     assert (tmp_path / "host").read_bytes() == (tmp_path / "host.gcc").read_bytes()
