@@ -552,6 +552,7 @@ def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(off
     assert "-lm" not in out[0] and " -lm " in out[4]  # a library goes to nvptx-none-ld
     assert out[4].startswith("nvptx-none-ld ")
     assert out[5].startswith("gcc -fopenmp ") and out[5].endswith("-foffload=disable -o p")
+    assert '"$OFFLINK_WORK"/offlink-gomp-register.o' in out[5]  # libgomp's registration
 
 
 @needs_gcc_offload

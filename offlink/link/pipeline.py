@@ -407,6 +407,10 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
     placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
     registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]
+    from ..registrations import enabled
+
+    if enabled(options.gomp_register) and any(t.name == "nvptx-none" for t in targets):
+        registrations.append(os.path.join(DRY_RUN_WORK, "offlink-gomp-register.o"))
     print(_show_dry(_drop_words(host_link_argv(
         plan, plan.output, [placeholder, *registrations, *_host_link_args(plan, targets)]),
         targets)))
