@@ -915,6 +915,24 @@ def test_pairing_is_by_name_within_a_cu_not_by_position():
     assert gcc.pair(entries, renamed, "s_c$1", "s.c (s.o)", {"run"}) == paired
 
 
+def test_statics_the_compiler_made_are_paired_by_position():
+    """gfortran's constant arrays are statics named by a uid, counted apart on the host and in
+    the offload stream (libgomp.fortran/target-has-device-addr-1.f90: `A.8.6` on the host,
+    `A$6$20` in the PTX): the ones left over are paired by position, as GCC's link pairs."""
+    entries = [host("A.8.6", size=160, local=True), host("A.3.10", size=160, local=True),
+               host("scale", size=4)]
+    ptx = '//:VAR_MAP "A$6$20"\n//:VAR_MAP "A$1$19"\n//:VAR_MAP "scale"\n'
+    paired = gcc.pair(entries, ptx, "t_f90$1", "t.f90 (t.o)", set())
+    assert [(e.host.host_name, e.device_name, e.key) for e in paired] == [
+        ("A.8.6", "A$6$20", "A$6$20$t_f90$1"), ("A.3.10", "A$1$19", "A$1$19$t_f90$1"),
+        ("scale", "scale", "scale")]
+    renamed = gcc.rename(ptx, {e.device_name: e.key for e in paired})
+    assert gcc.pair(entries, renamed, "t_f90$1", "t.f90 (t.o)", set()) == paired
+    # Not for an external variable: its name is its own.
+    with pytest.raises(LinkError, match="host table entry 'v' has no 'v'"):
+        gcc.pair([host("v")], '//:VAR_MAP "A$1$19"\n', "t", "a.c (a.o)", set())
+
+
 def test_pairing_errors_name_the_cu():
     with pytest.raises(LinkError, match=r"a.c \(a.o\): the host table lists 1 variables and "
                                         r"the target code 0 VAR_MAP"):

@@ -467,7 +467,9 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     Not by position: nvptx-as reorders a CU's definitions and their MAP lines with them, so
     the MAP lines of an accel compile's object are not always in host table order (GCC's own
     link pairs them by position all the same). The counts must agree and every entry must
-    find its own name. A static (a static variable, or a region outlined from a function
+    find its own name, but for statics the compiler made, whose numbers differ between the
+    host and the target code: those left over are paired by position. A static (a static
+    variable, or a region outlined from a function
     that is not external) could have a namesake in another CU: its key is qualified with
     `tag`. A region outlined from an external function is unique program-wide and keeps
     GCC's name.
@@ -481,7 +483,8 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
             raise LinkError(f"{label}: the host table lists {len(listed)} {what} and the target "
                             f"code {len(dev)} {tag_line} names (is the accel compiler the "
                             f"same GCC version?)")
-    out = []
+    out: list[Entry | None] = []
+    missed: list[int] = []  # entries whose name the target code does not have
     for host in entries:
         qualify = host.local
         if host.kind == "function" and "._omp_fn." in host.host_name:
@@ -496,9 +499,25 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
                 out.append(Entry(host, name, key))
                 break
         else:
-            raise LinkError(f"{label}: host table entry '{host.host_name}' has no '{expected}' "
-                            f"in the target code")
-    return out
+            missed.append(len(out))
+            out.append(None)
+    # A variable the compiler made (gfortran's constant arrays `A.8.6`: the number is a
+    # declaration's uid, counted apart on the host and in the offload stream, `A$6$20`) has
+    # no namesake: such statics are paired by position among the CU's unpaired names of
+    # their kind, as GCC's link pairs every entry, when nothing else is left unpaired.
+    order = {"function": funcs, "variable": variables}
+    for kind in ("function", "variable"):
+        mine = [i for i in missed if entries[i].kind == kind]
+        rest = [n for n in order[kind] if n in unpaired[kind]]
+        if mine and len(mine) == len(rest) and all(entries[i].local for i in mine):
+            for i, found in zip(mine, rest):
+                name = found[:-len(tag) - 1] if found.endswith("$" + tag) else found
+                out[i] = Entry(entries[i], name, f"{name}${tag}")
+    for i in missed:
+        if out[i] is None:
+            raise LinkError(f"{label}: host table entry '{entries[i].host_name}' has no "
+                            f"'{device_name(entries[i])}' in the target code")
+    return [e for e in out if e is not None]
 
 
 def entries_of(hosts: tuple[HostEntry, ...], keys: list[str], tag: str) -> list[Entry] | None:
