@@ -50,6 +50,7 @@ class GccNvptxTarget(Target):
         self._cache: Cache | None = None  # the link's cache, given to prepare_image
         self._exports: dict[str, tuple[bytes, set[str]]] = {}  # link_image's images
         self._objects: dict[str, bytes] = {}  # path -> object, of those compiled (offers)
+        self._fat_lto = False  # a CU is -ffat-lto-objects (for_inputs)
 
     # -- offlink cc ----------------------------------------------------------------------
     def capture_argv(self, compiler, preprocess_args, language, source, output):
@@ -239,11 +240,10 @@ class GccNvptxTarget(Target):
                              f"(-fopenmp): GCC {gcc.LTO_MAJOR}'s offload link builds an image "
                              f"for one of them per program (its mkoffload: \"either "
                              f"'-fopenacc' or '-fopenmp' must be set\"), and so does offlink")
-        self._openacc = bool(kinds) and next(iter(kinds))
         # -ffat-lto-objects CUs linked without -flto: GCC's linker plugin still links their
         # GIMPLE (statics become `x.lto_priv.N`, the host tables are rewritten), unless the
         # link says -fno-lto; offlink read the tables of their code, so that is what is linked.
-        self._fat_lto = any(getattr(cu, "fat_lto", False) for cu in cus)
+        self._fat_lto = any(getattr(cu, "fat_lto", False) for cu in cus)  # GccCU's
         return self
 
     def host_link_args(self, plan) -> list[str]:
@@ -251,7 +251,7 @@ class GccNvptxTarget(Target):
         driver = os.path.basename(plan.driver)
         if "clang" in driver or driver == "ld" or driver.startswith("ld."):
             return []
-        fat = ["-fno-lto"] if getattr(self, "_fat_lto", False) and not plan.lto else []
+        fat = ["-fno-lto"] if self._fat_lto and not plan.lto else []
         return ["-foffload=disable", *fat]
 
     def host_addresses(self, elf, image):
