@@ -71,7 +71,9 @@ if " avx " in open("/proc/cpuinfo").read():
     TRUE_HERE.add("avx_runtime")
 RUN_TIMEOUT = 60
 ENV = {**os.environ, "GOMP_SPINCOUNT": "1000", "OMP_WAIT_POLICY": "passive"}
-_QUALIFIER = re.compile(r"\$[A-Za-z0-9_]+\$[0-9a-f]{8}$")  # offlink's key of a static's region
+# A region outlined from a static function: offlink's key carries its CU (`$<source>$<hash>`),
+# GCC's LTO a number (`$lto_priv$N`); both are compared without it (libgomp pairs by position).
+_QUALIFIER = re.compile(r"\$(?:[A-Za-z0-9_]+\$[0-9a-f]{8}|lto_priv\$\d+)$")
 
 
 def find_tests(suite: Path = SUITE) -> list[str]:
