@@ -17,7 +17,8 @@ all: test
 # not pay, in every link a test or benchmark runs. setuptools calls compat "transitional" and
 # says so on each install. The Makefile is a prerequisite: a venv made with another recipe
 # is installed again.
-$(STAMP): Makefile pyproject.toml setup.py $(wildcard offlink/runtime/*.c offlink/runtime/*.h)
+$(STAMP): Makefile pyproject.toml setup.py $(wildcard offlink/runtime/*.c offlink/runtime/*.h \
+		 offlink/runtime/config/*.in)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat

@@ -266,6 +266,35 @@ def elf_files(path: str | os.PathLike) -> list[tuple[str, ElfFile]]:
     return [("", ElfFile(data, name))]
 
 
+def elf_type(head: bytes) -> int | None:
+    """e_type (ET_REL, ET_EXEC, ET_DYN) of an ELF file from its first 18 bytes, in the file's
+    byte order as LLVM's identify_magic reads it; None for anything shorter or not ELF."""
+    if len(head) < 18 or head[:4] != ELF_MAGIC:
+        return None
+    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
+
+
+def is_relocatable(head: bytes) -> bool:
+    """Whether the first 18 bytes of a file are those of a relocatable ELF64 little-endian
+    object (what ElfFile reads and the link's extract looks in)."""
+    return head[:4] == ELF_MAGIC and head[4:6] == b"\x02\x01" and head[16:18] == b"\x01\x00"
+
+
+def first_load_vaddr(elf: ElfFile) -> int:
+    """The page of the first PT_LOAD segment's address (0 when the file has none): where a
+    module's link addresses start."""
+    (e_phoff,) = struct.unpack_from("<Q", elf.data, 32)
+    e_phentsize, e_phnum = struct.unpack_from("<HH", elf.data, 54)
+    for i in range(e_phnum):
+        off = e_phoff + i * e_phentsize
+        if off + 56 > len(elf.data):
+            break
+        p_type, _flags, _offset, p_vaddr = struct.unpack_from("<IIQQ", elf.data, off)
+        if p_type == 1:  # PT_LOAD
+            return p_vaddr & ~0xFFF
+    return 0
+
+
 def is_archive(data: bytes | memoryview) -> bool:
     return bytes(data[:8]) in (AR_MAGIC, THIN_AR_MAGIC)
 

@@ -4,8 +4,8 @@ Inside `make -jN` make shares N-1 tokens through a jobserver named in MAKEFLAGS:
 pipe fds of make 4.3 (`--jobserver-auth=R,W`, handed only to `+` recipes) or the named fifo of
 make 4.4 (`--jobserver-auth=fifo:PATH`). Every process owns one implicit slot; each further
 job takes one token byte and writes the same byte back when it ends. Tokens are always given
-back: when a job ends, on errors, on Ctrl-C and on SIGTERM (FACTS.md). Without a jobserver the
-limit is --jobs, OFFLINK_JOBS or the CPU count.
+back: when a job ends, on errors, on Ctrl-C and on SIGTERM (make hangs or runs fewer jobs
+when one is lost). Without a jobserver the limit is --jobs, OFFLINK_JOBS or the CPU count.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import stat
 import sys
 from _thread import allocate_lock  # threading.Lock itself, without importing threading
 
+from . import settings
 from .errors import ToolError
 from .records import NamedTuple
 
@@ -218,7 +219,7 @@ def local_jobs(jobs: int = 0) -> tuple[int, str]:
     """--jobs, else OFFLINK_JOBS, else the CPU count; with where the number came from."""
     if jobs > 0:
         return jobs, "--jobs"
-    env = os.environ.get("OFFLINK_JOBS", "")
+    env = settings.text("OFFLINK_JOBS")
     if env.isdigit() and int(env) > 0:
         return int(env), "OFFLINK_JOBS"
     return cpu_count(), "CPU count"
@@ -234,7 +235,7 @@ def slots_for(jobs: int = 0, makeflags: str | None = None) -> Slots:
     if auth is None:
         n, source = local_jobs(jobs)
         return Slots(n, None, f"{n} from {source}")
-    explicit = jobs > 0 or os.environ.get("OFFLINK_JOBS", "").isdigit()
+    explicit = jobs > 0 or settings.text("OFFLINK_JOBS").isdigit()
     cap = local_jobs(jobs)[0] if explicit else (auth.make_jobs or cpu_count() * 2)
     server = Jobserver.connect(auth)
     if server is None:

@@ -1,7 +1,7 @@
 """The data the link's stages and its plug-ins (dialects, targets, registrations) hand each
 other: the link plan, a CU's target code, what a compiled CU offers, a target's image.
 
-It sits below link/, dialects/, targets/ and registrations/ and imports none of them (only for
+It sits below link/, cc/, cli/ and toolchains/ and imports none of them (only for
 annotations), so they all can import it and none needs another's module for its types.
 
 Named tuples and plain classes, no dataclasses: every link makes these, a relink of 1000 CUs
@@ -20,7 +20,7 @@ from .records import NamedTuple
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
     from .formats.payload import Payload
-    from .targets import Target
+    from .plugins import Target
 
 
 # -- stage 1, plan ---------------------------------------------------------------------------
@@ -139,10 +139,3 @@ class Image(NamedTuple):
     data: bytes
     offers: dict[str, Offer]  # by name, over all CUs
     owners: dict[str, str]  # name -> the CU that offers it (for messages)
-
-
-def file_stamp(st: os.stat_result) -> str:
-    """What tells one version of a file from the next without reading it: device, inode,
-    size, and mtime and ctime in nanoseconds (a same-size rewrite that puts the old mtime
-    back still moves ctime, which no user can set)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import sys
 
+from . import settings
+
 
 def wanted() -> bool:
     from . import run as runner
 
-    if os.environ.get("OFFLINK_PROGRESS", "") == "0" or runner.VERBOSE:
+    if not settings.flag("OFFLINK_PROGRESS") or runner.VERBOSE:
         return False
     if os.environ.get("TERM", "") == "dumb":
         return False

@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from . import settings
 from .errors import ToolError
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 # offlink only execs the linker, an `offlink cc` spawns its tools (`spawn`), and each import
 # is start-up time (subprocess ~5 ms, shutil ~2 ms of every cc).
 
-VERBOSE = os.environ.get("OFFLINK_VERBOSE", "") not in ("", "0")
+VERBOSE = settings.flag("OFFLINK_VERBOSE")
 
 
 def set_verbose(flag: bool) -> None:

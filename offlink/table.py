@@ -11,13 +11,14 @@ import os
 from array import array
 from collections.abc import Iterable
 
+from . import settings
 from .errors import FormatError, TableError
 from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
 from .records import NamedTuple
 
 
 def _load_core():
-    if os.environ.get("OFFLINK_PURE_PYTHON", "") not in ("", "0"):
+    if settings.flag("OFFLINK_PURE_PYTHON"):
         from ._pytable import Core
 
         return Core

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import IMPORTS_SAID, needs_tool, run
 
-from offlink.link import cache as cache_module
-from offlink.link.cache import Cache, parse_size
+from offlink.cache import native as native_module
+from offlink.cache import store as cache_module
+from offlink.cache.store import Cache, parse_size
 
 N = 40
 CALLS = """\
@@ -97,7 +98,7 @@ def _files(cache: Path) -> list[Path]:
 
 
 def _is_record(path: Path) -> bool:
-    from offlink.link.cache import Cache
+    from offlink.cache.store import Cache
 
     entry = Cache._decode(path.read_bytes())
     return entry is not None and "paths" in entry.meta
@@ -490,7 +491,7 @@ def test_runtime_library_key_follows_a_same_size_rewrite_of_the_compiler(tmp_pat
 
 
 def test_normalise_replaces_temporary_paths_in_and_as_words():
-    from offlink.link.cache import normalise
+    from offlink.cache.keys import normalise
 
     paths = {"/w/t/0001-a.c.o": "<object k1>", "/w/t/img": "<image>", "/w/t": "<tmp>"}
     argv = ["ld", "-o", "/w/t/img", "/w/t/0001-a.c.o", "--image3=file=/w/t/0001-a.c.o",
@@ -540,7 +541,7 @@ def test_cc_target_compile_opt_out_and_no_cache(offlink, tmp_path):
                         ("nocache", {"OFFLINK_NO_CACHE": "1"})):
         cache = tmp_path / name
         args = cc_one_by_one(offlink, d, env_for(cache, **extra), 2)
-        # no target object; with the cache on, offlink cc's own (objcache.py) only
+        # no target object; with the cache on, offlink cc's own (fatcache.py) only
         kinds = {Cache._decode(p.read_bytes()).meta.get("kind") for p in _files(cache)}
         assert kinds == ({"cc-object", "cc-recipe"} if name == "off" else set())
         proc = run([offlink, "link", "--timings", "gcc", "-shared", *args[1:3], "-o",
@@ -625,7 +626,7 @@ def test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key():
         assert forged.code is None  # not reached
 
 
-# -- a relink with nothing changed (link/relink.py, cache.cached_image) ----------------------
+# -- a relink with nothing changed (link/relink.py, device.cached_image) ----------------------
 
 def in_process(monkeypatch, cache: Path, settled: float | None = 0.0):
     """offlink link run in this process, with the cache at `cache`; `settled`: the seconds
@@ -650,7 +651,7 @@ def copy_forty(forty: Path, d: Path) -> None:
 
 def test_relink_with_nothing_changed_opens_no_input_and_reads_no_object_entry(
         offlink, forty, tmp_path, monkeypatch, capfd):
-    from offlink.link import cache as cache_mod
+    from offlink.cache import store as cache_mod
     from offlink.link import extract
 
     cache = tmp_path / "cache"
@@ -873,7 +874,7 @@ def test_relink_sees_a_library_found_elsewhere_on_the_search_path(offlink, forty
 def test_trim_scans_only_when_the_noted_total_nears_the_limit_or_is_old(tmp_path, monkeypatch):
     """A link that stored a little adds it to the total the last scan noted: no scan of
     every entry (1000 entries ~8 ms) until that reaches the limit or _RESCAN has passed."""
-    from offlink.link import cache as cache_mod
+    from offlink.cache import store as cache_mod
 
     cache = Cache(str(tmp_path), limit=10000)  # entries are ~1050 bytes
     for i in range(3):
@@ -915,7 +916,7 @@ _CLANG_OFFLOAD = ["-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu", "-foffload
             "clang-19 or libomptarget missing (apt-get install clang-19 libomp-19-dev)")
 def test_a_whole_link_after_a_narrowed_one_gets_every_row(offlink, tmp_path):
     """A clang -foffload-lto image is linked whole by a narrowed link too, so both have one
-    image key; the whole link from the cache (cache.cached_image) must not take the narrowed
+    image key; the whole link from the cache (device.cached_image) must not take the narrowed
     link's offers that the entry kept (it gave the table no row for `g`)."""
     (tmp_path / "k.c").write_text(
         "#include <stdio.h>\n#pragma omp declare target\nint g = 3;\n"
@@ -944,7 +945,7 @@ def test_entry_metadata_is_written_as_json_dumps_writes_it():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from offlink.link.cache import json_text
+    from offlink.cache.compact_json import json_text
 
     leaf = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False)
     tree = st.recursive(leaf, lambda c: st.lists(c) | st.tuples(c, c)
@@ -968,7 +969,7 @@ def test_entry_metadata_is_read_as_json_loads_reads_it():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from offlink.link.cache import json_text, json_value
+    from offlink.cache.compact_json import json_text, json_value
 
     def same(text: bytes) -> None:
         try:
@@ -1021,7 +1022,7 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
     from offlink.formats.payload import Payload, build_record, parse_records
     from offlink.link.compile import planned
     from offlink.model import CU
-    from offlink.targets.host import HostTarget
+    from offlink.toolchains.offlink.host import HostTarget
 
     monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # remember the compiler's identity
     log, cpu, tool = tmp_path / "probes", tmp_path / "cpu", tmp_path / "mycc"
@@ -1031,7 +1032,7 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
 
     def key(*options: str, lto2: bool = False, machine: str = "znver3") -> str:
         cpu.write_text(machine)
-        monkeypatch.setattr(cache_module, "cpu_identity", lambda: f"cpu {machine}")
+        monkeypatch.setattr(native_module, "cpu_identity", lambda: f"cpu {machine}")
         record = build_record(Payload("x86_64-pc-linux-gnu", "c", "a.c", str(tool), options,
                                       b"int f(void){return 1;}", ()))
         cu = CU("a.o", parse_records(record, "a.o", lazy=True)[0])
@@ -1061,3 +1062,32 @@ def test_a_native_target_compile_is_keyed_by_what_native_is_on_this_cpu(tmp_path
     lto = key("-march=native", lto2=True)
     assert key("-march=native", lto2=True, machine="skylake") != lto
     assert key("-march=native", lto2=True) == lto
+
+
+def test_a_changed_device_runtime_command_or_offlink_code_misses_the_cache(tmp_path, monkeypatch):
+    """The nvptx OpenMP device runtime's cubin (openmp_nvptx.prepare_image) is keyed by the
+    commands that make it and by offlink's code identity, not only by what they read: a
+    changed command, or another offlink, is served no stale cubin."""
+    from offlink.toolchains.llvm.openmp_nvptx import OpenMPNvptxTarget
+
+    cache = Cache(str(tmp_path))
+    target = OpenMPNvptxTarget("openmp-nvptx64-nvidia-cuda", "sm_80")
+
+    def key() -> str:
+        return target._runtime_key(cache, "runtime, tools, resolutions", "/llvm/llvm-lto2",
+                                   "/cuda/ptxas")
+
+    base = key()
+    assert key() == base and len(base) == 64
+    target.opt_level = 3  # -O3 in both commands
+    assert key() != base
+    target.opt_level = 2
+    assert key() == base
+    real = OpenMPNvptxTarget._runtime_argvs
+    monkeypatch.setattr(OpenMPNvptxTarget, "_runtime_argvs",
+                        lambda self, *a: [[*argv, "--extra"] for argv in real(self, *a)])
+    assert key() != base
+    monkeypatch.undo()
+    assert key() == base
+    monkeypatch.setattr(cache_module, "_CODE", "another offlink")
+    assert key() != base

@@ -1,4 +1,4 @@
-"""`offlink cc`'s object cache (offlink/objcache.py): a warm compile installs the cached fat
+"""`offlink cc`'s object cache (offlink/cc/fatcache.py): a warm compile installs the cached fat
 object, byte for byte what a compile would write, without a host compile."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import IMPORTS_SAID, copy_sample, run
 
-from offlink.link.cache import Cache
+from offlink.cache.store import Cache
 
 # A compiler that logs each command line, so a test sees whether the host compile ran.
 LOGGING_CC = """#!/bin/sh
@@ -303,8 +303,8 @@ def test_cache_off_and_no_litter(offlink, project):
     ("-fmodules-ts -c a.c -o a.o", False),
 ])
 def test_which_compiles_are_cached(args, cached):
-    from offlink.compile import plan_compile
-    from offlink.objcache import refusal
+    from offlink.cc.fatcache import refusal
+    from offlink.cc.plan import plan_compile
 
     plan = plan_compile(["gcc", *args.split()], ["host"])
     assert plan is not None
@@ -312,7 +312,7 @@ def test_which_compiles_are_cached(args, cached):
 
 
 def test_prerequisites_of_a_depfile():
-    from offlink.objcache import prerequisites
+    from offlink.cc.fatcache import prerequisites
 
     text = b"a.o: a.c /usr/include/stdio.h \\\n my\\ dir/b.h c$$.h\nb.h:\n"
     assert prerequisites(text) == [b"a.c", b"/usr/include/stdio.h", b"my dir/b.h", b"c$.h"]
@@ -320,7 +320,7 @@ def test_prerequisites_of_a_depfile():
 
 
 def test_the_files_preprocessed_code_came_from():
-    from offlink.objcache import included
+    from offlink.cc.fatcache import included
 
     code = (b'# 0 "a.c"\n# 0 "<built-in>"\n# 0 "<command-line>"\n'
             b'# 1 "/usr/include/stdc-predef.h" 1 3 4\n# 1 "a.c"\n# 1 "sys/s.h" 1 3 4\n'
@@ -479,7 +479,7 @@ def test_a_response_file_compile_is_served_without_a_recipe(offlink, project):
 
 
 def test_the_host_preprocessing_is_the_target_one_without_its_defines():
-    from offlink.objcache import host_capture
+    from offlink.cc.fatcache import host_capture
 
     defines = ['-D__OFFLINK_TARGET__="x86_64-pc-linux-gnu"', "-D__OFFLINK_TARGET_HOST__=1"]
     capture = ["gcc", "-O2", "-D__OFFLINK_TARGET_HOST__=1", "-x", "c", *defines, "-E", "a.c",
@@ -554,7 +554,7 @@ def test_a_compile_trims_the_cache_once(project, monkeypatch):
     """Trimming lists every entry of the cache: a compile that stores its fat object and its
     target object trims once, not once per entry it stored."""
     from offlink import cli
-    from offlink.link.cache import Cache
+    from offlink.cache.store import Cache
 
     trims = []
     real = Cache.trim
@@ -590,7 +590,7 @@ def test_the_compiler_gets_sigpipe_at_its_default(project):
 
 
 def test_the_command_a_driver_would_run():
-    from offlink.link.cache import driver_command
+    from offlink.cache.native import driver_command
 
     gcc = ("Using built-in specs.\nTarget: x86_64-linux-gnu\nCOLLECT_GCC_OPTIONS='-march=native'\n"
            ' /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet /dev/null "-march=znver3" -mmmx '
@@ -609,7 +609,7 @@ def test_the_command_a_driver_would_run():
 
 
 def test_native_options():
-    from offlink.link.cache import native_options
+    from offlink.cache.native import native_options
 
     assert native_options(["gcc", "-O2", "-march=native", "-mtune=generic", "-mcpu=native+nosve",
                            "-mtune=native", "-march=x86-64-v3", "-c", "a.c"]) == [
@@ -697,7 +697,7 @@ def test_another_offlink_code_misses_what_the_old_one_stored(project, tmp_path):
     assert len(compile_(str(wrapper), project)[1]) == 1
     assert compile_(str(wrapper), project)[1] == []  # the same code: served
     before = outputs(project)
-    with open(pkg / "offlink" / "gccargs.py", "a") as f:
+    with open(pkg / "offlink" / "driver_args.py", "a") as f:
         f.write("# another commit\n")
     assert len(compile_(str(wrapper), project)[1]) == 1  # another code: compiled again
     assert outputs(project) == before

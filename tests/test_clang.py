@@ -87,7 +87,7 @@ def test_the_library_and_the_cxx_program_have_tables(offlink, sample):
 @needs_clang
 def test_table_rows_are_the_registered_entries(offlink, sample):
     """The table's rows are libomptarget's rows: same names, same host addresses."""
-    from offlink.dialects.llvm import linked_entries
+    from offlink.toolchains.llvm.dialect import linked_entries
 
     binary = sample / "build" / "clang_openmp"
     info = json.loads(run([offlink, "inspect", "--json", binary]).stdout)["table"]
@@ -326,7 +326,7 @@ def test_clangs_rpath_takes_a_folder():
 
 def _cuda_home() -> str:
     from offlink.errors import ToolError
-    from offlink.targets.openmp_nvptx import cuda_home
+    from offlink.toolchains.cuda_toolkit import cuda_home
 
     try:
         return cuda_home()
@@ -445,13 +445,13 @@ def test_host_link_drops_mllvm_with_its_value():
     """The pair goes whole (`-mllvm -o` is no output), `-mllvm=X` too; a word that is another
     option's value is not asked on its own (`-Xarch_device -mllvm` keeps both, as clang's link
     would ignore them both)."""
-    from offlink.link.pipeline import _drop_words
-    from offlink.targets.openmp import OpenMPTarget, llvm_options
+    from offlink.link.host import drop_words
+    from offlink.toolchains.llvm.openmp import OpenMPTarget, llvm_options
 
     t = OpenMPTarget(f"openmp-{TRIPLE}")
     line = [CLANG, *OFFLOAD, "a.o", "-mllvm", "-o", "-mllvm=-x=1", "-Xarch_device", "-mllvm",
             "-Werror", "-o", "app"]
-    assert _drop_words(line, [t]) == [CLANG, "-fopenmp", "a.o", "-Xarch_device", "-mllvm",
+    assert drop_words(line, [t]) == [CLANG, "-fopenmp", "a.o", "-Xarch_device", "-mllvm",
                                       "-Werror", "-o", "app"]
     assert llvm_options(line[1:]) == ["-o", "-x=1"]
 
@@ -460,14 +460,14 @@ def test_host_link_drops_words_in_response_files(tmp_path):
     """An @file holding words the host link goes without is expanded, less those words (it
     was passed as written: clang's own offload link, or an unused -mllvm, in the host link);
     one that keeps all of its words is passed as written."""
-    from offlink.link.pipeline import _drop_words
-    from offlink.targets.openmp import OpenMPTarget
+    from offlink.link.host import drop_words
+    from offlink.toolchains.llvm.openmp import OpenMPTarget
 
     (tmp_path / "drops").write_text(f"-fopenmp-targets={TRIPLE} -mllvm\n-x=1 -Werror\n")
     (tmp_path / "keeps").write_text("-lm -Xarch_device -mllvm\n")
     drops, keeps = f"@{tmp_path / 'drops'}", f"@{tmp_path / 'keeps'}"
     t = OpenMPTarget(f"openmp-{TRIPLE}")
-    assert _drop_words([CLANG, "-fopenmp", drops, keeps, "a.o", "-o", "app"], [t]) == \
+    assert drop_words([CLANG, "-fopenmp", drops, keeps, "a.o", "-o", "app"], [t]) == \
         [CLANG, "-fopenmp", "-Werror", keeps, "a.o", "-o", "app"]
 
 
@@ -498,7 +498,7 @@ def test_offlink_cc_reads_a_clang_line_as_clang_does(offlink, tmp_path):
 def test_clangs_device_only_words_are_not_the_image_links():
     """The CPU image's link copies the host link's libraries (host_library_words): not those
     behind -Xarch_device, -Xarch_host (clang's link ignores them) or -Xcuda-ptxas."""
-    from offlink.targets.openmp import host_library_words, link_opt_level
+    from offlink.toolchains.llvm.openmp import host_library_words, link_opt_level
 
     words = ["a.o", "-Xarch_device", "-ldev", "-Xarch_host", "-lhost", "-Xcuda-ptxas", "-lp",
              "-lm", "-Xarch_x86_64", "-O0"]
@@ -510,7 +510,7 @@ def test_nvptx_link_refuses_what_its_device_link_cannot_take():
     """-mllvm and -Xcuda-ptxas go to clang's NVIDIA device link, which offlink's per-CU NVIDIA
     builds do not take: one clear error naming the option, not other device code."""
     from offlink.errors import UsageError
-    from offlink.targets.openmp import refuse_nvptx_words
+    from offlink.toolchains.llvm.openmp import refuse_nvptx_words
 
     refuse_nvptx_words(["a.o", "-Xarch_device", "-mllvm", "-lm"])  # -mllvm is -Xarch_'s value
     with pytest.raises(UsageError, match=r"^-Xcuda-ptxas -v: clang 19 gives it to the NVIDIA"):
@@ -594,8 +594,8 @@ def test_nvptx_rows_are_the_entries_clang_registers(offlink, nvptx):
     """The registration's entries are clang's (names, sizes, flags: llvm-objdump shows the
     image clang embeds; offlink's is in .openmp_target), and the table holds them all, each
     defined by the image (kernels as CUDA entry points, variables with their size)."""
-    from offlink.dialects.llvm import linked_entries
-    from offlink.targets.cuda import cubin_symbols
+    from offlink.formats.cubin import cubin_symbols
+    from offlink.toolchains.llvm.dialect import linked_entries
 
     def entries(path):
         return sorted((e.name, e.size, e.flags) for _, e in linked_entries(ElfFile.open(path)))
@@ -755,7 +755,7 @@ def test_nvptx_a_row_no_cubin_defines_is_one_clear_error():
 
     from offlink.errors import LinkError
     from offlink.link.compile import Offer
-    from offlink.targets.openmp_nvptx import check_entries
+    from offlink.toolchains.llvm.openmp_nvptx import check_entries
 
     cu = SimpleNamespace(cu=SimpleNamespace(label="k.c (k.o)",
                                             payload=SimpleNamespace(offered=("a", "b"))),
@@ -769,7 +769,7 @@ def test_nvptx_device_runtime_resolutions_are_the_wrappers():
     """clang-linker-wrapper's rule, the runtime being the only bitcode: every definition
     prevails; visible when a cubin names it or when neither hidden nor omittable; final in
     the image when not default-visible."""
-    from offlink.targets.openmp_nvptx import parse_symtab, resolutions
+    from offlink.toolchains.llvm.openmp_nvptx import parse_symtab, resolutions
 
     symtab = parse_symtab("version: 3\nH------X __kmpc_used\nH------X _ZN4ompx5unused\n"
                           "P--W---- __omp_rtl_device_environment\nDU-W---X malloc\n"
@@ -1081,7 +1081,7 @@ def test_xoffload_linker_words_are_the_ones_clang_gives_each_image():
     """The driver's --device-linker= words, split per image as clang-linker-wrapper does: a
     word whose head is no triple is every image's, a `<triple>=WORD` only that triple's (the
     exact string: `-Xoffload-linker-x86_64` names no image), nvptx64 alone is its triple."""
-    from offlink.targets.openmp import device_linker_words
+    from offlink.toolchains.llvm.openmp import device_linker_words
 
     line = ["a.o", *XOFFLOAD_LINES[0], "-o", "app"]
     assert device_linker_words(line, TRIPLE) == ["-zfoo", "--defsym=bar=0", "-zqux"]
@@ -1102,7 +1102,7 @@ def test_xoffload_linker_words_are_no_host_link_words():
 @needs_clang
 def test_xoffload_linker_words_agree_with_clang_19s_wrapper(tmp_path):
     """What clang 19's own link appends to the x86_64 image link (its wrapper's --dry-run)."""
-    from offlink.targets.openmp import device_linker_words
+    from offlink.toolchains.llvm.openmp import device_linker_words
 
     (tmp_path / "k.c").write_text("int main(void) { int r = 1;\n#pragma omp target map(from: r)"
                                   "\nr = 0;\nreturn r; }\n")
@@ -1231,7 +1231,7 @@ def test_a_cpu_image_gets_the_host_links_libraries_as_the_wrapper_copies_them(tm
     """clang-linker-wrapper 19 (`!Triple.isGPU()`) gives the x86_64 image's link the host
     link's -L, every -l (static archives too), the files that are archives or shared objects,
     -rpath and --whole-archive, in order; -Bstatic, --as-needed, groups and objects not."""
-    from offlink.targets.openmp import host_library_words, image_archives
+    from offlink.toolchains.llvm.openmp import host_library_words, image_archives
 
     (tmp_path / "d").mkdir()
     elf = b"\x7fELF\x02\x01" + bytes(10)  # then e_type: 1 an object, 3 a shared object

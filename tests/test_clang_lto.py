@@ -1,6 +1,6 @@
 """clang's `-foffload-lto` objects for x86_64 (device code as bitcode) linked by offlink: each
 CU compiled on its own by `llvm-lto2 run` with the resolutions clang-linker-wrapper's LTO
-gives it (targets/openmp.py), the symbols read from the bitcode itself (formats/bitcode.py).
+gives it (toolchains/llvm/openmp.py), the symbols read from the bitcode itself (formats/bitcode.py).
 
 The programs must run as clang's own link makes them; a declare target function no other CU
 names is internalized (inlined into its kernel and dropped, as clang's LTO does), one another
@@ -20,7 +20,7 @@ import pytest
 from conftest import copy_sample, make_sample, needs_tool, run
 
 from offlink.formats.bitcode import Symbol, symbols
-from offlink.targets.openmp import lto_resolutions
+from offlink.toolchains.llvm.openmp import lto_resolutions
 
 CLANG = "clang-19"
 TRIPLE = "x86_64-pc-linux-gnu"
@@ -171,7 +171,7 @@ def test_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_path, 
     the same), `shared_fn` stays for b.c. The first link has b.c not call `shared_fn`, so a.c
     is compiled with it internalized; once b.c calls it, a.c must be compiled again (its
     resolutions are part of its cache key), or the image would miss `shared_fn`. The same
-    with the commands run by the libLTO worker (targets/liblto.py) and by llvm-lto2."""
+    with the commands run by the libLTO worker (toolchains/llvm/liblto.py) and by llvm-lto2."""
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"),
            "LD_LIBRARY_PATH": LLVM_LIB, "OFFLINK_LIBLTO": liblto}
     shown = f"offlink: libLTO: {LTO2} run" if liblto == "1" else f"offlink: {LTO2} run"
@@ -213,7 +213,7 @@ def test_nvptx_hidden_functions_no_other_cu_names_are_internalized(offlink, tmp_
     `helper_only_here` internalized, `shared_fn` kept only while b.c calls it (then a.c is
     compiled again: its key changes), the runtime internalized but for its llvm.used globals;
     then ptxas -c. The image has clang's LTO link's kernels and rows."""
-    from offlink.targets.openmp_nvptx import cubin_names
+    from offlink.formats.cubin import cubin_names
 
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
     (tmp_path / "a.c").write_text(A_C)
@@ -254,7 +254,7 @@ def test_a_function_other_cus_call_that_calls_the_runtime_makes_the_runtime_shar
     """Only a function kept for other CUs (not a kernel) in a CU that calls the device
     runtime makes every CU call the image's one runtime (calls_runtime_across_cus)."""
     from offlink.formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
-    from offlink.targets.openmp_nvptx import calls_runtime_across_cus
+    from offlink.toolchains.llvm.openmp_nvptx import calls_runtime_across_cus
 
     fn, und = FB_EXECUTABLE | 1, FB_EXECUTABLE | FB_UNDEFINED
     runtime = [Symbol("omp_get_thread_num", FB_EXECUTABLE | 1)]
@@ -309,7 +309,7 @@ def test_nvptx_a_runtime_call_from_another_cus_kernel_uses_the_images_one_runtim
     kernel), so every CU is compiled without the runtime and calls the image's one copy (the
     runtime's part, compiled once), as in clang's LTO link: no CU command has the runtime's
     bitcode, and the image defines `omp_get_thread_num` for `tid` to call."""
-    from offlink.targets.openmp_nvptx import cubin_names
+    from offlink.formats.cubin import cubin_names
 
     (tmp_path / "tid.c").write_text(TID_C)
     (tmp_path / "main.c").write_text(TID_MAIN_C)
@@ -346,7 +346,7 @@ def test_a_cu_whose_symbols_cannot_be_read_compiles_whole():
     """No symbol table the reader knows (None): no resolutions, every CU compiled whole."""
     from offlink.formats.payload import Payload
     from offlink.model import CU
-    from offlink.targets.openmp import cu_resolutions
+    from offlink.toolchains.llvm.openmp import cu_resolutions
 
     cu = CU("x.o", Payload(TARGET, "llvm-bc", "x.c", CLANG, (), b"BC\xc0\xde"))
     assert cu_resolutions([cu]) == {}
@@ -514,7 +514,7 @@ def test_a_libLTO_that_cannot_be_used_leaves_the_commands_to_llvm_lto2(offlink, 
 
 
 def test_the_worker_takes_only_llvm_lto2s_commands_of_its_shape():
-    from offlink.targets.liblto import parse_lto2
+    from offlink.toolchains.llvm.liblto import parse_lto2
 
     base = [LTO2, "run", "-O2", "--relocation-model=pic"]
     res = ["-r=w/a.bc,k,plx", "-r=w/a.bc,f,pl", "-r=w/a.bc,g,px", "-r=w/a.bc,sin,"]
@@ -539,7 +539,7 @@ def test_the_worker_takes_only_llvm_lto2s_commands_of_its_shape():
 
 
 def test_the_worker_protocol_carries_any_name_but_nul_and_newline():
-    from offlink.targets.liblto_worker import (
+    from offlink.toolchains.llvm.liblto_worker import (
         decode_reply,
         decode_request,
         encode_reply,
@@ -563,7 +563,7 @@ LEVELS = {(): 2, ("-O0",): 0, ("-O1",): 1, ("-O2",): 2, ("-O3",): 3, ("-Os",): 2
 def test_the_link_lines_optimisation_level_is_the_one_clang_gives_its_wrapper():
     """clang 19's driver gives clang-linker-wrapper `--opt-level=ON` from the link line's
     last -O word (none: the wrapper's default O2); a separate option's value is no -O word."""
-    from offlink.targets.openmp import link_opt_level
+    from offlink.toolchains.llvm.openmp import link_opt_level
 
     for words, level in LEVELS.items():
         assert link_opt_level(["a.o", *words, "-o", "app"]) == level, words
@@ -571,7 +571,7 @@ def test_the_link_lines_optimisation_level_is_the_one_clang_gives_its_wrapper():
 
 @needs_clang
 def test_link_opt_level_agrees_with_clang_19s_driver(tmp_path):
-    from offlink.targets.openmp import link_opt_level
+    from offlink.toolchains.llvm.openmp import link_opt_level
 
     (tmp_path / "a.o").write_bytes(b"")  # -### reads no input, but wants it there
     for words in LEVELS:

@@ -24,7 +24,9 @@ import pytest
 from conftest import ROOT, copy_sample, need_tool, needs_tool, run
 
 from offlink.errors import FormatError, LinkError, ToolError, UsageError
-from offlink.targets import cuda, default_targets, resolve
+from offlink.formats import cubin, fatbin
+from offlink.toolchains import cuda_toolkit, default_targets, resolve
+from offlink.toolchains.offlink import cuda
 
 CUDA = "nvptx64-nvidia-cuda"
 FAKE_SRC = ROOT / "tests" / "cuda"
@@ -35,7 +37,7 @@ OFFERED = {"saxpy": "kernel", "sum": "kernel", "x": "variable", "y": "variable",
 
 def _toolkit():
     try:
-        return cuda.toolkit()
+        return cuda_toolkit.toolkit()
     except ToolError:
         return None
 
@@ -88,23 +90,23 @@ def _fatbin(*entries: tuple[int, int, bytes, int]) -> bytes:
         header = struct.pack("<HHIQ", kind, 0x101, 64, len(payload)) + bytes(12)
         header += struct.pack("<I", sm) + bytes(8) + struct.pack("<Q", flags) + bytes(16)
         body += header + payload
-    return struct.pack("<IHHQ", cuda.FATBIN_MAGIC, 1, 16, len(body)) + body
+    return struct.pack("<IHHQ", fatbin.FATBIN_MAGIC, 1, 16, len(body)) + body
 
 
 def test_fatbin_reader_checks_every_offset():
     ptx = b".version 9.0\n.visible .entry k(\n.visible .global .align 4 .b8 buf[12];\n\0\0"
     good = _fatbin((1, 90, ptx, 0))
-    [entry] = cuda.fatbin_entries(good, "t")
+    [entry] = fatbin.fatbin_entries(good, "t")
     assert (entry.kind, entry.sm) == (1, 90) and entry.data.endswith(b"[12];\n")
     assert cuda.ptx_symbols(entry.data) == {
-        "k": cuda.DeviceSymbol("k", "function", 1, True),
-        "buf": cuda.DeviceSymbol("buf", "variable", 12, True)}
+        "k": cubin.DeviceSymbol("k", "function", 1, True),
+        "buf": cubin.DeviceSymbol("buf", "variable", 12, True)}
     for bad, why in [(good[:20], "truncated"), (b"\0" * 64, "not a fatbin"),
                      (good[:-1], "truncated"),
                      (good[:31] + b"\x7f" + good[32:], "corrupt fatbin entry"),
                      (_fatbin((1, 90, ptx, 0x8000)), "compressed")]:
         with pytest.raises(FormatError, match=why):
-            cuda.fatbin_entries(bad, "t")
+            fatbin.fatbin_entries(bad, "t")
 
 
 @needs_nvcc
@@ -114,10 +116,10 @@ def test_hidden_and_internal_device_symbols_are_not_offered(tmp_path):
     have them offered: the driver cannot find them by name."""
     (tmp_path / "v.cu").write_text("__device__ int hv[4], iv[4], dv[4];\n"
                                    'extern "C" __global__ void k(int *p) { p[0] = dv[0]; }\n')
-    cubin = tmp_path / "v.cubin"
-    run([_toolkit().nvcc, "-cubin", "-rdc=true", "-arch=sm_80", "v.cu", "-o", cubin.name],
+    path = tmp_path / "v.cubin"
+    run([_toolkit().nvcc, "-cubin", "-rdc=true", "-arch=sm_80", "v.cu", "-o", path.name],
         cwd=tmp_path)
-    data = bytearray(cubin.read_bytes())
+    data = bytearray(path.read_bytes())
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     for i in range(shnum):
@@ -132,8 +134,8 @@ def test_hidden_and_internal_device_symbols_are_not_offered(tmp_path):
             visibility = {b"hv": 2, b"iv": 3}.get(name)  # STV_HIDDEN, STV_INTERNAL
             if visibility is not None:
                 data[at + 5] = (data[at + 5] & ~3) | visibility
-    assert sorted(cuda.cubin_symbols(bytes(cubin.read_bytes()), "v")) == ["dv", "hv", "iv", "k"]
-    assert sorted(cuda.cubin_symbols(bytes(data), "v")) == ["dv", "k"]
+    assert sorted(cubin.cubin_symbols(bytes(path.read_bytes()), "v")) == ["dv", "hv", "iv", "k"]
+    assert sorted(cubin.cubin_symbols(bytes(data), "v")) == ["dv", "k"]
 
 
 def test_missing_toolkit_is_one_clear_error(offlink, tmp_path, monkeypatch):
@@ -150,7 +152,7 @@ def test_missing_toolkit_is_one_clear_error(offlink, tmp_path, monkeypatch):
     monkeypatch.setattr("offlink.run.which", lambda tool: None)
     with pytest.raises(ToolError, match="CUDA toolkit was not found.*set CUDA_HOME or "
                                         "OFFLINK_NVCC"):
-        cuda.toolkit()
+        cuda_toolkit.toolkit()
 
 
 def test_a_cu_preprocessed_for_a_newer_gpu_is_refused():
@@ -266,10 +268,10 @@ def test_fatbin_has_every_name_for_every_architecture(built, tmp_path):
     image = tmp_path / "image.fatbin"
     run([built.offlink, "extract", built.build / "fake-fatbin", "--target", CUDA, "--output",
          image])
-    entries = cuda.fatbin_entries(image.read_bytes(), str(image))
+    entries = fatbin.fatbin_entries(image.read_bytes(), str(image))
     assert sorted((e.kind, e.sm) for e in entries) == [(1, 80), (2, 80), (2, 90)]
     for e in entries:
-        if e.kind == cuda.FATBIN_ELF:
+        if e.kind == fatbin.FATBIN_ELF:
             cubin = tmp_path / f"sm_{e.sm}.cubin"
             cubin.write_bytes(e.data)
             assert _readelf_names(cubin) == OFFERED, f"sm_{e.sm}"
@@ -299,13 +301,13 @@ def test_narrowed_link_drops_kernels_the_offered_names_do_not_list(built, tmp_pa
     cubins = [image]
     if "," in archs:
         cubins = []
-        for e in cuda.fatbin_entries(image.read_bytes(), str(image)):
-            if e.kind == cuda.FATBIN_ELF:
+        for e in fatbin.fatbin_entries(image.read_bytes(), str(image)):
+            if e.kind == fatbin.FATBIN_ELF:
                 cubins.append(tmp_path / f"sm_{e.sm}.cubin")
                 cubins[-1].write_bytes(e.data)
         assert len(cubins) == 2
-    for cubin in cubins:
-        names = _readelf_names(cubin)
+    for path in cubins:
+        names = _readelf_names(path)
         assert names["saxpy"] == "kernel" and names["x"] == names["y"] == "variable"
         assert "sum" not in names
 
@@ -359,8 +361,29 @@ def test_fake_driver_runs_the_device_path(built):
     assert log[:3] == ["cuInit 0", "cuDevicePrimaryCtxRetain 0", "cuLibraryLoadData cubin sm_80"]
     assert {"cuLibraryGetKernel saxpy", "cuLibraryGetKernel sum", "cuLibraryGetGlobal x",
             "cuLibraryGetGlobal y", "cuLibraryGetGlobal total"} <= set(log)
+    # Copies and launches go on the thread's own stream (the driver's per-thread one) and
+    # wait for it alone (not the context: other threads' kernels run on).
+    assert "cuCtxSynchronize" not in log
+    assert log.count("cuMemcpyHtoDAsync 4000 pts1") == 2
+    assert log.count("cuMemcpyDtoHAsync 4000 pts1") == 1
+    assert "cuLaunchKernel saxpy grid 8x1x1 block 128x1x1 shared 0 stream pts1" in log
+    assert log.count("cuStreamSynchronize pts1") == 3 + 2 + 2  # update_to, launches, from
+
+
+@needs_nvcc
+def test_sync_launch_is_the_null_stream_and_the_context(built):
+    """OFFLINK_CUDA_SYNC_LAUNCH=1 is the old way (kept to measure against): the legacy
+    stream, cuCtxSynchronize after each launch, synchronous copies. OFFLINK_CUDA_INFO=1 says
+    which kernels ran on the GPU."""
+    done = _run_fake(built, "fake-cubin", OFFLINK_CUDA_SYNC_LAUNCH="1", OFFLINK_CUDA_INFO="1")
+    assert done.stdout == (SAMPLE / "expected.txt").read_text()
+    log = done.log.splitlines()
+    assert "pts" not in done.log and log.count("cuCtxSynchronize") == 2
     assert log.count("cuMemcpyHtoD 4000") == 2 and log.count("cuMemcpyDtoH 4000") == 1
-    assert "cuLaunchKernel saxpy grid 8x1x1 block 128x1x1 shared 0" in log
+    assert "cuLaunchKernel sum grid 8x1x1 block 128x1x1 shared 0 stream NULL" in log
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("offlink:")] == [
+        f"offlink: cuda: kernel '{k}' ran on GPU 0 (sm_80), grid 8 x block 128, NULL stream"
+        for k in ("saxpy", "sum")]
 
 
 @needs_nvcc
@@ -444,3 +467,79 @@ def test_cxx_host_launch(built):
     assert "saxpy n=1000 a=2.0" in done.stderr
     done = _run_fake(built, "fake-cxx", FAKE_CUDA_DEVICES="0")
     assert done.stdout == (SAMPLE / "expected-host.txt").read_text()
+
+
+UNLOAD_MAIN = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int (*launch)(void);
+static pthread_barrier_t both;
+static void mark(const char *what) {
+  FILE *f = fopen(getenv("FAKE_CUDA_LOG"), "a");
+  fprintf(f, "main: %s\n", what);
+  fclose(f);
+}
+static void *stays(void *arg) {
+  (void)arg;
+  long rc = launch();
+  pthread_barrier_wait(&both);
+  pthread_barrier_wait(&both);
+  return (void *)rc;
+}
+static void *leaves(void *arg) { return (void)arg, (void *)(long)launch(); }
+int main(int argc, char **argv) {
+  void *h = dlopen(argv[1], RTLD_NOW);
+  void *r1, *r2;
+  pthread_t t1, t2;
+  *(void **)&launch = h ? dlsym(h, "launch") : NULL;
+  if (!launch || argc != 2)
+    return 2;
+  pthread_barrier_init(&both, NULL, 2);
+  pthread_create(&t1, NULL, stays, NULL);
+  pthread_barrier_wait(&both);
+  pthread_create(&t2, NULL, leaves, NULL);
+  pthread_join(t2, &r2);
+  mark("dlclose");
+  dlclose(h);
+  mark("closed");
+  pthread_barrier_wait(&both);
+  pthread_join(t1, &r1);
+  mark("exited");
+  return (int)((long)r1 | (long)r2);
+}
+"""
+
+
+@needs_nvcc
+def test_threads_launching_from_a_library_that_goes_first(built, tmp_path):
+    """Two threads launch from a library with a CUDA image, each on its own stream; one exits,
+    the library is dlclose()d (its image unloaded) while the other still runs, then that one
+    exits: nothing of the runtime is left to run at a thread's exit (no pthread key
+    destructor in unmapped code), so the program ends normally."""
+    (tmp_path / "entry.c").write_text(
+        '#include "saxpy.h"\nint launch(void) {\n'
+        '  float *d = OFFLINK_TRANSLATE(OFFLINK_TABLE, y);\n'
+        '  return OFFLINK_LAUNCH(OFFLINK_TABLE, saxpy, 1, 32, 10, 1.0f, (const float *)d, d);\n}\n')
+    (tmp_path / "main.c").write_text(UNLOAD_MAIN)
+    cflags = run([built.offlink, "config", "--cflags"]).stdout.split()
+    inc = f"-I{built.sample}"
+    run([built.offlink, "cc", "--offload-target", f"{CUDA}:sm_80", "gcc", "-O2", "-fPIC", *cflags,
+         inc, "-c", built.sample / "kernels.c", "-o", tmp_path / "k.o"])
+    run(["gcc", "-O2", "-fPIC", *cflags, inc, "-c", tmp_path / "entry.c", "-o", tmp_path / "e.o"])
+    run([built.offlink, "link", "gcc", "-shared", tmp_path / "k.o", tmp_path / "e.o",
+         *_libs(built.offlink), "-o", tmp_path / "libk.so"])
+    run(["gcc", "-O2", "-Wall", tmp_path / "main.c", "-o", tmp_path / "main", "-ldl",
+         "-lpthread"])
+    log = tmp_path / "log"
+    env = {**os.environ, "OFFLINK_LIBCUDA": str(built.fake), "FAKE_CUDA_LOG": str(log),
+           "OFFLINK_MANDATORY": "1"}
+    run([tmp_path / "main", tmp_path / "libk.so"], env=env)
+    lines = [ln for ln in log.read_text().splitlines()
+             if ln.startswith(("main:", "cuLaunchKernel", "cuStream", "unload"))]
+    assert lines == ["cuLaunchKernel saxpy grid 1x1x1 block 32x1x1 shared 0 stream pts1",
+                     "cuStreamSynchronize pts1",
+                     "cuLaunchKernel saxpy grid 1x1x1 block 32x1x1 shared 0 stream pts2",
+                     "cuStreamSynchronize pts2", "main: dlclose", "unload", "main: closed",
+                     "main: exited"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import needs_tool, run
 
-from offlink.dialects.gcc import accel_compiler
 from offlink.elf import ElfFile
+from offlink.toolchains.gcc.dialect import accel_compiler
 
 TRIPLE = "x86_64-pc-linux-gnu"
 ACCEL = accel_compiler("12")

@@ -1,4 +1,5 @@
-"""GCC 12's offload words on a link line, read as GCC's driver reads them (dialects/gcc_link.py).
+"""GCC 12's offload words on a link line, read as GCC's driver reads them (toolchains/gcc/
+dialect.py, "the link line's offload words").
 
 Each case is a literal link line and what GCC 12.2's own link did with it under `gcc -v`
 (Debian 12, gcc-12-offload-nvptx and gcc-12-offload-amdgcn installed): the targets whose
@@ -13,7 +14,8 @@ import shutil
 import pytest
 from conftest import needs_tool, run
 
-from offlink.dialects import gcc, gcc_link
+from offlink.toolchains.gcc import dialect as gcc
+from offlink.toolchains.gcc import dialect as gcc_link
 from offlink.errors import UsageError
 
 BOTH = ("nvptx-none", "amdgcn-amdhsa")
@@ -159,7 +161,7 @@ def test_link_words_on_real_links(offlink, tmp_path):
 
 def test_a_device_link_error_names_symbols_cus_and_libraries(tmp_path):
     from offlink.errors import ToolError
-    from offlink.targets.gcc_device_errors import explain
+    from offlink.toolchains.gcc.nvptx import explain
 
     (tmp_path / "libatomic.a").write_bytes(b"!<arch>\n// BEGIN GLOBAL FUNCTION DEF: "
                                            b"__atomic_load_16\n")

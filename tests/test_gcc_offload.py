@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, copy_sample, make_sample, need_tool, needs_tool, run
 
-from offlink.dialects import gcc
 from offlink.elf import SHT_SYMTAB, STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
 from offlink.errors import LinkError
 from offlink.table import Table
+from offlink.toolchains.gcc import dialect as gcc
 
 ACCEL = gcc.accel_compiler("12")
 HAVE_GCC_OFFLOAD = shutil.which(ACCEL) is not None and shutil.which("nvptx-none-ld") is not None
@@ -137,7 +137,7 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     from offlink import elf as elf_module
     from offlink.link import relink
     from offlink.link.pipeline import LinkOptions, link
-    from offlink.targets.gcc_nvptx import GccNvptxTarget
+    from offlink.toolchains.gcc.nvptx import GccNvptxTarget
 
     build = sample / "build"
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
@@ -203,7 +203,7 @@ def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothin
     lines alone, byte for byte too."""
     from offlink import run as runner
     from offlink.link.pipeline import LinkOptions, link
-    from offlink.targets import gcc_nvptx
+    from offlink.toolchains.gcc import nvptx as gcc_nvptx
 
     for name in ("saxpy.c", "common.h"):
         shutil.copy(sample / name, tmp_path)
@@ -265,7 +265,7 @@ def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, m
     program a link without the cache gives."""
     from offlink import run as runner
     from offlink.link.pipeline import LinkOptions, link
-    from offlink.targets import gcc_nvptx
+    from offlink.toolchains.gcc import nvptx as gcc_nvptx
 
     for name in ("saxpy.c", "common.h"):
         shutil.copy(sample / name, tmp_path)
@@ -311,7 +311,7 @@ def test_relink_from_the_cache_takes_the_images_offers_whole_links_only(sample, 
     search the image for its definitions again; a narrowed link's image has the same key
     (nvptx-none links it whole) but its kept offers are not the whole link's."""
     from offlink.link.pipeline import LinkOptions, link
-    from offlink.targets import gcc_nvptx
+    from offlink.toolchains.gcc import nvptx as gcc_nvptx
 
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
@@ -340,8 +340,8 @@ def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monke
     stamps reads none of them (extract), and a CU that must be compiled again (its object gone
     from the cache) reads its object then, refused unless it has the recorded code; an input
     rewritten is read again."""
+    from offlink.cache.store import Cache
     from offlink.link import extract, relink
-    from offlink.link.cache import Cache
     from offlink.link.pipeline import LinkOptions, link
 
     for name in ("saxpy.c", "common.h"):
@@ -400,7 +400,7 @@ def test_a_gcc_cus_recorded_code_is_refused_when_the_object_changed(sample, tmp_
 
 
 def test_the_image_is_put_together_only_from_a_command_it_understands():
-    from offlink.targets.gcc_nvptx import _image_objects, symbol_lines
+    from offlink.toolchains.gcc.nvptx import _image_objects, symbol_lines
 
     cus = [type("C", (), {"object_path": p})() for p in ("a.o", "b.o")]
     ld = ["nvptx-none-ld", "-o", "img", "-L/acc/mgomp", "-L/acc"]
@@ -559,7 +559,7 @@ def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(off
 def test_lto1_and_nvptx_as_alone_give_the_drivers_object_byte_for_byte(sample, tmp_path):
     """A CU compiled by lto1 and nvptx-as run directly (the driver's two steps, from its
     `-###`) is the object the accel compiler's driver writes, byte for byte, with -g too."""
-    from offlink.targets.gcc_nvptx import GccNvptxTarget, accel_steps, compile_driver
+    from offlink.toolchains.gcc.nvptx import GccNvptxTarget, accel_steps, compile_driver
 
     shutil.copy(sample / "saxpy.c", tmp_path)
     shutil.copy(sample / "common.h", tmp_path)
@@ -583,7 +583,7 @@ def test_lto1_and_nvptx_as_alone_give_the_drivers_object_byte_for_byte(sample, t
 def test_the_compile_cache_key_hashes_the_driver_not_lto1(sample, tmp_path, monkeypatch):
     """lto1 runs, but the tool whose identity keys a CU's compile is its driver (1 MB, as
     before), not lto1 (19 MB: ~30 ms to hash on a link whose cache has not seen it)."""
-    from offlink.link.cache import Cache
+    from offlink.cache.store import Cache
     from offlink.link.pipeline import LinkOptions, link
 
     probed = []
@@ -597,7 +597,7 @@ def test_the_compile_cache_key_hashes_the_driver_not_lto1(sample, tmp_path, monk
 
 
 def test_driver_words_read_gccs_quoting():
-    from offlink.targets.gcc_nvptx import _driver_words
+    from offlink.toolchains.gcc.nvptx import _driver_words
 
     line = (' /usr/lib/lto1 -quiet "-misa=sm_80" "in put.o" "a\\"b" "x\\\\y" "\\$HOME" '
             '-o /tmp/cc.s')
@@ -607,8 +607,8 @@ def test_driver_words_read_gccs_quoting():
 
 def test_a_driver_that_runs_other_steps_runs_itself(tmp_path, monkeypatch):
     """The driver is run as before when its `-###` shows anything but lto1 then as."""
-    from offlink.targets import gcc_nvptx
-    from offlink.targets.gcc_nvptx import STEP_ASM, STEP_IN, STEP_OUT, accel_steps
+    from offlink.toolchains.gcc import nvptx as gcc_nvptx
+    from offlink.toolchains.gcc.nvptx import STEP_ASM, STEP_IN, STEP_OUT, accel_steps
 
     def driver(name: str, *lines: str) -> str:
         path = tmp_path / name
@@ -640,7 +640,7 @@ def test_the_library_folder_comes_from_the_drivers_library_path(tmp_path):
     """The folder with libgomp.a whose `mgomp` multilib the image links: from the LIBRARY_PATH
     the driver's `-###` shows (asked for the compiles already) where it is that folder's
     mgomp then the folder; otherwise `-print-file-name=libgomp.a` asks the driver."""
-    from offlink.targets.gcc_nvptx import _library_dir
+    from offlink.toolchains.gcc.nvptx import _library_dir
 
     acc = tmp_path / "acc"
     (acc / "mgomp").mkdir(parents=True)
@@ -827,8 +827,8 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
                                                             monkeypatch, offlink):
     """Names go in the order of the linked host table: a registration written in another
     order is written again from the binary and the host link runs once more."""
-    from offlink.link import pipeline
-    from offlink.registrations import gomp as gomp_register
+    from offlink.link import host, pipeline
+    from offlink.toolchains.gcc import gomp as gomp_register
 
     made = gomp_register.Registration.for_link.__func__  # type: ignore[attr-defined]
 
@@ -838,9 +838,9 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
         return reg
 
     links = []
-    real_link = pipeline._host_link
+    real_link = host.run_host_link
     monkeypatch.setattr(gomp_register.Registration, "for_link", classmethod(reversed_order))
-    monkeypatch.setattr(pipeline, "_host_link", lambda argv: links.append(real_link(argv)))
+    monkeypatch.setattr(host, "run_host_link", lambda argv: links.append(real_link(argv)))
     monkeypatch.chdir(tmp_path)
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
     assert pipeline.link([*GCC_LINK, *objs, "-o", "prog"],
@@ -851,7 +851,7 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
 
 
 def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():
-    from offlink.registrations import gomp as g
+    from offlink.toolchains.gcc import gomp as g
 
     image = b'.version 7.0\n//:FUNC_MAP "k$1", 0x1, 0x20\n\t"q?\\\x01\n\0second\0'
     text = g.c_source(2, image, ["k$1"], ["v"], gcc.func_dims(image.decode()))
@@ -886,7 +886,7 @@ def host(name: str, kind: str = "variable", size: int = 4, link: bool = False,
 def test_the_options_of_cus_compiled_alike_are_read_once(sample):
     """The CUs of a program compiled with the same flags have the same `.opts` section and
     `.comment`: each is read once per link, not once per CU."""
-    from offlink.dialects.gcc import _major_of, _options_of
+    from offlink.toolchains.gcc.dialect import _major_of, _options_of
 
     _options_of.cache_clear()
     _major_of.cache_clear()
@@ -971,7 +971,7 @@ def test_an_unchanged_source_compiled_again_hits_the_cu_cache(offlink, sample, t
         assert run([tmp_path / build / "prog"]).stdout == (sample / "expected.txt").read_text()
     one, two = (ElfFile.open(tmp_path / b / "stats.o") for b in ("one", "two"))
     assert one.data != two.data  # the compiles differ (the section names' ids) ...
-    assert gcc.stable_code(bytes(one.data)) == gcc.stable_code(bytes(two.data))  # ... only so
+    assert gcc.stable_code(one) == gcc.stable_code(two)  # ... only so
     # (20 compiles of one source gave ids of 15 and 16 digits: objects of two sizes, one code)
     assert "nvptx-none: 3 CUs, 3 compiled, 0 from cache" in said[0]
     assert "nvptx-none: 3 CUs, 0 compiled, 3 from cache" in said[1]

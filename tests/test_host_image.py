@@ -1,4 +1,4 @@
-"""The host image's link command (targets/host.py image_argv): what it reads to make it."""
+"""The host image's link command (toolchains/offlink/host.py image_argv): what it reads."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 from offlink.formats.payload import Payload
 from offlink.link.plan import plan_link
 from offlink.model import CU, CompiledCU
-from offlink.targets import host
-from offlink.targets.host import HostTarget
+from offlink.toolchains.offlink import host
+from offlink.toolchains.offlink.host import HostTarget
 
 TRIPLE = "x86_64-pc-linux-gnu"
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, copy_sample, make_sample, need_tool, needs_tool, run
 from test_clang import CLANG
 
-from offlink.dialects.gcc import accel_compiler
+from offlink.toolchains.gcc.dialect import accel_compiler
 
 HAVE_CLANG = shutil.which(CLANG) is not None and \
     Path("/usr/lib/llvm-19/lib/libomptarget.so").exists()
@@ -27,7 +27,7 @@ NO_GCC_OFFLOAD = "GCC's nvptx offload compiler missing (apt-get install gcc-12-o
     "nvptx-tools)"
 
 PAYLOAD = "gnu.target_lto_x86_64-pc-linux-gnu"
-SCHEMA = json.loads((ROOT / "offlink" / "inspect.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "offlink" / "cli" / "inspect.schema.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +103,8 @@ def test_nvptx_images_name_their_ptx_isa(offlink, gcc_built):
 @needs_tool(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
             "no CUDA toolkit (nvcc)")
 def test_cuda_archs_of_cubins_and_fatbins(tmp_path):
-    from offlink.inspect import image_archs
-    from offlink.targets.cuda import toolkit
+    from offlink.cli.inspect_cmd import image_archs
+    from offlink.toolchains.cuda_toolkit import toolkit
 
     tools = toolkit()
     (tmp_path / "k.cu").write_text("__global__ void k(int *p) { *p = 1; }\n")
@@ -210,9 +210,12 @@ def test_symbol_left_out_by_narrowing_says_so(offlink, built, tmp_path):
     objs = [str(built / n) for n in ("main.o", "ops.o", "vec.o")]
     run([offlink, "link", "--offload-symbol", "op_a*", "gcc", *objs, *libs, "-o",
          tmp_path / "narrow"])
-    assert row_cus(offlink, tmp_path / "narrow") == {"op_add": str(built / "ops.o")}
-    out = run([offlink, "inspect", tmp_path / "narrow", "--symbol", "op_sub"]).stdout
-    assert out == (f"'op_sub' is offered by {built / 'ops.o'} but was left out by "
+    ops = os.path.relpath(built / "ops.o", tmp_path)  # relative to the output's folder
+    assert row_cus(offlink, tmp_path / "narrow") == {"op_add": ops}
+    proc = run([offlink, "inspect", tmp_path / "narrow", "--symbol", "op_sub"], check=False)
+    out = proc.stdout
+    assert proc.returncode == 1  # not offered: as grep, a status, no error line
+    assert out == (f"'op_sub' is offered by {ops} but was left out by "
                    f"--offload-symbol narrowing at link time, so it has no row; translate "
                    f"returns the host pointer\n")
 
@@ -299,10 +302,10 @@ def test_explain_a_name_and_an_address(offlink, built):
     out = run([offlink, "inspect", prog, "--symbol", "op_mul"]).stdout
     assert out.startswith("op_mul: function at 0x")
     # Defined in the binary, but by no CU's target code (the runtime library's own API).
-    out = run([offlink, "inspect", prog, "--symbol", "offlink_translate"]).stdout
-    assert "no CU offers it" in out
-    out = run([offlink, "inspect", prog, "--symbol", "no_such_thing"]).stdout
-    assert "neither in the table nor defined" in out
+    proc = run([offlink, "inspect", prog, "--symbol", "offlink_translate"], check=False)
+    assert "no CU offers it" in proc.stdout and (proc.returncode, proc.stderr) == (1, "")
+    proc = run([offlink, "inspect", prog, "--symbol", "no_such_thing"], check=False)
+    assert "neither in the table nor defined" in proc.stdout and proc.returncode == 1
     proc = run([offlink, "inspect", prog, "--address", "zzz"], check=False)
     assert proc.returncode != 0 and "--address takes a number" in proc.stderr
 
@@ -451,6 +454,8 @@ def test_run_time_address_with_the_load_base_from_proc_maps(offlink, tmp_path, p
     want = "is in 'counters' (+0x8)"
     for argv in (["--address", address, "--load-base", maps],
                  ["--address", address, "--load-base", hex(base)],
+                 # bare hex, as /proc/PID/maps and nm print them
+                 ["--address", address[2:], "--load-base", f"{base:x}"],
                  ["--address", f"{base:#x}+{int(address, 16) - base:#x}"]):
         out = run([offlink, "inspect", tmp_path / "m", *argv]).stdout.splitlines()
         assert out[0].endswith(want) and f"load base {base:#x}" in out[0], (argv, out)
@@ -459,9 +464,10 @@ def test_run_time_address_with_the_load_base_from_proc_maps(offlink, tmp_path, p
     out = run([offlink, "inspect", tmp_path / "m", "--address", f"+{offset:#x}"]).stdout
     assert out.splitlines()[0] == f"{offset:#x} {want}"
     if pie == "-pie":  # the run-time address alone: outside the file, and it says what to add
-        out = run([offlink, "inspect", tmp_path / "m", "--address", address]).stdout
-        assert out.endswith("past the end of the binary's sections: a run-time address needs "
-                            "--load-base\n"), out
+        proc = run([offlink, "inspect", tmp_path / "m", "--address", address], check=False)
+        out = proc.stdout
+        assert proc.returncode == 1 and out.endswith(
+            "past the end of the binary's sections: a run-time address needs --load-base\n"), out
 
 
 # Forks and execs the command from a small Python process, so the peak it reports is the

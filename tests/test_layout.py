@@ -1,15 +1,24 @@
 """The package's layering (README, Layout), read from the imports of every module (ast):
 
 - `offlink/link/` keeps the generic stages: it reaches the input dialects, the runtime
-  registrations and the targets only through their packages' interfaces
-  (`offlink/dialects/__init__.py`, ...), never one toolchain's module;
+  registrations and the targets only through the registry (`offlink/toolchains/__init__.py`,
+  `dialects.py`, `registrations.py`) and the interfaces (`offlink/plugins.py`), never one
+  toolchain's module (`offlink/toolchains/gcc/...`);
+- the cache (`offlink/cache/`) is a library: it imports nothing of link/, the toolchains or
+  the plug-ins' interfaces, not even for annotations;
+- `offlink/plugins.py` imports no implementation, and no toolchain module imports the registry;
 - no import circle between offlink's parts (each subpackage counts as one part, each top-level
-  module as one): link/ imports targets/, so targets/ must not import link/;
+  module as one): link/ imports toolchains/, so toolchains/ must not import link/;
+- no import circle between modules either, among the imports a module makes at its top level
+  (those under `if TYPE_CHECKING:` included; imports inside functions run late and are how a
+  module reaches one above it), but for the annotation-only pairs in ANNOTATION_PAIRS;
 - `offlink/model.py`, the data types the parts share, sits below all of them.
+- ELF and fatbin bytes are parsed only by their readers (`offlink/elf.py`, `offlink/formats/`),
+  and CUDA's variables read only by its locator (`offlink/toolchains/cuda_toolkit.py`).
 
 Imports under `if TYPE_CHECKING:` only name types for annotations and never run, so they do not
-count for the circles (they do for the first rule: a stage that names a toolchain's module is
-not generic).
+count for the parts' circles (they do for the stage rule: a stage that names a toolchain's
+module is not generic).
 """
 
 from __future__ import annotations
@@ -18,7 +27,18 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "offlink"
-PLUGINS = ("dialects", "registrations", "targets")
+PLUGINS = ("toolchains",)
+# The registry and the interfaces of the plug-ins, which link/ may name.
+REGISTRY = ("offlink.toolchains", "offlink.toolchains.dialects",
+            "offlink.toolchains.registrations", "offlink.plugins")
+# Module circles allowed, each through imports under TYPE_CHECKING only (for annotations),
+# with the reason the two modules name each other.
+ANNOTATION_PAIRS = {
+    ("offlink.model", "offlink.plugins"): "the shared data (CU, Image) holds its Target, and "
+    "Target's hooks take and return the shared data",
+    ("offlink.cc.fatcache", "offlink.cc.plan"): "plan stores its objects through fatcache, whose "
+    "functions take plan's CompilePlan",
+}
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -38,7 +58,8 @@ def _type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, bool]]:
+def imports(name: str, path: Path, known: dict[str, Path],
+            tree: ast.AST | None = None) -> list[tuple[str, bool]]:
     """(module imported, whether the import runs) for every import of offlink's own modules
     in one module, lazy ones inside functions included; `from X import y` names X.y when that
     is a module."""
@@ -68,7 +89,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, bo
         for child in ast.iter_child_nodes(node):
             visit(child, runs)
 
-    visit(ast.parse(path.read_text(), str(path)), True)
+    visit(tree if tree is not None else ast.parse(path.read_text(), str(path)), True)
     return out
 
 
@@ -131,9 +152,9 @@ def layering_problems(root: Path = PACKAGE) -> list[str]:
             continue
         for imported, _runs in imports(name, path, known):
             bits = imported.split(".")
-            if len(bits) > 2 and bits[1] in PLUGINS:
+            if len(bits) > 2 and bits[1] in PLUGINS and imported not in REGISTRY:
                 problems.append(f"{name} imports {imported}: link/ reaches offlink.{bits[1]} "
-                                f"through its package's interface only")
+                                f"through its registry only")
     edges = graph(root)
     for group in circles(edges):
         # Only the parts' own circles: cli and app, the two halves of the command line,
@@ -149,30 +170,205 @@ def layering_problems(root: Path = PACKAGE) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+def top_level_imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, bool]]:
+    """`imports`, but only those a module makes at its top level (not inside a function)."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.body = []
+    return imports(name, path, known, tree)
+
+
+def module_circles(root: Path = PACKAGE) -> list[str]:
+    """The import circles between modules, through top-level imports (TYPE_CHECKING ones
+    included), but for ANNOTATION_PAIRS; each as its modules and the imports that close it."""
+    known = modules(root)
+    edges: dict[str, dict[str, list[str]]] = {}
+    runtime: set[tuple[str, str]] = set()
+    for name, path in known.items():
+        for imported, runs in top_level_imports(name, path, known):
+            if imported in known and imported != name:
+                edges.setdefault(name, {}).setdefault(imported, []).append(
+                    f"{name} -> {imported}")
+                if runs:
+                    runtime.add((name, imported))
+    out = []
+    for group in circles(edges):
+        pair = tuple(group)
+        inside = {(a, b) for a in group for b in edges.get(a, {}) if b in group}
+        if pair in ANNOTATION_PAIRS and not circles(
+                {a: {b: []} for a, b in inside & runtime}):  # one way is annotations only
+            continue
+        out.append(f"import circle between {', '.join(group)}: "
+                   f"{'; '.join(e for a, b in sorted(inside) for e in edges[a][b][:1])}")
+    return out
+
+
+def library_problems(root: Path = PACKAGE) -> list[str]:
+    """The cache importing link/, a toolchain or the interfaces; plugins.py importing an
+    implementation; a toolchain module importing the registry."""
+    known = modules(root)
+    problems = []
+    for name, path in known.items():
+        for imported, _runs in imports(name, path, known):
+            if name.startswith("offlink.cache") and imported.startswith(
+                    ("offlink.link", "offlink.toolchains", "offlink.plugins")):
+                problems.append(f"{name} imports {imported}: the cache knows no link")
+            if name == "offlink.plugins" and imported.startswith(("offlink.toolchains",
+                                                                   "offlink.link")):
+                problems.append(f"{name} imports {imported}: the interfaces import no "
+                                f"implementation")
+            if (name.startswith("offlink.toolchains.") and name not in REGISTRY
+                    and imported in REGISTRY[:3]):
+                problems.append(f"{name} imports {imported}: the registry imports the "
+                                f"toolchains, not they it")
+    return problems
+
+
+def test_no_module_imports_in_a_circle():
+    assert module_circles() == []
+
+
+def test_the_cache_is_a_library_and_the_interfaces_import_no_implementation():
+    assert library_problems() == []
+
+
 def test_link_is_generic_and_no_part_imports_in_a_circle():
     assert layering_problems() == []
 
 
 def test_the_rules_see_a_circle_and_a_toolchain_module_imported_by_a_stage(tmp_path):
     """The checker itself: a stage importing a dialect's module, and a target importing a
-    stage at run time (while the stage imports targets/), are both found."""
+    stage at run time (while the stage imports toolchains/), are both found."""
     root = tmp_path / "offlink"
     for rel, text in {
         "__init__.py": "",
         "model.py": "",
         "link/__init__.py": "",
-        "link/extract.py": "from ..dialects import gcc\nfrom .. import targets\n",
-        "dialects/__init__.py": "",
-        "dialects/gcc.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                           "    from ..link import extract\n",
-        "targets/__init__.py": "",
-        "targets/host.py": "def f():\n    from ..link.extract import x\n",
+        "link/extract.py": "from ..toolchains.gcc import dialect\nfrom .. import toolchains\n",
+        "toolchains/__init__.py": "",
+        "toolchains/gcc/__init__.py": "",
+        "toolchains/gcc/dialect.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                     "    from ...link import extract\n",
+        "toolchains/offlink/__init__.py": "",
+        "toolchains/offlink/host.py": "def f():\n    from ...link.extract import x\n",
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     problems = layering_problems(root)
-    assert problems[0].startswith("offlink.link.extract imports offlink.dialects.gcc:")
-    assert problems[1].startswith("import circle between offlink.link, offlink.targets: "
-                                  "offlink.link.extract -> offlink.targets; "
-                                  "offlink.targets.host -> offlink.link.extract")
-    assert len(problems) == 2  # dialects/gcc's import is for annotations only
+    assert problems[0].startswith("offlink.link.extract imports offlink.toolchains.gcc.dialect:")
+    assert problems[1] == ("import circle between offlink.link, offlink.toolchains: "
+                           "offlink.link.extract -> offlink.toolchains.gcc.dialect; "
+                           "offlink.link.extract -> offlink.toolchains; "
+                           "offlink.toolchains.offlink.host -> offlink.link.extract")
+    assert len(problems) == 2  # gcc/dialect's import is for annotations only
+    # Between modules, the annotation-only import counts (and no pair excuses it); the one
+    # inside a function does not.
+    assert module_circles(root) == [
+        "import circle between offlink.link.extract, offlink.toolchains.gcc.dialect: "
+        "offlink.link.extract -> offlink.toolchains.gcc.dialect; "
+        "offlink.toolchains.gcc.dialect -> offlink.link.extract"]
+    (root / "cache").mkdir()
+    (root / "cache" / "__init__.py").write_text("")
+    (root / "cache" / "store.py").write_text("def f():\n    from ..link import compile\n")
+    assert library_problems(root) == ["offlink.cache.store imports offlink.link: the "
+                                      "cache knows no link"]
+
+
+def test_readme_layout_shows_every_module():
+    """README's Layout tree names every module of the package (runtime/'s build helpers and
+    the packages' __init__ aside) and no module that is not there."""
+    import re
+
+    readme = (PACKAGE.parent / "README.md").read_text()
+    tree = readme.split("## Layout\n", 1)[1].split("```\n")[1]  # the tree's fenced block
+    shown = set(re.findall(r"[\w.]+\.(?:py|json)\b", tree))
+    files = {p.name for p in PACKAGE.rglob("*.py")} | {"inspect.schema.json"}
+    assert sorted(shown - files) == []
+    missing = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+               if p.name not in shown and p.parent.name != "runtime"}
+    assert sorted(missing) == []
+
+
+def test_the_registry_picks_the_target_class():
+    """A target's class comes from the registry, not from another target's for_inputs."""
+    from offlink.plugins import host_triple
+    from offlink.toolchains import resolve
+
+    names = {"host": "HostTarget", "cuda": "CudaTarget", "nvptx-none": "GccNvptxTarget",
+             "openmp-nvptx64-nvidia-cuda": "OpenMPNvptxTarget",
+             f"openmp-{host_triple()}": "OpenMPTarget",
+             "cuda-nvptx64-nvidia-cuda": "ClangCudaTarget"}
+    assert {n: type(resolve(n)).__name__ for n in names} == names
+    cpu = resolve(f"openmp-{host_triple()}")
+    assert type(cpu.for_inputs([])) is type(cpu)
+
+
+def test_every_offlink_variable_is_read_through_settings():
+    """offlink's Python reads OFFLINK_* variables through settings.py only, and each name it
+    asks for is declared there once (with its kind, default and help)."""
+    import re
+
+    from offlink.settings import SETTINGS
+
+    asked, direct = set(), []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        if path.name != "settings.py":
+            direct += [f"{path.relative_to(PACKAGE)}: {m}" for m in
+                       re.findall(r"(?:environ\.get\(|getenv\()\s*\"OFFLINK_\w+"
+                                  r"|environ\[\"OFFLINK_\w+\"\](?!\s*=)", text)]
+        asked |= set(re.findall(r"settings\.(?:text|flag)\(\"(OFFLINK_\w+)\"\)", text))
+        asked |= set(re.findall(r"^\w+_ENV = \"(OFFLINK_\w+)\"", text, re.M))
+    assert direct == []
+    assert sorted(asked - set(SETTINGS)) == []
+    assert sorted(set(SETTINGS) - asked) == []
+    assert all(kind and help_ for kind, _default, help_ in SETTINGS.values())
+
+
+# Byte formats read by hand: the ELF and fatbin magics, an ELF header's fields by offset, the
+# fatbin's header structs. Only their readers (formats/, elf.py) may hold these.
+HAND_PARSING = (r"\\x7fELF", r"0x[Bb][Aa]55[Ee][Dd]50", r"FATBIN_(?:HEADER|ENTRY)\.unpack",
+                r"\[16:18\]", r"\[4:6\]", r"\.unpack_from\([^)]*, 0x(?:28|30|3[Aa])\)")
+FORMAT_READERS = ("formats/", "elf.py")
+# The CUDA installation's variables: only the one locator reads them (settings.py declares
+# OFFLINK_NVCC*).
+CUDA_VARIABLES = r"[\"'](?:CUDA_HOME|CUDA_PATH|OFFLINK_NVCC\w*)[\"']"
+CUDA_LOCATOR = ("toolchains/cuda_toolkit.py", "settings.py")
+
+
+def hand_parsers(root: Path = PACKAGE) -> list[str]:
+    """Modules outside the format readers that parse ELF or fatbin bytes by hand, and modules
+    other than the CUDA locator that read CUDA's variables (a grep of each module's text)."""
+    import re
+
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        if not rel.startswith(FORMAT_READERS):
+            out += [f"{rel}: parses '{m}' by hand (elf.py, formats/ read it)"
+                    for p in HAND_PARSING for m in re.findall(p, text)]
+        if rel not in CUDA_LOCATOR:
+            out += [f"{rel}: reads {m} (toolchains/cuda_toolkit.py finds CUDA)"
+                    for m in re.findall(CUDA_VARIABLES, text)]
+    return out
+
+
+def test_bytes_are_parsed_by_their_readers_and_cuda_found_in_one_place():
+    assert hand_parsers() == []
+
+
+def test_the_reader_rule_sees_a_hand_parser(tmp_path):
+    (tmp_path / "formats").mkdir()
+    (tmp_path / "formats" / "fatbin.py").write_text("MAGIC = 0xBA55ED50\n")
+    (tmp_path / "elf.py").write_text('ELF_MAGIC = b"\\x7fELF"\n')
+    (tmp_path / "toolchains").mkdir()
+    (tmp_path / "toolchains" / "cuda_toolkit.py").write_text('os.environ.get("CUDA_HOME")\n')
+    (tmp_path / "inspect_cmd.py").write_text(
+        'ok = head[:4] == b"\\x7fELF" and int.from_bytes(head[16:18], "little")\n'
+        'home = os.environ["CUDA_PATH"]\n')
+    assert hand_parsers(tmp_path) == [
+        "inspect_cmd.py: parses '\\x7fELF' by hand (elf.py, formats/ read it)",
+        "inspect_cmd.py: parses '[16:18]' by hand (elf.py, formats/ read it)",
+        "inspect_cmd.py: reads \"CUDA_PATH\" (toolchains/cuda_toolkit.py finds CUDA)"]

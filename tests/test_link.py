@@ -327,14 +327,14 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
 
     import pytest
 
-    from offlink import registrations
     from offlink.errors import LinkError
-    from offlink.link import pipeline
+    from offlink.link import host, pipeline
+    from offlink.toolchains import registrations
 
     build_objects(offlink, tmp_path)
     monkeypatch.chdir(tmp_path)
     links = []
-    real_host_link = pipeline._host_link
+    real_host_link = host.run_host_link
 
     def host_link(argv):
         links.append(argv)
@@ -354,7 +354,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
         def check(self, path):
             return False
 
-    monkeypatch.setattr(pipeline, "_host_link", host_link)
+    monkeypatch.setattr(host, "run_host_link", host_link)
     monkeypatch.setattr(registrations, "opt_in", lambda *args: NeverSettles())
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     libs = config(offlink, "--libs")

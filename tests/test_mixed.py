@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_tool, run
 
-from offlink.dialects import gcc
+from offlink.toolchains.gcc import dialect as gcc
 
 CLANG = "clang-19"
 TRIPLE = "x86_64-pc-linux-gnu"

@@ -61,6 +61,20 @@ def test_wheel_carries_licence_extension_and_bounded_dependencies(wheel):
     assert all("<" in r for r in requires), requires
 
 
+def test_wheel_carries_every_module_and_data_file(wheel):
+    """Every tracked file of the package that runs or is read (the toolchains' folders, the
+    CLI's schema, the CUDA shadow header, the runtime's C) is in the wheel."""
+    whl, _ = wheel
+    files = subprocess.run(["git", "ls-files", "offlink"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    wanted = {f for f in files if f.endswith((".py", ".c", ".h", ".json", ".in"))}
+    with zipfile.ZipFile(whl) as z:
+        names = set(z.namelist())
+    assert "offlink/cli/inspect.schema.json" in wanted
+    assert "offlink/toolchains/offlink/cuda_include/cuda_runtime.h" in wanted
+    assert sorted(wanted - names) == []
+
+
 def test_wheel_carries_the_prebuilt_runtime(wheel, tmp_path):
     """libofflink.a, its seal, offlink.pc and the CMake package are in the wheel; installed,
     `config --libs` and pkg-config name that library with no C compiler at hand."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from offlink.compile import plan_compile
+from offlink.cc.plan import plan_compile
+from offlink.driver_args import words
 from offlink.errors import UsageError
-from offlink.gccargs import words
-from offlink.link.plan import Input, host_link_argv, plan_link
+from offlink.link.host import host_link_argv
+from offlink.link.plan import Input, plan_link
 
 
 def test_plain_executable():
@@ -35,7 +36,8 @@ def test_modes():
 
 
 def test_shared_is_not_split_as_short_options():
-    # -shared, -pthread, -lv must not be read as clustered short options (FACTS.md).
+    # -shared, -pthread, -lv must not be read as clustered short options (click reads `-lv` as
+    # `-l` plus `-v`).
     p = plan_link(["gcc", "-shared", "-pthread", "a.o", "-lv", "-o", "l.so"])
     assert p.mode == "shared"
     assert Input("library", "v") in p.inputs
@@ -189,7 +191,7 @@ def test_drivers_are_accepted(driver):
 
 
 def test_compile_and_link_in_one_step():
-    from offlink.compile import plan_compile_and_link
+    from offlink.cc.plan import plan_compile_and_link
 
     p = plan_compile_and_link(["gcc", "-O2", "-DX=1", "a.c", "lib.o", "sub/b.c", "-lm", "-L.",
                                "-o", "app"], "W")
@@ -216,7 +218,7 @@ def test_compile_and_link_in_one_step():
 
 
 def test_response_files_split_as_gcc_splits_them():
-    from offlink.gccargs import split_response_file
+    from offlink.driver_args import split_response_file
 
     assert split_response_file("-DX='a\\\\b' \"c d\"\te\\ f\n'' g\\'h") == \
         ["-DX=a\\b", "c d", "e f", "", "g'h"]
@@ -233,7 +235,7 @@ def test_response_file_kept_whole_is_passed_as_written(tmp_path, monkeypatch):
     assert plan.host_args == ["a.o", "@libs.rsp", "@missing.rsp"]
 
 
-# clang 19's options that take the next word (gccargs.CLANG_SEPARATE, read from clang-19),
+# clang 19's options that take the next word (driver_args.CLANG_SEPARATE, read from clang-19),
 # each followed by a word that would otherwise be an input, a library or the output.
 CLANG_WORDS = [
     ["-Xarch_host", "-lm"], ["-Xarch_device", "-lm"], ["-Xarch_sm_80", "-lm"],

@@ -572,6 +572,22 @@ def test_mandatory_and_a_pointer_no_row_offers(app: Module) -> None:
     assert run(app.path, "miss")["stderr"] == ""  # without it: the pointer back, no error
 
 
+def test_mandatory_error_names_the_module_offset_for_inspect(app: Module) -> None:
+    """A pointer into the module (a static function no row offers): the error names it as a
+    backtrace does, module(+st_value), and `offlink inspect --address +OFFSET` finds it."""
+    import re
+    import subprocess
+    import sys
+
+    err = run(app.path, "miss-static", env={"OFFLINK_MANDATORY": "1"}, status=1)["stderr"]
+    found = re.search(r"\((\S+)\(\+(0x[0-9a-f]+)\)", err)
+    assert found and found.group(1) == str(app.path), err
+    assert f"`offlink inspect {app.path} --address +{found.group(2)}` says what is there" in err
+    said = subprocess.run([sys.executable, "-m", "offlink", "inspect", str(app.path),
+                           "--address", f"+{found.group(2)}"], capture_output=True, text=True)
+    assert said.returncode == 1 and "nearest host symbol: helper+0x0" in said.stdout, said
+
+
 def test_environment_is_read_once(app: Module) -> None:
     """OFFLINK_TARGET set by the program after it started changes nothing."""
     out = run(app.path, "late-env")

@@ -4,7 +4,7 @@ Constants that the link's fast paths need live here, so reading them imports no 
 """
 
 PAYLOAD_SECTION_PREFIX = "gnu.target_lto_"
-# GCC's own offload objects (gcc -fopenmp -foffload=...): read by offlink/dialects/gcc.py.
+# GCC's own offload objects (gcc -fopenmp -foffload=...): read by offlink/toolchains/gcc/dialect.py.
 GCC_OFFLOAD_SECTION_PREFIX = ".gnu.offload_lto_"
 
 

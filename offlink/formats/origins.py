@@ -8,7 +8,8 @@ writes that down beside the table in a non-allocated section: no memory at run t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 
 from ..errors import FormatError
 from ..records import NamedTuple
@@ -22,6 +23,34 @@ class Origins(NamedTuple):
     rows: dict[str, str]  # row name -> the CU that offered it
     left_out: dict[str, str]  # offered name the narrowing left out -> its CU
     cus: tuple[str, ...]  # every CU named above, in link-line order
+
+
+def prefix_maps(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """The link line's -ffile-prefix-map=OLD=NEW and -fdebug-prefix-map=OLD=NEW, the last
+    given first (GCC tries them in that order and takes the first that matches)."""
+    maps = []
+    for word in argv:
+        for option in ("-ffile-prefix-map=", "-fdebug-prefix-map="):
+            if word.startswith(option) and "=" in word[len(option):]:
+                old, _, new = word[len(option):].partition("=")
+                maps.append((old, new))
+    return maps[::-1]
+
+
+def portable(origin: str, output_dir: str, maps: Sequence[tuple[str, str]] = ()) -> str:
+    """A CU's name as recorded, so that the binary does not depend on the folder it was built
+    in (reproducible builds vary it): a relative path stays as the link line gives it; an
+    absolute one is mapped as -ffile-prefix-map maps it (a plain prefix, as GCC compares),
+    else made relative to the output's folder (absolute) where the two share a folder below
+    `/`; a path elsewhere (`/usr/lib/...`) does not move with the build and stays."""
+    if not origin.startswith("/"):
+        return origin
+    for old, new in maps:
+        if old and origin.startswith(old):
+            return new + origin[len(old):]
+    if os.path.commonpath([origin, output_dir]) == "/":
+        return origin
+    return os.path.relpath(origin, output_dir)
 
 
 def encode(rows: Mapping[str, str], left_out: Mapping[str, str], order: list[str]) -> bytes:

@@ -11,16 +11,17 @@ import sys
 from collections.abc import Sequence
 
 from .. import run as runner
+from .. import settings
 from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
 from ..model import CU, CompiledCU
 from ..model import Offer as Offer  # re-exported: these lived here before model.py
 from ..model import write_objects as write_objects
-from ..targets import Target
+from ..plugins import Target
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from .cache import Cache
+    from ..cache.store import Cache
 
 
 def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str]:
@@ -35,7 +36,7 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
     the object already) and the object's cache key ("" without a cache or a command).
 
     Only keys are made here, no entry is read: a relink whose image is in the cache needs
-    nothing more from its objects (cache.cached_image)."""
+    nothing more from its objects (device.cached_image)."""
     out = []
     cpus: dict[tuple, str] = {}  # native_cpu's, by driver and words: once per link
     for i, cu in enumerate(cus):
@@ -64,10 +65,10 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
 def native_words(cu: CU, argv: list[str]) -> list[str]:
     """The words of a CU's target compile `argv` that ask for this machine's CPU, as its
     payload's driver takes them (cache.native_options): llvm-lto2's `--mcpu=native`
-    (targets/openmp.py) is the payload's `-march=native`. Most commands have none."""
+    (toolchains/llvm/openmp.py) is the payload's `-march=native`. Most commands have none."""
     if not any("native" in w for w in argv):
         return []
-    from .cache import native_options
+    from ..cache.native import native_options
 
     words = native_options(argv)
     if "--mcpu=native" in argv:
@@ -79,12 +80,13 @@ def native_cpu(cache: Cache, driver: str, native: list[str]) -> str:
     """What the `native` words stand for on this machine, for an object's key: the
     expansion `offlink cc` keys its compiles by (cache.native_expansion: remembered in
     the cache, so a relink starts no driver), else this CPU's own entry."""
-    from .cache import _hash, cpu_identity, native_expansion
+    from ..cache.keys import hash_parts
+    from ..cache.native import cpu_identity, native_expansion
 
     ident = cache.tool_identity(driver)
     expansion = native_expansion(cache, driver, ident, native) if ident else None
     if expansion is None:  # the driver does not say: the CPU itself (or the machine) keys it
-        expansion = _hash("cpu", cpu_identity() or os.uname().nodename)
+        expansion = hash_parts("cpu", cpu_identity() or os.uname().nodename)
     return f" native {expansion}"
 
 
@@ -210,7 +212,7 @@ class Engine:
 
         self.launcher = list(launcher)
         self.target = target
-        self.mandatory = os.environ.get(MANDATORY_ENV, "") not in ("", "0")
+        self.mandatory = settings.flag(MANDATORY_ENV)
         self.failed: list[str] = []  # first output line of each launcher failure
         self.said: list[str] = []  # first output line of each successful compile that spoke
         self._lock = threading.Lock()

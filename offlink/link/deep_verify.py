@@ -4,7 +4,8 @@ verify.py checks the table with offlink's own ELF reader, which also wrote it; h
 independent reader checks the same facts, so a shared misreading cannot hide. lief costs
 ~0.3 s to import and is the only module that touches it; its objects do not leave here.
 lief is not used to write: a same-size fill through `Binary.write()` rewrites bytes outside
-the section (FACTS.md), and offlink promises that the fill changes nothing else.
+the section (even parse-then-write re-emits .gnu.hash, .dynamic and .symtab's sh_info, and
+makes the file 0644), and offlink promises that the fill changes nothing else.
 """
 
 from __future__ import annotations

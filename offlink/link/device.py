@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 
+from .. import run as runner
+from ..digest import sha256
 from ..errors import LinkError
-from ..model import CompiledCU, Image, LinkPlan, Offer
-from ..targets import Target
+from ..model import CompiledCU, Image, LinkPlan, Offer, write_objects
+from ..plugins import Target
 from .narrow import EVERY, Narrowing
+
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+if TYPE_CHECKING:
+    from ..cache.store import Cache
 
 
 def merge_offers(compiled: list[CompiledCU]) -> tuple[dict[str, Offer], dict[str, str]]:
@@ -68,7 +76,7 @@ def image_command(plan: LinkPlan, target: Target, compiled: list[CompiledCU], ou
     return target.narrowed_image(plan, compiled, output, kept)
 
 
-def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str,
+def run_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir: str,
                 narrowing: Narrowing = EVERY,
                 command: tuple[list[str], dict[str, bytes]] | None = None) -> Image:
     """Link the image (with `command` when the caller has made it already: making it can
@@ -84,3 +92,162 @@ def device_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], work
         data = f.read()
     offers, owners = image_offers(target, compiled, data, out, narrowing)
     return Image(target, out, data, offers, owners)
+
+
+def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | None,
+                narrowing: Narrowing | None = None):
+    """Stage 4 through the cache: the image of these objects, linked only when not cached."""
+
+    narrowing = narrowing or EVERY
+    whole = not narrowing.words  # the image's offers are every CU's
+    if cache is None or not compiled or not all(c.key for c in compiled):
+        write_objects(compiled)
+        target.prepare_image(plan, compiled, workdir, cache)
+        return run_link(plan, target, compiled, workdir, narrowing)
+    out = image_path(target, workdir)
+    if target.image_argv_reads_objects:
+        write_objects(compiled)
+    hits = cache.hits
+    target.prepare_image(plan, compiled, workdir, cache)
+    cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
+    argv, files = image_command(plan, target, compiled, out, narrowing)
+    key = _image_key(cache, target, compiled, argv, out, workdir, files, plan)
+    if key is None:
+        write_objects(compiled)
+        return run_link(plan, target, compiled, workdir, narrowing)  # reports it
+    entry = cache.get(key)
+    if entry is None:
+        if target.link_image_reads_objects:
+            write_objects(compiled)  # only now: a cached image needs none of them
+        image = run_link(plan, target, compiled, workdir, narrowing, (argv, files))
+        cache.put(key, _image_meta(image, compiled, whole), image.data)
+        return image
+    with open(out, "wb") as f:
+        f.write(entry.data)
+    # The offers the entry keeps, when they are the whole link's (a narrowed link's image
+    # may have the same key): the image is not searched for its definitions again.
+    found = _offers_of(entry.meta, compiled) if whole else None
+    if found is None:
+        found = image_offers(target, compiled, entry.data, out, narrowing)
+    offers, owners = found
+    if runner.VERBOSE:
+        print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
+    image = Image(target, out, entry.data, offers, owners)
+    if entry.meta.get("whole") is not True and (whole or "whole" not in entry.meta):
+        cache.put(key, _image_meta(image, compiled, whole), entry.data)  # an older entry
+    return image
+
+
+def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
+                 narrowing: Narrowing | None = None):
+    """Stages 3 and 4 from the image's cache entry alone, when every CU's object key and the
+    image's key are known without reading an object (a relink with nothing changed): the
+    image and the CUs as found in the cache (their own offers left empty: the image's are
+    merged already), or None to go the usual way.
+
+    The image's key covers its objects' keys, so the entry is the image those objects link
+    to; its offers were kept with it (`_image_meta`), so no object entry is read. The object
+    entries' times are refreshed all the same (`_refresh`), so the next link after one
+    change finds the others."""
+    from .compile import planned
+
+    if (target.image_argv_reads_objects or target.image_argv_reads_offers or not cus
+            or (narrowing is not None and narrowing.words)):  # narrowing reads every offer
+        return None
+    plans = planned(cus, target, workdir, cache)
+    if not all(argv for _, _, argv, _ in plans):
+        return None  # a CU whose code is its object: the usual way writes and keys it
+    compiled = [CompiledCU(cu, target, obj, (), key, cached=True)
+                for cu, (_, obj, _, key) in zip(cus, plans)]
+    out = image_path(target, workdir)
+    argv = target.image_argv(plan, compiled, out)
+    key = _image_key(cache, target, compiled, argv, out, workdir, None, plan)
+    entry = cache.get(key) if key is not None else None
+    found = _offers_of(entry.meta, compiled) if entry is not None else None
+    if entry is None or found is None:
+        return None
+    offers, owners = found
+    _refresh(cache, [c.key for c in compiled])
+    with open(out, "wb") as f:
+        f.write(entry.data)
+    if runner.VERBOSE:
+        print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr, flush=True)
+    return Image(target, out, entry.data, offers, owners), compiled
+
+
+_REFRESH = 600.0  # seconds: entries used together are refreshed at most this often
+
+
+def _refresh(cache: Cache, keys: list[str]) -> None:
+    """Refresh the times of entries a link used together (least recently used goes first),
+    unless the first was refreshed less than _REFRESH seconds ago: they were all refreshed
+    then, and the eviction order misses nothing by ten minutes (1000 utimes cost ~5 ms; the
+    other paths are not even made then, ~1 ms)."""
+    try:
+        if keys and time.time() - os.stat(cache._path(keys[0])).st_mtime < _REFRESH:
+            return
+    except OSError:
+        pass
+    for key in keys:
+        try:
+            os.utime(cache._path(key))
+        except OSError:
+            pass  # gone (trimmed by another link): the image stands without it
+
+
+def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str,
+               workdir: str, files: dict[str, bytes] | None = None,
+               plan=None) -> str | None:
+    """The image's key (None when its linker is not found: the device link reports it).
+    The files the target says the image takes content from (image_reads: a CPU image's
+    static archives) are in it by their content, with the command that names them."""
+    linker = cache.tool_identity(argv[0])
+    if linker is None:
+        return None
+    paths = {c.object_path: f"<object {c.key}>" for c in compiled}
+    # A file the link reads (the narrowed image's version script) by its content.
+    paths.update({p: f"<file {sha256(d).hexdigest()}>" for p, d in (files or {}).items()})
+    paths.update({out: "<image>", workdir: "<tmp>"})
+    reads = target.image_reads(plan) if plan is not None else []
+    if reads:
+        linker = "\0".join([linker, *(f"{p}\0{cache.file_identity(p)}" for p in reads)])
+    return cache.image_key(target, argv, paths, linker, workdir)
+
+
+def _image_meta(image, compiled, whole: bool) -> dict:
+    """An image entry's metadata: its target and its offers in order, each with its owner as
+    a CU position (labels are the link's own file names, which the key leaves out), and
+    whether they are every offer (`whole`) or a narrowed link's, whose image can have the
+    same key (a target without its own narrowed_image links the image whole)."""
+    first: dict[str, int] = {}
+    for i, c in enumerate(compiled):
+        first.setdefault(c.cu.label, i)
+    return {"target": image.target.name, "whole": whole,
+            "offers": [[o.name, o.kind, o.size, o.strong, first[image.owners[o.name]]]
+                       for o in image.offers.values()]}
+
+
+def _offers_of(meta: dict, compiled):
+    """(offers, owners) of the whole link as `_image_meta` keeps them; None if not kept (or
+    kept by a narrowed link).
+
+    The entry is ours (its SHA-256 checked, its layout fixed by FORMAT): the values are taken
+    as JSON gave them, and only an owner is checked, which indexes the CUs."""
+
+    offers, owners = {}, {}
+    labels: dict[int, str] = {}  # a CU's label made once, not once per name it offers
+    n = len(compiled)
+    if meta.get("whole") is not True:
+        return None
+    try:
+        for name, kind, size, strong, owner in meta["offers"]:
+            offers[name] = Offer(name, kind, size, strong)
+            label = labels.get(owner)
+            if label is None:
+                if type(owner) is not int or not 0 <= owner < n:
+                    return None
+                label = labels[owner] = compiled[owner].cu.label
+            owners[name] = label
+    except (KeyError, TypeError, ValueError):
+        return None
+    return offers, owners

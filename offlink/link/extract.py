@@ -11,18 +11,20 @@ import mmap
 import os
 from collections.abc import Sequence
 
-from .. import dialects
 from ..elf import (
+    ELF_MAGIC,
     SHN_UNDEF,
     STB_WEAK,
     THIN_AR_MAGIC,
     ElfFile,
     archive_members,
     is_archive,
+    is_relocatable,
 )
 from ..errors import FormatError
 from ..formats.bitcode import carries_offload, is_bitcode
 from ..model import CU, Input, LinkPlan, find_library
+from ..toolchains import dialects
 
 OBJECT_SUFFIXES = (".o", ".obj", ".lo", ".a")
 
@@ -50,7 +52,7 @@ def _read(path: str) -> bytes | memoryview:
 
 def cus_of(obj: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
     """The CUs with target code in one object, in whichever dialect it carries them (offlink's
-    payload, GCC's or LLVM's offload object: offlink/dialects/); the link options matter to
+    payload, GCC's or LLVM's offload object: offlink/toolchains/); the link options matter to
     GCC's."""
     return dialects.cus_of(obj, origin, link_args, lto)
 
@@ -148,7 +150,7 @@ def _files(plan: LinkPlan) -> list[_File]:
             out.append(_File(inp, path, True, [(o, e) for _, o, e in members], index,
                              tuple(n for n, _, _ in members), bytes(data[:8]) == THIN_AR_MAGIC))
             continue
-        if bytes(data[:4]) != b"\x7fELF":
+        if bytes(data[:4]) != ELF_MAGIC:
             if is_bitcode(bytes(data[:4])):
                 _check_bitcode(data, path)
                 continue  # an LTO object with no target code: the linker's plugin reads it
@@ -179,7 +181,7 @@ def _object(data, name: str) -> ElfFile | None:
     raw = bytes(data[:18])
     if is_bitcode(raw):
         _check_bitcode(data, name)
-    if raw[:4] != b"\x7fELF" or raw[4:6] != b"\x02\x01" or raw[16:18] != b"\x01\x00":
+    if not is_relocatable(raw):
         return None
     return ElfFile(data, name)
 

@@ -12,14 +12,13 @@ import sys
 import time
 
 from .. import run as runner
+from .. import settings
 from ..errors import LinkError, ToolError, UsageError
-from .plan import LinkPlan, host_link_argv, plan_link
+from .plan import LinkPlan, plan_link
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from ..targets import Target
-
-HOST_RELINKS = 2  # at most this many host links after the first (libgomp's registration's)
+    from ..plugins import Target
 
 
 class LinkOptions:
@@ -32,7 +31,7 @@ class LinkOptions:
                  save_temps: bool = False,
                  dry_run: bool = False,
                  timings: bool = False,  # also OFFLINK_TIMINGS=1
-                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (link/cache.py)
+                 cache: bool = True,  # --no-cache; OFFLINK_NO_CACHE=1 (cache/store.py)
                  launcher: list[str] | None = None,  # empty: OFFLINK_TARGET_LAUNCHER
                  deep_verify: bool = False,  # --verify-deep; OFFLINK_VERIFY=deep (deep_verify.py)
                  offload_options: list[str] | None = None,  # --offload-option (GCC syntax)
@@ -74,7 +73,7 @@ def target_launcher(options: LinkOptions) -> list[str]:
     """The command prefix for target compiles: --target-launcher or OFFLINK_TARGET_LAUNCHER."""
     if options.launcher:
         return options.launcher
-    text = os.environ.get("OFFLINK_TARGET_LAUNCHER", "")
+    text = settings.text("OFFLINK_TARGET_LAUNCHER")
     if not text.strip():
         return []
     import shlex
@@ -84,7 +83,7 @@ def target_launcher(options: LinkOptions) -> list[str]:
 
 class _Timer:
     def __init__(self, enabled: bool):
-        self.enabled = enabled or os.environ.get("OFFLINK_TIMINGS", "") not in ("", "0")
+        self.enabled = enabled or settings.flag("OFFLINK_TIMINGS")
         self.marks: list[tuple[str, float]] = []
         self.start = self.last = time.perf_counter()
         self.spans: list[tuple[str, float, float]] = []  # stage, start, end
@@ -142,7 +141,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
         # later offlink link reads CU by CU (no driver may link the device code here).
-        from ..dialects import relocatable_argv
+        from ..toolchains.dialects import relocatable_argv
 
         return _plain(plan._replace(argv=relocatable_argv(plan.argv)), options, timer)
     from .narrow import Narrowing
@@ -151,7 +150,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
     cus = extract(plan, options.offload_options, options.cache, stats)
     if cus:  # GCC's objects build the images GCC's own link would build, and only those
-        from ..dialects import select
+        from ..toolchains.dialects import select
 
         cus = select(cus, plan.base_args)
     timer.stage("extract")
@@ -176,8 +175,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
     slots = None
     cache = None
     try:
-        from .cache import Cache, cached_image, device_link
+        from ..cache.store import Cache
         from .compile import compile_all
+        from .device import cached_image, device_link
 
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
         cache = Cache.open(options.cache)
@@ -221,8 +221,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
                       f"{f', {as_is} used as they are' if as_is else ''}; image {image}",
                       file=sys.stderr)
         narrowing.check(offered)  # before the host link: every name listed exactly is offered
+        from ..formats import origins as origins_format
         from ..formats.table import reserve
-        from ..targets import host_e_machine
+        from ..plugins import host_e_machine
         from .reserve import origins_content, placeholder_object
 
         names = sorted({n for img in images for n in img.offers})
@@ -230,37 +231,20 @@ def link(argv: list[str], options: LinkOptions) -> int:
         placeholder = os.path.join(workdir, "offlink-table.o")
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine(),
-                                       origins_content(images, every, narrowing,
-                                                       options.origin_names)))
+                                       origins_content(
+                                           images, every, narrowing, options.origin_names,
+                                           os.path.dirname(os.path.abspath(plan.output)),
+                                           origins_format.prefix_maps(plan.argv))))
         timer.stage("reserve")
         # The linker writes into the work folder (a killed link leaves nothing beside the
         # output) and creates the file itself, so its mode is the plain link's.
         slot = OutputSlot(plan.output)
         os.mkdir(os.path.join(workdir, "out"))
         staged = os.path.join(workdir, "out", os.path.basename(plan.output))
-        from ..registrations import objects as registration_objects
+        from .host import host_link
 
-        extra = [placeholder, *registration_objects(plan, images, workdir, cache),
-                 *_host_link_args(plan, targets)]
-        host = _drop_words(host_link_argv(plan, staged, extra), targets)
-        from ..registrations import opt_in
-
-        registration = opt_in(plan, images, workdir, options.gomp_register, cache)
-        if registration is not None:
-            registration.build()
-            host = registration.host_argv(host, len(host) - len(extra) - 2)
-        _host_link(host)
-        if registration is not None:
-            # A relink writes the registration in the order the link gave the host table;
-            # that order must then hold, so a bounded number of links settles it.
-            for _ in range(HOST_RELINKS):
-                if registration.check(staged):
-                    break
-                _host_link(host)
-            else:
-                if not registration.check(staged):
-                    raise LinkError(f"{registration.option}: the host table's order did not settle "
-                                    f"in {HOST_RELINKS + 1} links")
+        host_link(plan, staged, placeholder, images, targets, workdir, cache,
+                  options.gomp_register)
         timer.stage("host")
         from .fill import fill
         from .verify import verify
@@ -268,7 +252,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         filled = fill(staged, images, layout)
         timer.stage("fill")
         verify(staged, filled, images)
-        deep = options.deep_verify or os.environ.get("OFFLINK_VERIFY", "") == "deep"
+        deep = options.deep_verify or settings.text("OFFLINK_VERIFY") == "deep"
         if deep:
             from .deep_verify import deep_verify
 
@@ -331,16 +315,8 @@ def check_output(plan: LinkPlan) -> dict[str, os.stat_result]:
     return stats
 
 
-def _host_link(host: list[str]) -> None:
-    try:
-        runner.run_here(host, "host link")
-    except ToolError as e:
-        raise ToolError(f"host link failed (exit status {e.exit_code}): "
-                        f"{runner.show(host)}", e.exit_code) from None
-
-
 def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
-    from ..targets import resolve
+    from ..toolchains import resolve
 
     present = []
     for cu in cus:
@@ -382,6 +358,7 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
     from ..model import CompiledCU
     from .compile import object_names
     from .device import image_path
+    from .host import added_inputs, host_argv
 
     launcher = target_launcher(options)
     for target in targets:
@@ -407,13 +384,12 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
     placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
     registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]
-    from ..registrations import enabled
+    from ..toolchains.registrations import enabled
 
     if enabled(options.gomp_register) and any(t.name == "nvptx-none" for t in targets):
         registrations.append(os.path.join(DRY_RUN_WORK, "offlink-gomp-register.o"))
-    print(_show_dry(_drop_words(host_link_argv(
-        plan, plan.output, [placeholder, *registrations, *_host_link_args(plan, targets)]),
-        targets)))
+    print(_show_dry(host_argv(plan, plan.output,
+                              added_inputs(plan, placeholder, registrations, targets), targets)))
     return 0
 
 
@@ -427,31 +403,3 @@ def _show_dry(argv: list[str]) -> str:
         out.append(shlex.quote(head) + '"$OFFLINK_WORK"' + shlex.quote(rest) if sep and head
                    else '"$OFFLINK_WORK"' + shlex.quote(rest) if sep else shlex.quote(word))
     return " ".join(out)
-
-
-def _drop_words(argv: list[str], targets: list[Target]) -> list[str]:
-    """The host link without the driver words a target replaces (words that would make the
-    driver run its own device link and registration as well, or that only that link takes).
-    An option is asked by its first word and goes with its value (`-mllvm X`); a value is
-    never asked on its own (`-Xlinker --offload-arch=x` stays whole). Words in an `@file` are
-    asked too: one that keeps all of its words is passed as written, one that loses a word
-    is expanded (as plan_link does with the words it leaves out)."""
-    from ..gccargs import expand_with_origins, is_clang, respelled, words
-    from ..targets import Target
-
-    # Only targets that drop words are asked (most drop none: 1000 objects, 1000 calls each).
-    drops = [t for t in targets if type(t).host_link_drops is not Target.host_link_drops]
-    if not drops:
-        return list(argv)
-    args, origins = expand_with_origins(argv[1:])
-    parts = []
-    for w in words(args, clang=is_clang(argv[0])):
-        spelled = args[w.index : w.index + w.count]
-        dropped = any(t.host_link_drops(spelled[0]) for t in drops)
-        parts.append((w.index, w.count, [] if dropped else spelled))
-    return [argv[0], *respelled(argv[1:], args, origins, parts)]
-
-
-def _host_link_args(plan: LinkPlan, targets: list[Target]) -> list[str]:
-    """What the targets need added to the host link (e.g. -foffload=disable for GCC's)."""
-    return [a for t in targets for a in t.host_link_args(plan)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
+from ..driver_args import expand_with_origins, is_clang, linker_options, respelled, words
 from ..errors import UsageError
-from ..gccargs import expand_with_origins, is_clang, linker_options, respelled, words
 from ..model import Input, LinkPlan
 from ..model import find_library as find_library  # re-exported: it lived here before model.py
 
@@ -156,10 +156,3 @@ def _linker_items(items: list[str]) -> tuple[list[str], bool, str | None]:
             kept.append(item)
         i += 1
     return kept, strip, output
-
-
-def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list[str]:
-    """The real link, writing `output`, with offlink's placeholder object added (after
-    `-x none` when the command line leaves a -x language in force for later files)."""
-    reset = ["-x", "none"] if any(a.startswith("-x") for a in plan.base_args) else []
-    return [plan.driver, *plan.host_args, *reset, *extra_inputs, "-o", output]

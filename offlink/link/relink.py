@@ -3,11 +3,11 @@ they were, without opening one of them.
 
 The extract stage reads every object and archive a link names (headers, payload records and,
 for archive member choice, symbol tables): ~0.1 ms an object, 100 ms at 1000 CUs. A link
-whose CUs are all offlink payload records or GCC offload objects (whose dialect records
-what it read besides the payload: dialects/gcc.py `relink_state`) leaves a record of them in
+whose CUs are all offlink payload records or GCC offload objects (whose dialect records what it
+read besides the payload: toolchains/gcc/dialect.py `relink_state`) leaves a record of them in
 the cache, keyed by what extract depends on (the command as planned, the working directory,
-PATH, offlink's version) and holding each file's stamp; the next link with the same key uses
-it when every file it would read has the same stamp. LLVM's CUs are not recorded.
+PATH, offlink's code identity) and holding each file's stamp; the next link with the same key
+uses it when every file it would read has the same stamp. LLVM's CUs are not recorded.
 
 A stamp is the file's device, inode, size, and mtime and ctime in nanoseconds (cache.file_stamp):
 stricter than make and ld's users expect (make compares mtimes alone). A rewrite of any
@@ -29,10 +29,10 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 
-from .. import __version__
+from ..cache.keys import file_stamp
+from ..cache.store import _SETTLED, Cache
 from ..errors import FormatError, UsageError
 from ..formats.payload import Deferred, Payload, Stored
-from .cache import _SETTLED, FORMAT, Cache, _hash, file_stamp
 from .extract import CU, cus_of, extract_from, input_paths, object_at
 from .plan import LinkPlan
 
@@ -44,7 +44,7 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool =
     cache = _cache(enabled)
     if cache is None:
         return extract_from(plan, offload_options)[0]
-    key = _key(plan, offload_options)
+    key = _key(cache, plan, offload_options)
     paths = [p for _, p in input_paths(plan)]
     link_args = _link_args(plan, offload_options)
     stats = _stats(paths, known)
@@ -62,7 +62,7 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool =
 def _cache(enabled: bool) -> Cache | None:
     """The link cache, if it is on and its folder is there already (no folder is made here:
     a plain link leaves none)."""
-    from .cache import default_dir
+    from ..cache.store import default_dir
 
     if not os.path.isdir(default_dir()):
         return None
@@ -76,11 +76,11 @@ def _link_args(plan: LinkPlan, offload_options: Sequence[str]) -> list[str]:
     return [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
 
 
-def _key(plan: LinkPlan, offload_options: Sequence[str]) -> str:
-    # PATH: a GCC CU's compiler is the accel compiler found on it (dialects/gcc.py).
-    return _hash("inputs", str(FORMAT), __version__, os.getcwd(), repr(plan.inputs),
-                 "\0".join(plan.lib_dirs), "\0".join(_link_args(plan, offload_options)),
-                 str(plan.lto), os.environ.get("PATH", ""))
+def _key(cache: Cache, plan: LinkPlan, offload_options: Sequence[str]) -> str:
+    # PATH: a GCC CU's compiler is the accel compiler found on it (toolchains/gcc/dialect.py).
+    return cache.key("inputs", os.getcwd(), repr(plan.inputs), "\0".join(plan.lib_dirs),
+                     "\0".join(_link_args(plan, offload_options)), str(plan.lto),
+                     os.environ.get("PATH", ""))
 
 
 def _stats(paths: list[str], known: Mapping[str, os.stat_result] | None = None
@@ -121,15 +121,15 @@ def _recorded(cache: Cache, key: str, paths: list[str], stats: list[os.stat_resu
 
 @functools.cache
 def _dialect(name: str):
-    """The dialect module (offlink/dialects/NAME.py) that recorded a CU's own state (once
+    """The dialect module (offlink/toolchains/NAME/dialect.py) that recorded a CU's own state (once
     per name: import_module costs ~20 us a call)."""
     import importlib
 
-    from ..dialects import SECTIONS
+    from ..toolchains.dialects import SECTIONS
 
     if name not in SECTIONS.values():
         raise ValueError(name)
-    return importlib.import_module(f"..dialects.{name}", __package__)
+    return importlib.import_module(f"..toolchains.{name}.dialect", __package__)
 
 
 class _DeferredBytes(Deferred):
@@ -189,7 +189,9 @@ def _state(cu: CU) -> list | str | None:
         return "" if isinstance(code, Stored) else None
     if not isinstance(code, bytes):
         return None
-    name = type(cu).__module__.rpartition(".")[2]
+    # offlink.toolchains.<name>.dialect: the toolchain's folder names the dialect.
+    module = type(cu).__module__.split(".")
+    name = module[-2] if module[-1] == "dialect" else module[-1]
     state = getattr(_dialect_or_none(name), "relink_state", lambda cu: None)(cu)
     return None if state is None else [name, state]
 

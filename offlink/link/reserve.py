@@ -3,10 +3,11 @@
 The object defines `__OPENMP_TARGET__` (weak, hidden) at offset 0 of the section, so code that
 refers to it is resolved by the linker, and `__offlink_image_K` / `__offlink_image_K_end`
 (global, hidden: local in the output) at the start and end of image K, so a runtime
-registration names its images by index (registrations/): its code is then the same on every
-relink that changes an image's size, and its compiled object is a cache hit. The images are
-already in place (their offsets are fixed by the layout), so the build-id the linker computes
-covers them; the fill writes the metadata once the host addresses are final. SHF_GNU_RETAIN
+registration names its images by index (toolchains/registrations.py): its code is then the same
+on every relink that changes an image's size, and its compiled object is a cache hit. The
+images are already in place (their offsets are fixed by the layout), so the build-id the linker
+computes covers them; the fill writes the metadata once the host addresses are final.
+SHF_GNU_RETAIN
 keeps the section through --gc-sections.
 
 The same object carries `.offlink.origins` (formats/origins.md): which CU offered each row, known
@@ -20,6 +21,7 @@ from __future__ import annotations
 import struct
 
 from ..elf import (
+    ELF_MAGIC,
     SHF_ALLOC,
     SHF_GNU_RETAIN,
     SHT_PROGBITS,
@@ -35,7 +37,7 @@ from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
 
 TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ..model import CU, CompiledCU, Image
     from .narrow import Narrowing
@@ -92,7 +94,7 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
         headers.append(shdr.pack(name(origins_format.SECTION), SHT_PROGBITS, 0, 0, o_origins,
                                  len(origins), 0, 0, 1, 0))
     # ELFOSABI_GNU: SHF_GNU_RETAIN is a GNU extension.
-    ident = b"\x7fELF" + bytes([2, 1, 1, 3]) + bytes(8)
+    ident = ELF_MAGIC + bytes([2, 1, 1, 3]) + bytes(8)
     ehdr = struct.pack("<16sHHIQQQIHHHHHH", ident, 1, e_machine, 1, 0, 0, shoff, 0, 64, 0, 0,
                        shdr.size, len(headers), 5)
     out = bytearray(shoff + shdr.size * len(headers))
@@ -108,11 +110,17 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
 
 
 def origins_content(images: list[Image], compiled: list[CompiledCU], narrowing: Narrowing,
-                    names: Mapping[str, str] | None = None) -> bytes:
+                    names: Mapping[str, str] | None = None, output_dir: str = "",
+                    maps: Sequence[tuple[str, str]] = ()) -> bytes:
     """`.offlink.origins` for these images: each row's CU as the link line names it (its
-    origin: `a.o`, `libx.a(m.o)`; a temporary object in `names` by its source), and the
-    offered names the narrowing left out."""
+    origin: `a.o`, `libx.a(m.o)`; a temporary object in `names` by its source; an absolute
+    path as origins.portable makes it, relative to the absolute `output_dir` or mapped by
+    `maps`), and the offered names the narrowing left out."""
     def named(cu: CU) -> str:
+        return origins_format.portable(given(cu), output_dir, maps) if output_dir \
+            else given(cu)
+
+    def given(cu: CU) -> str:
         if not names:
             return cu.origin
         path, sep, record = cu.origin.rpartition("#")  # `a.o#2`: a file's second record

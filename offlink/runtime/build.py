@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import settings
 from ..errors import ToolError
 from . import recipe
 from .recipe import CFLAGS, LIBRARY, SEAL
@@ -39,7 +40,7 @@ def sources() -> list[Path]:
 def prebuilt_library() -> Path | None:
     """The library the package build made, when it is intact and built from these sources;
     None when OFFLINK_BUILD_RUNTIME=1 asks for a build from the sources instead."""
-    if os.environ.get("OFFLINK_BUILD_RUNTIME", "") not in ("", "0"):
+    if settings.flag("OFFLINK_BUILD_RUNTIME"):
         return None
     library = PREBUILT_DIR / LIBRARY
     try:
@@ -53,7 +54,7 @@ def prebuilt_library() -> Path | None:
 def cache_dir() -> Path:
     """offlink's cache folder, shared with the link cache (`runtime/` beside `objects/`),
     created 0700 if missing and refused when others could plant a library there."""
-    from ..link.cache import default_dir, trusted_root
+    from ..cache.store import default_dir, trusted_root
 
     root = default_dir()
     try:
@@ -73,7 +74,7 @@ def _key(cc: list[str], ar: str) -> str:
     mtime and ctime): no subprocess and no read, so a cache hit stays cheap (`offlink config
     --libs` runs in every build).
     """
-    from ..link.cache import file_stamp
+    from ..cache.keys import file_stamp
 
     h = hashlib.sha256()
     h.update(recipe.sources_hash(RUNTIME_DIR).encode())
@@ -125,7 +126,7 @@ def runtime_library() -> Path:
     if _intact(target):
         return target
     from .. import run as runner
-    from ..link.cache import make_dirs, write_atomic
+    from ..cache.store import make_dirs, write_atomic
 
     if runner.VERBOSE and target.exists():
         print(f"offlink: {target} does not match its seal; rebuilding it", file=sys.stderr)
@@ -161,7 +162,7 @@ def _config_dir(sub: str) -> Path:
     if library.parent == PREBUILT_DIR:
         return PREBUILT_DIR / sub
     from .. import __version__
-    from ..link.cache import write_atomic
+    from ..cache.store import write_atomic
 
     include = str(RUNTIME_DIR)
     files = recipe.config_files(__version__, include, str(library), include, str(library),

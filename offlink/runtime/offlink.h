@@ -23,7 +23,8 @@
  *                          and offlink_translate of a pointer that no row of the table offers
  *                          or whose row the target's image lacks.  A module without a table
  *                          (OFFLINK_TABLE NULL) is no error.
- *   OFFLINK_LIBCUDA, OFFLINK_CUDA_DEVICE   the CUDA driver library and device (runtime_cuda.c)
+ *   OFFLINK_LIBCUDA, OFFLINK_CUDA_DEVICE   the CUDA driver library and device; also
+ *   OFFLINK_CUDA_SYNC_LAUNCH, OFFLINK_CUDA_INFO (runtime_cuda.c)
  *   TMPDIR                 where an image goes when it cannot be loaded from memory (memfd)
  *
  * A table is registered when its module is loaded and unregistered when it is dlclose()d;

@@ -132,8 +132,10 @@ static const char *kind_name(uint16_t kind) {
 
 /* ---- the environment: read once, ignored in secure-execution (setuid, setcap) programs -- */
 
-static const char *const env_names[] = {"OFFLINK_TARGET", "OFFLINK_MANDATORY", "OFFLINK_LIBCUDA",
-                                        "OFFLINK_CUDA_DEVICE", "TMPDIR"};
+static const char *const env_names[] = {"OFFLINK_TARGET",      "OFFLINK_MANDATORY",
+                                        "OFFLINK_LIBCUDA",     "OFFLINK_CUDA_DEVICE",
+                                        "OFFLINK_CUDA_SYNC_LAUNCH", "OFFLINK_CUDA_INFO",
+                                        "TMPDIR"};
 static char *env_values[sizeof env_names / sizeof env_names[0]];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
@@ -1010,6 +1012,29 @@ static int64_t find_row(const struct module *m, uintptr_t p, uintptr_t *base) {
   return m->aliases[lo - 1].row;
 }
 
+/* The error for a pointer that is no row: where it is as a module and an offset, as glibc's
+ * backtrace_symbols prints it (`prog(+0x1234)`: the address less the module's load bias,
+ * i.e. st_value, which `offlink inspect MODULE --address +0x1234` reads), and the nearest
+ * exported symbol, as dladdr finds them.  A stack or heap pointer is in no module. */
+static void not_offered_error(const struct module *m, const void *host_ptr) {
+  Dl_info info;
+  struct link_map *map = NULL;
+  if (!dladdr1(host_ptr, &info, (void **)&map, RTLD_DL_LINKMAP) || !info.dli_fname || !map) {
+    set_error("%s: %p is not an offered function or variable (OFFLINK_MANDATORY)", m->where,
+              host_ptr);
+    return;
+  }
+  const char *module = info.dli_fname[0] ? info.dli_fname : m->where; /* "": the program */
+  unsigned long long offset = (unsigned long long)((uintptr_t)host_ptr - (uintptr_t)map->l_addr);
+  char near[320] = "";
+  if (info.dli_sname && info.dli_saddr)
+    snprintf(near, sizeof near, ", nearest symbol '%s'+%#llx", info.dli_sname,
+             (unsigned long long)((uintptr_t)host_ptr - (uintptr_t)info.dli_saddr));
+  set_error("%s: %p (%s(+%#llx)%s) is not an offered function or variable (OFFLINK_MANDATORY); "
+            "`offlink inspect %s --address +%#llx` says what is there", m->where, host_ptr, module,
+            offset, near, module, offset);
+}
+
 void *offlink_translate(const void *table, const void *host_ptr) {
   struct module *m = usable(table);
   if (!m)
@@ -1025,8 +1050,7 @@ void *offlink_translate(const void *table, const void *host_ptr) {
         set_error("%s: '%s' is not in the image of target %s (OFFLINK_MANDATORY)", m->where,
                   s.name, m->target_name);
       else
-        set_error("%s: %p is not an offered function or variable (OFFLINK_MANDATORY)", m->where,
-                  host_ptr);
+        not_offered_error(m, host_ptr);
       fatal(last_error);
     }
     return (void *)host_ptr;

@@ -8,12 +8,22 @@
  * with no cubin for the GPU but with PTX has its CUs' relocatable PTX JIT-linked (cuLink*).
  *
  * translate gives the CUkernel (CUfunction with the module API) of a kernel and the device
- * address of a variable; updates copy with cuMemcpyHtoD/DtoH; launch runs a kernel on the
- * primary context's default stream and waits for it.
+ * address of a variable.  Launches and updates go on the calling thread's own stream, the
+ * driver's per-thread default stream (CU_STREAM_PER_THREAD), and wait for that stream alone,
+ * since offlink.h says both are done on return: threads launching at once run their kernels
+ * side by side instead of each waiting for every other's (a cuCtxSynchronize on the NULL
+ * stream did that).  Streams of our own making (cuStreamCreate) would need destroying when
+ * their thread exits, from a pthread key destructor, which must not outlive a dlclose()d
+ * library holding this runtime; the driver's per-thread stream lives and dies with its thread
+ * and context.  It waits for work on the legacy NULL stream (other code's, never offlink's),
+ * as every launch did before.
  *
  * Environment (read once, ignored in secure-execution programs: ofl_getenv): OFFLINK_LIBCUDA
  * (the driver library to open instead of libcuda.so.1: tests, unusual installs),
- * OFFLINK_CUDA_DEVICE (the device ordinal, default 0). */
+ * OFFLINK_CUDA_DEVICE (the device ordinal, default 0), OFFLINK_CUDA_SYNC_LAUNCH=1 (the old
+ * way, kept to measure against: launch on the NULL stream, wait with cuCtxSynchronize, copy
+ * with cuMemcpyHtoD/DtoH), OFFLINK_CUDA_INFO=1 (one line on stderr per kernel that ran on the
+ * GPU, so a test on a real device can see which did). */
 
 #define _GNU_SOURCE
 #include "offlink.h"
@@ -54,8 +64,11 @@ enum {
   CU_JIT_INPUT_PTX = 1,
 };
 
+/* The per-thread default stream, a handle every driver API call that takes a stream knows. */
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+
 /* The entry points and the CUDA version whose ABI we call them with (cuGetProcAddress gives
- * the newest one at or below it: _v2 of cuMemcpyHtoD, cuModuleGetGlobal, cuCtxPushCurrent,
+ * the newest one at or below it: _v2 of cuMemcpyHtoD(Async), cuModuleGetGlobal, cuCtxPushCurrent,
  * cuDevicePrimaryCtxRelease, cuLinkCreate and cuLinkAddData). */
 #define API_VERSION 12000
 
@@ -84,6 +97,9 @@ struct driver {
   CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, CUstream, void **, void **);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
   CUresult (*LinkCreate)(unsigned, CUjit_option *, void **, CUlinkState *);
   CUresult (*LinkAddData)(CUlinkState, int, void *, size_t, const char *, unsigned,
                           CUjit_option *, void **);
@@ -91,6 +107,8 @@ struct driver {
   CUresult (*LinkDestroy)(CUlinkState);
   int library_api; /* cuLibrary* present (CUDA 12.0+) */
   int jit_link;    /* cuLink* present */
+  int sync_launch; /* OFFLINK_CUDA_SYNC_LAUNCH: the NULL stream and cuCtxSynchronize */
+  int info;        /* OFFLINK_CUDA_INFO: a line per kernel run */
 };
 
 static struct driver drv;
@@ -109,7 +127,14 @@ static const char *err_name(CUresult r) {
 typedef CUresult (*get_proc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 typedef CUresult (*get_proc_v1_fn)(const char *, void **, int, unsigned long long);
 
+static int env_flag(const char *name) {
+  const char *v = ofl_getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
 static void driver_open(void) {
+  drv.sync_launch = env_flag("OFFLINK_CUDA_SYNC_LAUNCH");
+  drv.info = env_flag("OFFLINK_CUDA_INFO");
   const char *path = ofl_getenv("OFFLINK_LIBCUDA");
   if (!path || !*path)
     path = "libcuda.so.1";
@@ -154,6 +179,9 @@ static void driver_open(void) {
       {"cuMemcpyHtoD", (void **)&drv.MemcpyHtoD, 1},
       {"cuMemcpyDtoH", (void **)&drv.MemcpyDtoH, 1},
       {"cuLaunchKernel", (void **)&drv.LaunchKernel, 1},
+      {"cuStreamSynchronize", (void **)&drv.StreamSynchronize, 1},
+      {"cuMemcpyHtoDAsync", (void **)&drv.MemcpyHtoDAsync, 1},
+      {"cuMemcpyDtoHAsync", (void **)&drv.MemcpyDtoHAsync, 1},
       {"cuLibraryLoadData", (void **)&drv.LibraryLoadData, 0},
       {"cuLibraryGetKernel", (void **)&drv.LibraryGetKernel, 0},
       {"cuLibraryGetGlobal", (void **)&drv.LibraryGetGlobal, 0},
@@ -191,7 +219,7 @@ static void driver_open(void) {
   /* The handle stays open for the life of the process: images and contexts depend on it. */
 }
 
-/* ---- the fatbin container (as fatbinary writes it; offlink/targets/cuda.py reads it too) -- */
+/* ---- the fatbin container (as fatbinary writes it; offlink/toolchains/offlink/cuda.py reads it too) -- */
 
 #define FATBIN_MAGIC 0xBA55ED50u
 #define FATBIN_PTX 1
@@ -241,6 +269,8 @@ static int fatbin_next(const unsigned char *img, uint64_t *pos, uint64_t end, st
 
 struct cuda_image {
   CUdevice dev;
+  int ordinal;
+  unsigned cc; /* compute capability, e.g. 90 */
   CUcontext ctx;
   CUlibrary lib; /* library API */
   CUmodule mod;  /* module API (a pre-12.0 driver) */
@@ -354,6 +384,10 @@ static int pick_code(const ofl_target *tg, unsigned cc, const void **code, void 
   return 0;
 }
 
+/* The stream this thread launches and copies on: its own, or the legacy NULL stream under
+ * OFFLINK_CUDA_SYNC_LAUNCH. */
+static CUstream thread_stream(void) { return drv.sync_launch ? NULL : CU_STREAM_PER_THREAD; }
+
 static void release(struct cuda_image *img) {
   if (img->lib)
     drv.LibraryUnload(img->lib);
@@ -402,6 +436,7 @@ static int cuda_load(struct module *m, const ofl_target *tg) {
     return -1;
   }
   snprintf(img->target, sizeof img->target, "%s", tg->name);
+  img->ordinal = ordinal;
   int major = 0, minor = 0;
   char why[1024] = "";
   const char *step = "cuDeviceGet";
@@ -423,6 +458,7 @@ static int cuda_load(struct module *m, const ofl_target *tg) {
   if (r == CUDA_SUCCESS) {
     const void *code;
     unsigned cc = (unsigned)(major * 10 + minor);
+    img->cc = cc;
     if (pick_code(tg, cc, &code, &img->jit, why, sizeof why) != 0) {
       pop();
       ofl_note(m, "%s: target '%s': GPU %d (sm_%u): %s", where, tg->name, ordinal, cc, why);
@@ -488,32 +524,42 @@ static int cuda_resolve(struct module *m, const ofl_symbol *s, uintptr_t *out) {
   return 0;
 }
 
-static int cuda_copy_to(struct module *m, uintptr_t dst, const void *src, size_t n) {
+/* One copy, done on return (offlink.h): on the thread's stream, waited for alone; under
+ * OFFLINK_CUDA_SYNC_LAUNCH the synchronous copy on the legacy stream. */
+static int cuda_copy(struct module *m, CUdeviceptr device, void *host, size_t n, int to_device) {
   struct cuda_image *img = ofl_loader_data(m);
+  const char *call = "cuCtxPushCurrent";
   CUresult r;
   if (push(img, &r) == 0) {
-    r = drv.MemcpyHtoD((CUdeviceptr)dst, src, n);
+    CUstream s;
+    if (drv.sync_launch) {
+      call = to_device ? "cuMemcpyHtoD" : "cuMemcpyDtoH";
+      r = to_device ? drv.MemcpyHtoD(device, host, n) : drv.MemcpyDtoH(host, device, n);
+    } else {
+      s = thread_stream();
+      call = to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
+      r = to_device ? drv.MemcpyHtoDAsync(device, host, n, s)
+                    : drv.MemcpyDtoHAsync(host, device, n, s);
+      if (r == CUDA_SUCCESS) {
+        call = "cuStreamSynchronize";
+        r = drv.StreamSynchronize(s);
+      }
+    }
     pop();
   }
   if (r != CUDA_SUCCESS) {
-    ofl_set_error("cuMemcpyHtoD of %zu bytes: %s", n, err_name(r));
+    ofl_set_error("%s of %zu bytes: %s", call, n, err_name(r));
     return -1;
   }
   return 0;
 }
 
+static int cuda_copy_to(struct module *m, uintptr_t dst, const void *src, size_t n) {
+  return cuda_copy(m, (CUdeviceptr)dst, (void *)src, n, 1);
+}
+
 static int cuda_copy_from(struct module *m, void *dst, uintptr_t src, size_t n) {
-  struct cuda_image *img = ofl_loader_data(m);
-  CUresult r;
-  if (push(img, &r) == 0) {
-    r = drv.MemcpyDtoH(dst, (CUdeviceptr)src, n);
-    pop();
-  }
-  if (r != CUDA_SUCCESS) {
-    ofl_set_error("cuMemcpyDtoH of %zu bytes: %s", n, err_name(r));
-    return -1;
-  }
-  return 0;
+  return cuda_copy(m, (CUdeviceptr)src, dst, n, 0);
 }
 
 static int cuda_launch(struct module *m, uintptr_t kernel, const char *name, unsigned grid,
@@ -533,13 +579,15 @@ static int cuda_launch(struct module *m, uintptr_t kernel, const char *name, uns
       call = "cuKernelGetFunction";
       r = drv.KernelGetFunction(&f, (CUkernel)kernel);
     }
+    CUstream s = thread_stream();
     if (r == CUDA_SUCCESS) {
       call = "cuLaunchKernel";
-      r = drv.LaunchKernel(f, grid, 1, 1, block, 1, 1, (unsigned)shared_bytes, NULL, args, NULL);
+      r = drv.LaunchKernel(f, grid, 1, 1, block, 1, 1, (unsigned)shared_bytes, s, args, NULL);
     }
+    /* offlink.h: the kernel is done on return.  Errors of the kernel itself show here. */
     if (r == CUDA_SUCCESS) {
-      call = "cuCtxSynchronize"; /* errors of the kernel itself show here */
-      r = drv.CtxSynchronize();
+      call = drv.sync_launch ? "cuCtxSynchronize" : "cuStreamSynchronize";
+      r = drv.sync_launch ? drv.CtxSynchronize() : drv.StreamSynchronize(s);
     }
     pop();
   }
@@ -547,6 +595,10 @@ static int cuda_launch(struct module *m, uintptr_t kernel, const char *name, uns
     ofl_set_error("kernel '%s': %s: %s", name, call, err_name(r));
     return -1;
   }
+  if (drv.info)
+    fprintf(stderr, "offlink: cuda: kernel '%s' ran on GPU %d (sm_%u), grid %u x block %u, %s\n",
+            name, img->ordinal, img->cc, grid, block,
+            drv.sync_launch ? "NULL stream" : "the thread's stream");
   return 0;
 }
 

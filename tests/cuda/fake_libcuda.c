@@ -7,6 +7,10 @@
  * by name.  cuLink* "JIT-links" PTX by reading `.entry` and `.global` lines.  cuLaunchKernel
  * runs `fake_launch_<kernel>(void **params, unsigned grid, unsigned block)` when the program
  * defines one (exported: link it with -rdynamic), so a test can check what a kernel got.
+ * Work runs when it is queued, on any stream; the log names the stream each launch, copy and
+ * wait was on: NULL (the legacy stream) or pts<T>, the per-thread default stream
+ * (CU_STREAM_PER_THREAD) of the calling thread, T numbering the threads in the order they
+ * first used one.  The context stack is per thread, as the driver's is.
  *
  * Environment:
  *   FAKE_CUDA_DEVICES=N       devices (default 1; 0: cuInit says CUDA_ERROR_NO_DEVICE)
@@ -59,8 +63,11 @@ struct lib {
 
 static struct lib *libs[MAX_LIBS];
 static int initialised;
-static int ctx_depth; /* pushes minus pops: what is current */
-static int fake_ctx;  /* the primary context's address is the handle */
+static _Thread_local int ctx_depth; /* pushes minus pops: what is current */
+static int fake_ctx;                /* the primary context's address is the handle */
+
+static int last_thread;                  /* threads that used their per-thread stream */
+static _Thread_local int thread_number; /* this one's, 0 until it does */
 
 static void logf_(const char *fmt, ...) {
   const char *path = getenv("FAKE_CUDA_LOG");
@@ -342,7 +349,42 @@ static CUresult cuCtxPopCurrent(void **ctx) {
   return OK;
 }
 
-static CUresult cuCtxSynchronize(void) { return ctx_depth > 0 ? OK : INVALID_CONTEXT; }
+/* What tests/gpu/timing.c's driver-API twin uses instead of a push: the context stays. */
+static CUresult cuCtxSetCurrent(void *ctx) {
+  if (ctx && ctx != &fake_ctx)
+    return INVALID_CONTEXT;
+  ctx_depth = ctx ? 1 : 0;
+  return OK;
+}
+
+static CUresult cuCtxSynchronize(void) {
+  logf_("cuCtxSynchronize");
+  return ctx_depth > 0 ? OK : INVALID_CONTEXT;
+}
+
+#define PER_THREAD ((void *)0x2) /* CU_STREAM_PER_THREAD */
+
+/* The legacy stream or this thread's per-thread stream; no other handle is valid here. */
+static int stream_ok(void *stream) { return !stream || stream == PER_THREAD; }
+
+static const char *stream_name(void *stream, char *buf, size_t size) {
+  if (!stream)
+    return "NULL";
+  if (stream != PER_THREAD)
+    return "INVALID";
+  if (!thread_number)
+    thread_number = __atomic_add_fetch(&last_thread, 1, __ATOMIC_RELAXED);
+  snprintf(buf, size, "pts%d", thread_number);
+  return buf;
+}
+
+static CUresult cuStreamSynchronize(void *stream) {
+  char buf[16];
+  logf_("cuStreamSynchronize %s", stream_name(stream, buf, sizeof buf));
+  if (ctx_depth <= 0)
+    return INVALID_CONTEXT;
+  return stream_ok(stream) ? OK : INVALID_HANDLE;
+}
 
 static CUresult cuLibraryLoadData(struct lib **lib, const void *code, void *o, void **ov,
                                   unsigned no, void *lo, void **lov, unsigned nlo) {
@@ -394,6 +436,7 @@ static CUresult cuModuleGetGlobal(CUdeviceptr *p, size_t *bytes, struct lib *l,
 static CUresult unload(struct lib *l) {
   for (int i = 0; i < MAX_LIBS; i++)
     if (libs[i] == l) {
+      logf_("unload");
       libs[i] = NULL;
       for (int k = 0; k < l->n; k++)
         free(l->syms[k].mem);
@@ -429,18 +472,37 @@ static CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) {
   return OK;
 }
 
+static CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, void *stream) {
+  char buf[16];
+  logf_("cuMemcpyHtoDAsync %zu %s", n, stream_name(stream, buf, sizeof buf));
+  if (ctx_depth <= 0 || !device_range(dst, n) || !stream_ok(stream))
+    return ctx_depth <= 0 ? INVALID_CONTEXT : stream_ok(stream) ? INVALID_VALUE : INVALID_HANDLE;
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return OK;
+}
+
+static CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, void *stream) {
+  char buf[16];
+  logf_("cuMemcpyDtoHAsync %zu %s", n, stream_name(stream, buf, sizeof buf));
+  if (ctx_depth <= 0 || !device_range(src, n) || !stream_ok(stream))
+    return ctx_depth <= 0 ? INVALID_CONTEXT : stream_ok(stream) ? INVALID_VALUE : INVALID_HANDLE;
+  memcpy(dst, (const void *)(uintptr_t)src, n);
+  return OK;
+}
+
 typedef void (*emulation)(void **params, unsigned grid, unsigned block);
 
 static CUresult cuLaunchKernel(struct sym *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shared, void *stream,
                                void **params, void **extra) {
-  (void)stream, (void)extra;
+  (void)extra;
   if (ctx_depth <= 0)
     return INVALID_CONTEXT;
-  if (!f || !f->kernel)
+  if (!f || !f->kernel || !stream_ok(stream))
     return INVALID_HANDLE;
-  logf_("cuLaunchKernel %s grid %ux%ux%u block %ux%ux%u shared %u", f->name, gx, gy, gz, bx, by,
-        bz, shared);
+  char buf[16];
+  logf_("cuLaunchKernel %s grid %ux%ux%u block %ux%ux%u shared %u stream %s", f->name, gx, gy,
+        gz, bx, by, bz, shared, stream_name(stream, buf, sizeof buf));
   char name[160];
   snprintf(name, sizeof name, "fake_launch_%s", f->name);
   emulation run = (emulation)dlsym(RTLD_DEFAULT, name);
@@ -512,6 +574,7 @@ static const struct {
     {"cuDevicePrimaryCtxRelease", (void *)cuDevicePrimaryCtxRelease, 0},
     {"cuCtxPushCurrent", (void *)cuCtxPushCurrent, 0},
     {"cuCtxPopCurrent", (void *)cuCtxPopCurrent, 0},
+    {"cuCtxSetCurrent", (void *)cuCtxSetCurrent, 0},
     {"cuCtxSynchronize", (void *)cuCtxSynchronize, 0},
     {"cuLibraryLoadData", (void *)cuLibraryLoadData, 1},
     {"cuLibraryGetKernel", (void *)cuLibraryGetKernel, 1},
@@ -525,6 +588,9 @@ static const struct {
     {"cuMemcpyHtoD", (void *)cuMemcpyHtoD, 0},
     {"cuMemcpyDtoH", (void *)cuMemcpyDtoH, 0},
     {"cuLaunchKernel", (void *)cuLaunchKernel, 0},
+    {"cuStreamSynchronize", (void *)cuStreamSynchronize, 0},
+    {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync, 0},
+    {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync, 0},
     {"cuLinkCreate", (void *)cuLinkCreate, 0},
     {"cuLinkAddData", (void *)cuLinkAddData, 0},
     {"cuLinkComplete", (void *)cuLinkComplete, 0},

@@ -170,6 +170,8 @@ int main(int argc, char **argv) {
     vars();
   else if (!strcmp(what, "miss"))
     miss();
+  else if (!strcmp(what, "miss-static")) /* a pointer into the module that no row offers */
+    printf("static: %s\n", OFFLINK_TRANSLATE(OFFLINK_TABLE, helper) == helper ? "same" : "moved");
   else if (!strcmp(what, "race"))
     race();
   else if (!strcmp(what, "late-env"))

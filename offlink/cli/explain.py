@@ -1,0 +1,130 @@
+"""`offlink inspect --explain`: why a binary's kernels would run on the host, with fixes.
+
+What can be told from the file and this machine without a GPU: no registration, no image for a
+device kind, the runtime library or its device plugin not found, the driver missing,
+OMP_TARGET_OFFLOAD / OFFLINK_TARGET asking for the host. Each finding says what was checked.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+
+from ..elf import ElfFile
+
+GOMP_PLUGINS = {"nvptx-none": "libgomp-plugin-nvptx.so.1",
+                "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
+DRIVERS = {"nvptx": ("libcuda.so.1", "the NVIDIA driver"), "amdgcn": ("libhsa-runtime64.so.1",
+                                                                     "ROCm's HSA runtime")}
+
+
+def _loadable(soname: str, rpath_dirs: list[str] | None = None) -> str | None:
+    """Where the dynamic loader would find `soname` (its cache, LD_LIBRARY_PATH, the
+    binary's run paths, the usual folders); None where it would not."""
+    dirs = [*(rpath_dirs or []), *os.environ.get("LD_LIBRARY_PATH", "").split(":")]
+    dirs += ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+             "/lib", "/usr/lib", "/usr/local/lib"]
+    for d in dirs:
+        if d and os.path.exists(os.path.join(d, soname)):
+            return os.path.join(d, soname)
+    found = ctypes.util.find_library(soname.split(".so")[0].removeprefix("lib"))
+    return found if found == soname else None
+
+
+def _needed_and_runpath(path: str) -> tuple[list[str], list[str]]:
+    import subprocess
+
+    out = subprocess.run(["readelf", "-dW", path], capture_output=True, text=True).stdout
+    needed, runpath = [], []
+    for line in out.splitlines():
+        if "(NEEDED)" in line:
+            needed.append(line.split("[", 1)[1].rstrip("]"))
+        elif "(RUNPATH)" in line or "(RPATH)" in line:
+            origin = os.path.dirname(os.path.abspath(path))
+            runpath += [p.replace("$ORIGIN", origin) for p in
+                        line.split("[", 1)[1].rstrip("]").split(":")]
+    return needed, runpath
+
+
+def findings(path: str, info: dict) -> list[tuple[str, str]]:
+    """(finding, fix) pairs for the binary `path`, whose `inspect_file` description is `info`."""
+    elf = ElfFile.open(path)
+    needed, runpath = _needed_and_runpath(path)
+    out: list[tuple[str, str]] = []
+    offload = os.environ.get("OMP_TARGET_OFFLOAD", "").upper()
+    if offload == "DISABLED":
+        out.append(("OMP_TARGET_OFFLOAD=DISABLED is set: every target region runs on the host",
+                    "unset OMP_TARGET_OFFLOAD (or set it to MANDATORY to make host fallback an "
+                    "error)"))
+    for lib in needed:  # offlink's links of clang's objects need it as clang's do
+        if lib.startswith("libomptarget") and _loadable(lib, runpath) is None:
+            out.append((f"{lib} is not on the loader's path: the program does not start",
+                        "add its folder (e.g. /usr/lib/llvm-19/lib) to LD_LIBRARY_PATH or "
+                        "link with -Wl,-rpath,<folder>"))
+    if info["kind"] == "module":
+        out += _offlink_module(elf, info)
+    elif info["kind"] == "toolchain-module":
+        for o in info["offload"]:
+            out += _toolchain(o, needed, runpath)
+    return out
+
+
+def _device_findings(triple: str, what: str) -> list[tuple[str, str]]:
+    """The driver a device kind needs, as far as this machine can tell."""
+    for key, (soname, name) in DRIVERS.items():
+        if triple.startswith(key) and _loadable(soname) is None:
+            return [(f"{name} ({soname}) is not installed here, so the {what} cannot run on a "
+                     f"GPU on this machine: target regions fall back to the host",
+                     f"run on a machine with {name} (and its GPU)")]
+    return []
+
+
+def _toolchain(o: dict, needed: list[str], runpath: list[str]) -> list[tuple[str, str]]:
+    out = []
+    if o["registration"] is None:
+        fix = {"gcc": "link with gcc and the same -foffload= as the compiles (mkoffload writes "
+                      "the registration), or with `offlink link --gomp-register`",
+               "llvm": "link with clang and the same -fopenmp-targets=/--offload-arch= as the "
+                       "compiles (clang-linker-wrapper writes the registration)",
+               "cuda": "link with nvcc (or -lcudart)"}[o["toolchain"]]
+        out.append(("no registration call: no image is handed to the runtime, so every target "
+                    "region runs on the host", fix))
+    if not o["images"]:
+        out.append(("no device image in the binary", "compile with the toolchain's offload "
+                    "flags (-foffload=..., -fopenmp-targets=...) and link with them"))
+    if o["toolchain"] == "gcc":
+        for image in o["images"]:
+            plugin = GOMP_PLUGINS.get(image["triple"])
+            if plugin and _loadable(plugin) is None:
+                out.append((f"libgomp's plugin {plugin} is not installed: libgomp cannot use "
+                            f"the {image['triple']} image", "install the toolchain's offload "
+                            "plugin (Debian: libgomp-plugin-nvptx1 / libgomp-plugin-amdgcn1)"))
+            out += _device_findings(image["triple"], f"{image['triple']} image")
+    elif o["toolchain"] == "llvm":
+        for image in o["images"]:
+            if image["triple"].startswith(("x86_64", "aarch64")):
+                continue  # libomptarget's host plugin: the CPU
+            arch = f" ({' '.join(image['archs'])})" if image["archs"] else ""
+            out += _device_findings(image["triple"], f"{image['triple']}{arch} image")
+    elif o["toolchain"] == "cuda":
+        out += _device_findings("nvptx", "fatbin")
+    return out
+
+
+def _offlink_module(elf: ElfFile, info: dict) -> list[tuple[str, str]]:
+    out = []
+    from .. import settings
+
+    if settings.text("OFFLINK_TARGET").lower() == "none":
+        out.append(("OFFLINK_TARGET=none is set: offlink's runtime runs every module on the "
+                    "host", "unset OFFLINK_TARGET"))
+    targets = [t["name"] for t in info["table"]["targets"]]
+    names = {s.name for s in elf.symbols(dynamic=True)} | {s.name for s in elf.symbols()}
+    if "nvptx-none" in targets and "GOMP_offload_register_ver" not in names:
+        out.append(("the nvptx-none image of GCC's objects is in the table but not registered "
+                    "with libgomp: GCC's target regions run on the host (offlink's table serves "
+                    "offlink_translate only)", "link with `offlink link --gomp-register`"))
+    for t in info["table"]["targets"]:
+        if t["name"].startswith(("nvptx", "cuda", "openmp-nvptx")):
+            out += _device_findings("nvptx", f"{t['name']} image")
+    return out

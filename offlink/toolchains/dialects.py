@@ -1,0 +1,110 @@
+"""Input dialects: how the CUs of an object are found, in each toolchain's offload objects:
+offlink's own payload (`offlink cc`), GCC's (`gcc -foffload=nvptx-none`), LLVM's
+(`clang -fopenmp-targets=`). One module each; this one is their interface.
+
+The link's extract stage asks `is_fat`, `cus_of`, `check_runtimes` and `select`; it names no dialect
+itself. A dialect module has `RUNTIME`, the OpenMP offload runtime its objects' host code calls
+("" for none), and either `cus_of(elf, section, origin)` (CUs section by section) or, with
+`WHOLE_OBJECT`, `object_cus(elf, origin, link_args, lto)` (one read of the whole object).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Iterable, Sequence
+
+from ..errors import LinkError
+from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
+
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from ..elf import ElfFile
+    from ..model import CU
+
+# Section name prefix -> the dialect module that reads it.
+SECTIONS = {PAYLOAD_SECTION_PREFIX: "offlink", GCC_OFFLOAD_SECTION_PREFIX: "gcc",
+            ".llvm.offloading": "llvm"}
+_PREFIXES = tuple(SECTIONS)
+
+
+def dialects_in(elf: ElfFile) -> list[str]:
+    """The dialects whose sections an object has, in the order of their first section."""
+    out: list[str] = []
+    seen: tuple[str, ...] = ()  # the prefixes found: their other sections need no lookup
+    for s in elf.sections:
+        name = s.name
+        if name.startswith(_PREFIXES) and not (seen and name.startswith(seen)):
+            prefix = next(p for p in SECTIONS if name.startswith(p))
+            seen += (prefix,)
+            out.append(SECTIONS[prefix])
+    return out
+
+
+@functools.cache
+def _module(dialect: str) -> ModuleType:
+    return importlib.import_module(f".{dialect}.dialect", __package__)
+
+
+def is_fat(elf: ElfFile) -> bool:
+    """Whether an object carries target code in any dialect (one pass over section names)."""
+    return any(s.name.startswith(_PREFIXES) for s in elf.sections)
+
+
+def cus_of(elf: ElfFile, origin: str, link_args: Sequence[str] = (),
+           lto: bool = False) -> list[CU]:
+    """The CUs of one object, in the order of their sections. `link_args` and `lto` are the
+    link line's, which a whole-object dialect may need (GCC's: -foffload-options)."""
+    out: list[CU] = []
+    done: tuple[str, ...] = ()  # prefixes of the whole-object dialects read (GCC's: ~20 sections)
+    for section in elf.sections:
+        name = section.name
+        if not name.startswith(_PREFIXES) or (done and name.startswith(done)):
+            continue  # most sections: one test, no call
+        prefix = next(p for p in SECTIONS if name.startswith(p))
+        reader = _module(SECTIONS[prefix])
+        if getattr(reader, "WHOLE_OBJECT", False):
+            done += (prefix,)
+            out.extend(reader.object_cus(elf, origin, list(link_args), lto))
+        else:
+            out.extend(reader.cus_of(elf, section, origin))
+    return out
+
+
+def check_runtimes(objects: Iterable[tuple[str, ElfFile]]) -> None:
+    """Refuse, naming one object of each, a link whose objects' host code calls two OpenMP
+    offload runtimes: one program cannot hold libgomp and libomptarget (libomp) at once.
+    offlink's own fat objects call neither, so they link beside either."""
+    first: dict[str, tuple[str, str]] = {}  # runtime -> (object, dialect)
+    for origin, elf in objects:
+        for dialect in dialects_in(elf):
+            runtime = _module(dialect).RUNTIME
+            if runtime:
+                first.setdefault(runtime, (origin, dialect))
+    if len(first) > 1:
+        (ra, (a, da)), (rb, (b, db)) = list(first.items())[:2]  # in link order
+        raise LinkError(f"{a} is {_module(da).MADE_BY}, whose host code calls {ra}, and {b} "
+                        f"is {_module(db).MADE_BY}, whose host code calls {rb}: one program "
+                        f"cannot use both OpenMP offload runtimes; compile them with one "
+                        f"toolchain (offlink cc's fat objects link beside either)")
+
+
+def relocatable_argv(argv: list[str]) -> list[str]:
+    """A `-r` link line as offlink runs it: without the words that would make a driver link
+    the device code at `-r` time (clang 19 does), so the CUs stay separate for the final
+    link."""
+    from .llvm.dialect import without_offload_driver
+
+    return without_offload_driver(argv)
+
+
+def select(cus: list[CU], link_args: list[str]) -> list[CU]:
+    """The CUs the link builds images from: each dialect that has a `select` (GCC's, from its
+    link words: gcc/dialect.py) keeps or drops its own, or refuses a target it cannot build."""
+    if any(cu.payload.target == "nvptx-none" for cu in cus):  # GCC's CUs (gcc.TARGET)
+        from .gcc.dialect import select as gcc_select
+
+        cus = gcc_select(cus, link_args)
+    return cus

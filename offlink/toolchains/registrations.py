@@ -1,0 +1,59 @@
+"""Runtime registrations: what a toolchain's offload runtime expects at program start, built
+from this link's images (named by their index in the table: link/reserve.py's symbols):
+libomptarget's (`omptarget.py`) and libgomp's (`gomp.py`). offlink's own runtime needs none:
+it finds the table the reserve and fill stages write into every module.
+
+A target names the registration its images always need (`Target.registration`); the link's
+pipeline asks `objects` for the objects to add to the host link, and `opt_in` for one asked
+for on the command line; it names no runtime itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .. import settings
+
+TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+if TYPE_CHECKING:
+    from ..cache.store import Cache
+    from ..model import Image, LinkPlan
+    from .gcc.gomp import Registration
+
+# Registration name (Target.registration) -> the toolchain folder whose module it is.
+TOOLCHAIN = {"gomp": "gcc", "omptarget": "llvm", "cudart": "llvm"}
+
+
+def objects(plan: LinkPlan, images: list[Image], workdir: str,
+            cache: Cache | None = None) -> list[str]:
+    """One object per registration the images' targets ask for (none for most targets)."""
+    groups: dict[str, list[int]] = {}
+    for i, img in enumerate(images):
+        name = getattr(img.target, "registration", "")
+        if name:
+            groups.setdefault(name, []).append(i)
+    out = []
+    for name, indexes in groups.items():
+        module = importlib.import_module(f".{TOOLCHAIN[name]}.{name}", __package__)
+        out.append(module.build(plan, [images[i] for i in indexes], indexes, workdir, cache))
+    return out
+
+
+def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
+           asked: bool, cache: Cache | None = None) -> Registration | None:
+    """The registration this link makes besides its targets' own, or None: libgomp's of
+    GCC's image (by default; `asked`: --gomp-register, which then requires one). The pipeline
+    builds it, puts it into the host link (`host_argv`) and relinks until `check` accepts the order
+    of the linked binary's host table; `option` names it in messages."""
+    if not enabled(asked) or not asked and not any(
+            i.target.name == "nvptx-none" for i in images):
+        return None
+    from .gcc import gomp  # only now: a link that asks for none does not import it
+
+    return gomp.Registration.for_link(plan, images, workdir, asked, cache)
+
+
+def enabled(asked: bool) -> bool:
+    """Whether libgomp's registration is made: by default (as GCC's own link makes it), but
+    where OFFLINK_GOMP_REGISTER=0 leaves it out (--gomp-register then wins)."""
+    return asked or settings.flag("OFFLINK_GOMP_REGISTER")

@@ -1,0 +1,8 @@
+#include "users.h"
+
+void vec_scale(int n, double *x)
+{
+#pragma omp target teams distribute parallel for map(tofrom : x[0 : n])
+    for (int i = 0; i < n; i++)
+        x[i] = scale(x[i]);
+}
