@@ -286,34 +286,24 @@ def _llvm(elf: ElfFile) -> Offload:
 # -- nvcc -----------------------------------------------------------------------------------
 
 def _cuda(elf: ElfFile) -> Offload:
-    from ..toolchains.offlink.cuda import FATBIN_ELF, FATBIN_ENTRY, FATBIN_HEADER, is_fatbin
+    from ..formats.fatbin import FATBIN_ELF, fatbin_containers
 
     section = elf.section(NV_FATBIN)
     assert section is not None
     data = bytes(elf.content(section))
     out = Offload("cuda", _registration(elf, "cuda"))
-    pos = 0
     kernels: list[tuple[str, str, int]] = []
-    while pos + FATBIN_HEADER.size <= len(data) and is_fatbin(data[pos:]):
-        _, _, header_size, size = FATBIN_HEADER.unpack_from(data, pos)
-        end = pos + header_size + size
+    for pos, end, entries in fatbin_containers(data):
         archs = []
-        entry = pos + header_size
-        while entry + 64 <= end:
-            kind, _, entry_header, payload = FATBIN_ENTRY.unpack_from(data, entry)
-            sm = struct.unpack_from("<I", data, entry + 28)[0]
-            flags = struct.unpack_from("<Q", data, entry + 40)[0]
-            archs.append(f"{'sm' if kind == FATBIN_ELF else 'compute'}_{sm}")
-            body = data[entry + entry_header : entry + entry_header + payload]
-            if kind == FATBIN_ELF and not flags & (0x2000 | 0x8000):
-                kernels += _cubin_kernels(body)
-            elif kind == FATBIN_ELF:
-                out.notes.append(f"sm_{sm}: compressed cubin, its kernels not read (nvcc "
+        for e in entries:
+            archs.append(f"{'sm' if e.kind == FATBIN_ELF else 'compute'}_{e.sm}")
+            if e.kind == FATBIN_ELF and not e.compressed:
+                kernels += _cubin_kernels(e.data)
+            elif e.kind == FATBIN_ELF:
+                out.notes.append(f"sm_{e.sm}: compressed cubin, its kernels not read (nvcc "
                                  f"-Xfatbin=-compress-all=false keeps them readable)")
-            entry += entry_header + payload
         out.images.append(Image("nvptx64-nvidia-cuda", tuple(dict.fromkeys(archs)), "fatbin",
                                 "nvcc", data[pos:end], section.sh_offset + pos))
-        pos = (end + 7) & ~7
     host = {s.name: s.st_value for s in elf.symbols() if s.defined and s.name}
     for name, kind, size in dict.fromkeys(kernels):  # the host stub or shadow: same name
         out.entries.append(Entry(name, kind, host.get(name, 0), size, None))

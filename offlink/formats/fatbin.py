@@ -63,16 +63,42 @@ def fatbin_archs(image: bytes) -> list[str]:
     headers only and never an error (inspect shows what it can): a compressed entry
     (fatbinary's default for PTX, made by another tool) names its architecture as well as a
     plain one."""
-    if len(image) < FATBIN_HEADER.size or not is_fatbin(image):
-        return []
-    _, _, header_size, size = FATBIN_HEADER.unpack_from(image)
-    end, pos = min(header_size + size, len(image)), header_size
-    found = set()
-    while header_size and pos + 64 <= end:
-        kind, _, entry_header, payload = FATBIN_ENTRY.unpack_from(image, pos)
-        if kind in (FATBIN_PTX, FATBIN_ELF):
-            found.add((kind == FATBIN_PTX, int.from_bytes(image[pos + 28:pos + 32], "little")))
-        if entry_header < 64:
-            break
-        pos += entry_header + payload
+    found = {(e.kind == FATBIN_PTX, e.sm) for _, _, entries in fatbin_containers(image)[:1]
+             for e in entries if e.kind in (FATBIN_PTX, FATBIN_ELF)}
     return [f"{'compute' if ptx else 'sm'}_{sm}" for ptx, sm in sorted(found)]
+
+
+@dataclass(frozen=True)
+class FatbinHeaderEntry:
+    """One entry of a fatbin as its header says it, read without a check that fails."""
+    kind: int  # FATBIN_PTX, FATBIN_ELF, or another kind fatbinary knows
+    sm: int
+    compressed: bool
+    data: bytes  # the payload as stored (compressed ones too)
+
+
+def fatbin_containers(section: bytes) -> list[tuple[int, int, list[FatbinHeaderEntry]]]:
+    """Every fatbin laid one after another in a section (nvcc's `.nv_fatbin`): (its offset,
+    its end, its entries), from the headers only and never an error, for inspect: a
+    truncated or corrupt container ends the walk."""
+    out = []
+    pos = 0
+    while pos + FATBIN_HEADER.size <= len(section) and is_fatbin(section[pos:]):
+        _, _, header_size, size = FATBIN_HEADER.unpack_from(section, pos)
+        end = min(pos + header_size + size, len(section))
+        entries = []
+        entry = pos + header_size
+        while header_size and entry + 64 <= end:
+            kind, _, entry_header, payload = FATBIN_ENTRY.unpack_from(section, entry)
+            if entry_header < 64:
+                break
+            sm = struct.unpack_from("<I", section, entry + 28)[0]
+            flags = struct.unpack_from("<Q", section, entry + 40)[0]
+            body = section[entry + entry_header : entry + entry_header + payload]
+            entries.append(FatbinHeaderEntry(kind, sm, bool(flags & FATBIN_COMPRESSED), body))
+            entry += entry_header + payload
+        out.append((pos, end, entries))
+        if end <= pos:
+            break
+        pos = (end + 7) & ~7
+    return out
