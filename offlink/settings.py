@@ -29,8 +29,8 @@ SETTINGS: dict[str, tuple[str, str, str]] = {
     "OFFLINK_VERIFY": ("text", "", "deep: re-read the output with lief (as --verify-deep)"),
     "OFFLINK_TARGET": ("text", "", "the C runtime's target (none: the host); read here only by "
                        "inspect --explain, to say so"),
-    "OFFLINK_GOMP_REGISTER": ("switch", "", "register GCC's nvptx-none image with libgomp "
-                              "(as --gomp-register)"),
+    "OFFLINK_GOMP_REGISTER": ("switch", "1", "register GCC's nvptx-none image with libgomp, "
+                              "as GCC's own link does (0: leave it out)"),
     "OFFLINK_CACHE_DIR": ("path", "", "where the runtime library and the link cache are kept "
                           "(default $XDG_CACHE_HOME/offlink)"),
     "OFFLINK_CACHE_SIZE": ("size", "", "the link cache's size limit (default 1G; 0: no cache)"),

@@ -30,6 +30,9 @@ PTXAS = shutil.which("ptxas") or shutil.which("/usr/local/cuda/bin/ptxas")
 NVLINK = shutil.which("nvlink") or shutil.which("/usr/local/cuda/bin/nvlink")
 needs_ptxas = needs_tool(PTXAS is None, "ptxas (CUDA) not installed")
 CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
+# offlink's link of them: -foffload=nvptx-none, as GCC's link needs where gcc-12-offload-amdgcn
+# is installed too (without it, GCC builds an image for every installed offload compiler).
+GCC_LINK = ["gcc", "-fopenmp", "-foffload=nvptx-none"]
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +143,7 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(relink, "_SETTLED", 1e9)  # no record of the inputs: extract reads them
-    argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")]
+    argv = [*GCC_LINK, *objs, "-o", str(tmp_path / "prog")]
     assert link(argv, LinkOptions()) == 0  # fills the cache
 
     real = elf_module._SYM
@@ -183,7 +186,7 @@ def test_relink_from_the_cache_is_byte_identical(offlink, sample, tmp_path):
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"), "OFFLINK_PROGRESS": "0"}
     for name in ("first", "again"):
-        proc = run([offlink, "link", "--timings", "gcc", "-fopenmp", *objs, "-o",
+        proc = run([offlink, "link", "--timings", *GCC_LINK, *objs, "-o",
                     tmp_path / name], env=env)
     assert "3 CUs, 0 compiled, 3 from cache; image from cache" in proc.stderr
     assert (tmp_path / "again").read_bytes() == (tmp_path / "first").read_bytes()
@@ -229,7 +232,7 @@ def test_relink_after_one_change_reuses_the_libraries_part_and_asks_ptxas_nothin
     def linked(name: str) -> bytes:
         ran.clear()
         asked.clear()
-        assert link(["gcc", "-fopenmp", "-foffload-options=-lm", *objs, "-o",
+        assert link([*GCC_LINK, "-foffload-options=-lm", *objs, "-o",
                      str(tmp_path / name)], LinkOptions()) == 0
         return (tmp_path / name).read_bytes()
 
@@ -278,7 +281,7 @@ def test_image_link_after_one_change_writes_no_cached_object(sample, tmp_path, m
 
     def linked(name: str, keep: bool = False) -> bytes:
         ran.clear()
-        argv = ["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)]
+        argv = [*GCC_LINK, *objs, "-o", str(tmp_path / name)]
         assert link(argv, LinkOptions(save_temps=keep)) == 0
         return (tmp_path / name).read_bytes()
 
@@ -314,7 +317,7 @@ def test_relink_from_the_cache_takes_the_images_offers_whole_links_only(sample, 
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
 
     def rows(name: str, **options) -> set[str]:
-        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+        assert link([*GCC_LINK, *objs, "-o", str(tmp_path / name)],
                     LinkOptions(**options)) == 0
         return {s.name for s in Table.open(tmp_path / name).symbols}
 
@@ -353,7 +356,7 @@ def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monke
 
     def linked(name: str) -> tuple[bytes, str]:
         capfd.readouterr()
-        assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / name)],
+        assert link([*GCC_LINK, *objs, "-o", str(tmp_path / name)],
                     LinkOptions(timings=True)) == 0
         return (tmp_path / name).read_bytes(), capfd.readouterr().err
 
@@ -417,7 +420,7 @@ def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
     shutil.copy(ROOT / "tests" / "gcc_offload" / "unused.c", tmp_path)
     run(["gcc", *CFLAGS, "-c", "unused.c", "-o", "unused.o"], cwd=tmp_path)
     run(["ar", "rcs", "libstats.a", build / "stats.o", "unused.o"], cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", build / "main.o", build / "saxpy.o", "-L.",
+    run([offlink, "link", *GCC_LINK, build / "main.o", build / "saxpy.o", "-L.",
          "-lstats", "-o", "prog"], cwd=tmp_path)
     assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
     keys = {s["name"] for s in table_of(offlink, tmp_path / "prog")["symbols"]}
@@ -438,7 +441,7 @@ def test_link_variants(offlink, sample, tmp_path, ldflags):
     """Non-PIE: the host tables hold absolute addresses. --gc-sections drops the host tables:
     rows are found by name, statics by their CU's STT_FILE."""
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
-    run([offlink, "link", "gcc", "-fopenmp", *ldflags, *objs, "-o", "prog"], cwd=tmp_path)
+    run([offlink, "link", *GCC_LINK, *ldflags, *objs, "-o", "prog"], cwd=tmp_path)
     assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
     rows = Table.open(tmp_path / "prog").symbols
     assert len(rows) == 9
@@ -453,7 +456,7 @@ def test_narrowed_link_keeps_the_listed_rows(offlink, sample, tmp_path):
     the image and the host tables are GCC's as before, so the program runs the same."""
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
     run([offlink, "link", "--offload-symbol", "scale", "--offload-symbol", "main$_omp_fn$*",
-         "gcc", "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path)
+         *GCC_LINK, *objs, "-o", "prog"], cwd=tmp_path)
     assert run([tmp_path / "prog"]).stdout == (sample / "expected.txt").read_text()
     keys = {s["name"] for s in table_of(offlink, tmp_path / "prog")["symbols"]}
     assert "scale" in keys and keys - {"scale"}
@@ -464,7 +467,7 @@ def test_static_link_of_gcc_offload_objects(offlink, sample, tmp_path):
     # libgomp runs the regions (host fallback); nothing needs dlopen, so -static is fine.
     b = sample / "build"
     out = tmp_path / "static"
-    run([offlink, "link", "gcc", "-static", "-fopenmp", b / "main.o", b / "saxpy.o",
+    run([offlink, "link", *GCC_LINK, "-static", b / "main.o", b / "saxpy.o",
          b / "stats.o", "-o", out])
     assert run([out]).stdout == (sample / "expected.txt").read_text()
     assert table_of(offlink, out)["targets"][0]["name"] == "nvptx-none"
@@ -476,9 +479,9 @@ def test_shared_library_of_gcc_offload_objects(offlink, sample, tmp_path):
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
             cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", "-shared", "saxpy.o", "stats.o", "-o", "libss.so"],
+    run([offlink, "link", *GCC_LINK, "-shared", "saxpy.o", "stats.o", "-o", "libss.so"],
         cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", sample / "build" / "main.o", "-L.", "-lss",
+    run([offlink, "link", *GCC_LINK, sample / "build" / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
     assert run([tmp_path / "app"]).stdout == (sample / "expected.txt").read_text()
     rows = {r.name: r for r in Table.open(tmp_path / "libss.so").symbols}
@@ -490,7 +493,7 @@ def test_shared_library_of_gcc_offload_objects(offlink, sample, tmp_path):
 @needs_gcc_offload
 def test_host_lto_is_refused_with_the_way_out(offlink, sample, tmp_path):
     run(["gcc", *CFLAGS, "-flto", "-c", sample / "stats.c", "-o", "stats.o"], cwd=tmp_path)
-    proc = run([offlink, "link", "gcc", "-flto", "-fopenmp", "-shared", "stats.o", "-o", "x.so"],
+    proc = run([offlink, "link", *GCC_LINK, "-flto", "-shared", "stats.o", "-o", "x.so"],
                cwd=tmp_path, check=False)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1] == (
         "offlink: error: stats.o: a GCC offload object in a host -flto link: GCC writes its host "
@@ -505,9 +508,9 @@ def test_the_way_out_of_host_lto_links_and_runs(offlink, sample, tmp_path):
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-flto", "-ffat-lto-objects", "-c", sample / f"{name}.c",
              "-o", f"{name}.o"], cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", "-flto-partition=one", "-shared", "saxpy.o",
+    run([offlink, "link", *GCC_LINK, "-flto-partition=one", "-shared", "saxpy.o",
          "stats.o", "-o", "libss.so"], cwd=tmp_path)
-    run([offlink, "link", "gcc", "-fopenmp", sample / "build" / "main.o", "-L.", "-lss",
+    run([offlink, "link", *GCC_LINK, sample / "build" / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
     assert run([tmp_path / "app"]).stdout == (sample / "expected.txt").read_text()
 
@@ -517,7 +520,7 @@ def test_the_way_out_of_host_lto_links_and_runs(offlink, sample, tmp_path):
 def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
     (tmp_path / "prog").write_text("previous")
-    proc = run([offlink, "link", "gcc", "-fopenmp", "-foffload-options=-misa=sm_35", *objs,
+    proc = run([offlink, "link", *GCC_LINK, "-foffload-options=-misa=sm_35", *objs,
                 "-o", "prog"], cwd=tmp_path, check=False)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
@@ -525,10 +528,10 @@ def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
     assert "-foffload-options=-misa=sm_80" in last
     # offlink's own spelling of the same option reaches the accel compiler the same way.
     proc = run([offlink, "link", "--offload-option", "nvptx-none=-misa=sm_35", "gcc",
-                "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path, check=False)
+                "-fopenmp", "-foffload=nvptx-none", *objs, "-o", "prog"], cwd=tmp_path, check=False)
     assert proc.returncode != 0 and "-misa=sm_35" in proc.stderr.strip().splitlines()[-1]
     dry = run([offlink, "link", "--dry-run", "--offload-option", "-misa=sm_90", "gcc",
-               "-fopenmp", *objs, "-o", "prog"], cwd=tmp_path).stdout
+               "-fopenmp", "-foffload=nvptx-none", *objs, "-o", "prog"], cwd=tmp_path).stdout
     assert "-misa=sm_90" in dry
     assert (tmp_path / "prog").read_text() == "previous"
 
@@ -536,7 +539,7 @@ def test_isa_ptxas_refuses_is_one_clear_line(offlink, sample, tmp_path):
 @needs_gcc_offload
 def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(offlink, sample):
     build = sample / "build"
-    out = run([offlink, "link", "--dry-run", "gcc", "-fopenmp", "-foffload-options=-lm",
+    out = run([offlink, "link", "--dry-run", *GCC_LINK, "-foffload-options=-lm",
                "main.o", "stats.o", "-o", "p"], cwd=build).stdout.splitlines()
     # The accel compiler's lto1 itself, with the words its driver would give it (accel_steps),
     # then its nvptx-as, which a real link runs after it (offers), per CU.
@@ -549,6 +552,7 @@ def test_dry_run_shows_the_accel_compile_and_a_host_link_without_gcc_offload(off
     assert "-lm" not in out[0] and " -lm " in out[4]  # a library goes to nvptx-none-ld
     assert out[4].startswith("nvptx-none-ld ")
     assert out[5].startswith("gcc -fopenmp ") and out[5].endswith("-foffload=disable -o p")
+    assert '"$OFFLINK_WORK"/offlink-gomp-register.o' in out[5]  # libgomp's registration
 
 
 @needs_gcc_offload
@@ -588,7 +592,7 @@ def test_the_compile_cache_key_hashes_the_driver_not_lto1(sample, tmp_path, monk
                         lambda self, tool: probed.append(tool) or real(self, tool))
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
-    assert link(["gcc", "-fopenmp", *objs, "-o", str(tmp_path / "prog")], LinkOptions()) == 0
+    assert link([*GCC_LINK, *objs, "-o", str(tmp_path / "prog")], LinkOptions()) == 0
     assert ACCEL in probed and not any(os.path.basename(t) == "lto1" for t in probed)
 
 
@@ -655,7 +659,7 @@ def test_the_library_folder_comes_from_the_drivers_library_path(tmp_path):
     assert _library_dir((driver("nolib", f"{acc}/mgomp/:{acc}/"), "-xlto")) == "/asked"
 
 
-# -- --gomp-register: the image registered with libgomp as GCC's mkoffload does ---------------
+# -- libgomp registration (by default): the image registered as GCC's mkoffload does -------
 
 @pytest.fixture(scope="module")
 def gomp_shim(sample) -> Path:
@@ -746,16 +750,22 @@ def check_registration(offlink: str, prog: Path, shim: Path, expected: str,
 def test_gomp_register_pairs_name_i_with_host_slot_i(offlink, sample, gomp_shim, tmp_path):
     objs = [sample / "build" / f"{n}.o" for n in ("main", "saxpy", "stats")]
     expected = (sample / "expected.txt").read_text()
-    run([offlink, "link", "--gomp-register", "--verify-deep", "gcc", "-fopenmp", *objs,
-         "-o", "prog"], cwd=tmp_path)
+    # By default, as GCC's own link does: no offlink option.
+    run([offlink, "link", "--verify-deep", *GCC_LINK, *objs, "-o", "prog"],
+        cwd=tmp_path)
     check_registration(offlink, tmp_path / "prog", gomp_shim, expected,
                        sample / "build" / "gcc_openmp.gcc")
-    # OFFLINK_GOMP_REGISTER=1 is the same link: byte for byte.
-    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "prog2"], cwd=tmp_path,
-        env={**os.environ, "OFFLINK_GOMP_REGISTER": "1"})
+    # The image is stored once (the registration points into .openmp_target): the program is
+    # no bigger than GCC's own link of the same objects, within 15%.
+    gcc_size = (sample / "build" / "gcc_openmp.gcc").stat().st_size
+    assert (tmp_path / "prog").stat().st_size <= 1.15 * gcc_size
+    # --gomp-register (once the way to ask for it) is the same link: byte for byte.
+    run([offlink, "link", "--gomp-register", *GCC_LINK, *objs, "-o", "prog2"],
+        cwd=tmp_path)
     assert (tmp_path / "prog").read_bytes() == (tmp_path / "prog2").read_bytes()
-    # Without it (the default), nothing is registered and no __OFFLOAD_TABLE__ exists.
-    run([offlink, "link", "gcc", "-fopenmp", *objs, "-o", "plain"], cwd=tmp_path)
+    # OFFLINK_GOMP_REGISTER=0: nothing is registered and no __OFFLOAD_TABLE__ exists.
+    run([offlink, "link", *GCC_LINK, *objs, "-o", "plain"], cwd=tmp_path,
+        env={**os.environ, "OFFLINK_GOMP_REGISTER": "0"})
     out, lines, _ = registrations(tmp_path / "plain", gomp_shim, tmp_path / "plain.log")
     assert out == expected and lines == []
     assert "__OFFLOAD_TABLE__" not in {s.name for s in ElfFile.open(tmp_path / "plain").symbols()}
@@ -770,9 +780,9 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
             cwd=tmp_path)
-    run([offlink, "link", "--gomp-register", "gcc", "-shared", "-nostartfiles", "saxpy.o",
+    run([offlink, "link", "gcc", "-foffload=nvptx-none", "-shared", "-nostartfiles", "saxpy.o",
          "stats.o", "-lgomp", "-o", "libss.so"], cwd=tmp_path)
-    run([offlink, "link", "--gomp-register", "gcc", "-fopenmp", b / "main.o", "-L.", "-lss",
+    run([offlink, "link", *GCC_LINK, b / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
     out, lines, _ = registrations(tmp_path / "app", gomp_shim, tmp_path / "app.log")
     assert out == expected
@@ -784,6 +794,32 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     assert sorted(ln[1] for ln in registered if ln[0] in ("func", "var")) == sorted(
         [r["name"] for r in table_of(offlink, tmp_path / "app")["symbols"]]
         + [r["name"] for r in table_of(offlink, tmp_path / "libss.so")["symbols"]])
+    # GCC's own link of the same objects registers the same: per module, in the same order,
+    # the same version, device type, slot counts and function names, variables of one size.
+    ref = tmp_path / "gcc"
+    ref.mkdir()
+    gcc_link = [*GCC_LINK, "-foffload-options=-misa=sm_80"]
+    run([*gcc_link, "-shared", "../saxpy.o", "../stats.o", "-o", "libss.so"], cwd=ref)
+    run([*gcc_link, b / "main.o", "-L.", "-lss", "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=ref)
+    gcc_out, gcc_lines, _ = registrations(ref / "app", gomp_shim, ref / "app.log")
+    assert gcc_out == out
+    assert _per_module(lines) == _per_module(gcc_lines)
+
+
+def _per_module(lines: list[list[str]]) -> list[tuple]:
+    """The shim's register calls as (version, type, slot counts, function names, variable
+    sizes). Not the number of PTX files: offlink's image has one per CU, GCC's one for all."""
+    out, block = [], None
+    for ln in lines:
+        if ln[0] == "register":
+            block = [ln[1:3] + ln[5:], [], []]  # ln[3:5]: "ptx", their count
+            out.append(block)
+        elif ln[0] == "unregister":
+            block = None
+        elif block is not None:
+            (block[1] if ln[0] == "func" else block[2]).append(ln[1] if ln[0] == "func"
+                                                               else ln[3])
+    return [(tuple(h), tuple(f), tuple(v)) for h, f, v in out]
 
 
 @needs_gcc_offload
@@ -807,7 +843,7 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
     monkeypatch.setattr(host, "run_host_link", lambda argv: links.append(real_link(argv)))
     monkeypatch.chdir(tmp_path)
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
-    assert pipeline.link(["gcc", "-fopenmp", *objs, "-o", "prog"],
+    assert pipeline.link([*GCC_LINK, *objs, "-o", "prog"],
                          pipeline.LinkOptions(gomp_register=True, cache=False)) == 0
     assert len(links) == 2
     check_registration(offlink, tmp_path / "prog", gomp_shim,
@@ -818,14 +854,21 @@ def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():
     from offlink.toolchains.gcc import gomp as g
 
     image = b'.version 7.0\n//:FUNC_MAP "k$1", 0x1, 0x20\n\t"q?\\\x01\n\0second\0'
-    text = g.c_source(image, ["k$1"], ["v"], gcc.func_dims(image.decode()))
+    text = g.c_source(2, image, ["k$1"], ["v"], gcc.func_dims(image.decode()))
     assert g.ptx_parts(image) == [image[:image.index(b"\0")], b"second"]
     assert '{"k$1", 0x1, 0x20}' in text and '\t"v"' in text
     assert "GOMP_offload_register_ver (0x10001, __OFFLOAD_TABLE__, 5/*NVIDIA_PTX*/, " \
            "&target_data)" in text
-    assert "\\042q\\077\\134\\001" in text  # quote, ?, backslash, control byte: octal
+    # The PTX files are the table's image 2, each with its NUL, found at start: no copy of
+    # the image, and the text does not change with the files' sizes.
+    assert "ptx_objs[2];" in text and "const char *p = __offlink_image_2;" in text
+    assert "q?" not in text and "second" not in text
+    longer = image.replace(b"second", b"second, longer")
+    assert g.c_source(2, longer, ["k$1"], ["v"], gcc.func_dims(image.decode())) == text
     with pytest.raises(LinkError):
-        g.c_source(b"", ['a"b'], [], {})
+        g.c_source(0, b"", ['a"b'], [], {})
+    with pytest.raises(LinkError, match="NUL"):
+        g.c_source(0, b"no nul", [], [], {})
     assert g.driver_adds_crt("gcc", ["-fopenmp", "x.o"])
     assert not g.driver_adds_crt("gcc", ["-fopenmp", "-fno-openmp", "x.o"])
     assert not g.driver_adds_crt("gcc", ["-fopenmp", "-nostartfiles"])
@@ -872,6 +915,24 @@ def test_pairing_is_by_name_within_a_cu_not_by_position():
     assert gcc.pair(entries, renamed, "s_c$1", "s.c (s.o)", {"run"}) == paired
 
 
+def test_statics_the_compiler_made_are_paired_by_position():
+    """gfortran's constant arrays are statics named by a uid, counted apart on the host and in
+    the offload stream (libgomp.fortran/target-has-device-addr-1.f90: `A.8.6` on the host,
+    `A$6$20` in the PTX): the ones left over are paired by position, as GCC's link pairs."""
+    entries = [host("A.8.6", size=160, local=True), host("A.3.10", size=160, local=True),
+               host("scale", size=4)]
+    ptx = '//:VAR_MAP "A$6$20"\n//:VAR_MAP "A$1$19"\n//:VAR_MAP "scale"\n'
+    paired = gcc.pair(entries, ptx, "t_f90$1", "t.f90 (t.o)", set())
+    assert [(e.host.host_name, e.device_name, e.key) for e in paired] == [
+        ("A.8.6", "A$6$20", "A$6$20$t_f90$1"), ("A.3.10", "A$1$19", "A$1$19$t_f90$1"),
+        ("scale", "scale", "scale")]
+    renamed = gcc.rename(ptx, {e.device_name: e.key for e in paired})
+    assert gcc.pair(entries, renamed, "t_f90$1", "t.f90 (t.o)", set()) == paired
+    # Not for an external variable: its name is its own.
+    with pytest.raises(LinkError, match="host table entry 'v' has no 'v'"):
+        gcc.pair([host("v")], '//:VAR_MAP "A$1$19"\n', "t", "a.c (a.o)", set())
+
+
 def test_pairing_errors_name_the_cu():
     with pytest.raises(LinkError, match=r"a.c \(a.o\): the host table lists 1 variables and "
                                         r"the target code 0 VAR_MAP"):
@@ -892,3 +953,52 @@ def test_offload_options_follow_gcc_syntax():
     values = ["-misa=sm_80 -mptx=7.0", "nvptx-none=-O3", "amdgcn-amdhsa=-march=gfx90a",
               "amdgcn-amdhsa,nvptx-none=-lm"]
     assert gcc.offload_options(values, "nvptx-none") == ["-misa=sm_80", "-mptx=7.0", "-O3", "-lm"]
+
+
+@needs_gcc_offload
+def test_an_unchanged_source_compiled_again_hits_the_cu_cache(offlink, sample, tmp_path):
+    """GCC names its LTO sections with a random unit id on every compile (no -frandom-seed):
+    offlink keys a CU by its object with those ids renumbered, so `make clean; make` hits."""
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = []
+    for build in ("one", "two"):
+        (tmp_path / build).mkdir()
+        for name in ("main", "saxpy", "stats"):
+            run(["gcc", *CFLAGS, "-c", sample / f"{name}.c", "-o", f"{name}.o"],
+                cwd=tmp_path / build)
+        said.append(run([offlink, "link", "--verbose", *GCC_LINK, "main.o", "saxpy.o",
+                         "stats.o", "-o", "prog"], cwd=tmp_path / build, env=env).stderr)
+        assert run([tmp_path / build / "prog"]).stdout == (sample / "expected.txt").read_text()
+    one, two = (ElfFile.open(tmp_path / b / "stats.o") for b in ("one", "two"))
+    assert one.data != two.data  # the compiles differ (the section names' ids) ...
+    assert gcc.stable_code(one) == gcc.stable_code(two)  # ... only so
+    # (20 compiles of one source gave ids of 15 and 16 digits: objects of two sizes, one code)
+    assert "nvptx-none: 3 CUs, 3 compiled, 0 from cache" in said[0]
+    assert "nvptx-none: 3 CUs, 0 compiled, 3 from cache" in said[1]
+    assert (tmp_path / "one" / "prog").stat().st_size == (tmp_path / "two" / "prog").stat().st_size
+
+
+@needs_gcc_offload
+def test_an_object_of_another_gcc_major_is_refused_in_one_line(offlink, sample, tmp_path):
+    """GCC 13 writes LTO bytecode 13.x (and registers with GOMP_VERSION 2): an object made by
+    it is refused before any work, naming both GCCs. (Made here from a GCC 12 object with its
+    `struct lto_section` major and its .comment changed, as GCC 13 writes them.)"""
+    data = bytearray((sample / "build" / "stats.o").read_bytes())
+    elf = ElfFile(bytes(data), "stats.o")
+    assert gcc.lto_version(elf) == (12, 0)
+    lto = next(s for s in elf.sections if s.name.startswith(".gnu.offload_lto_.lto."))
+    data[lto.sh_offset:lto.sh_offset + 2] = (13).to_bytes(2, "little")
+    comment = next(s for s in elf.sections if s.name == ".comment")
+    old = bytes(data[comment.sh_offset:comment.sh_offset + comment.sh_size])
+    new = old.replace(b" 12.2.0", b" 13.2.0")
+    assert len(new) == len(old) and new != old
+    data[comment.sh_offset:comment.sh_offset + comment.sh_size] = new
+    (tmp_path / "stats13.o").write_bytes(bytes(data))
+    proc = run([offlink, "link", *GCC_LINK, sample / "build" / "main.o",
+                sample / "build" / "saxpy.o", "stats13.o", "-o", "prog"], cwd=tmp_path,
+               check=False)
+    assert proc.returncode != 0 and proc.stderr.splitlines() == [
+        "offlink: error: stats13.o: a GCC 13 offload object (LTO bytecode 13.0); offlink links "
+        "GCC 12's, for its accel compiler x86_64-linux-gnu-accel-nvptx-none-gcc-12 (installed) "
+        "and libgomp 12: compile it with gcc-12, or link it with GCC 13's own link"]
+    assert not (tmp_path / "prog").exists()

@@ -330,7 +330,6 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
     from offlink.errors import LinkError
     from offlink.link import host, pipeline
     from offlink.toolchains import registrations
-    from offlink.toolchains.gcc import gomp as gomp_register
 
     build_objects(offlink, tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -344,7 +343,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
         real_host_link(argv)
 
     class NeverSettles:
-        option = "--gomp-register"
+        option = "libgomp registration"
 
         def build(self):
             pass
@@ -356,9 +355,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
             return False
 
     monkeypatch.setattr(host, "run_host_link", host_link)
-    monkeypatch.setattr(registrations, "enabled", lambda asked: True)
-    monkeypatch.setattr(gomp_register.Registration, "for_link",
-                        classmethod(lambda cls, *args: NeverSettles()))
+    monkeypatch.setattr(registrations, "opt_in", lambda *args: NeverSettles())
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     libs = config(offlink, "--libs")
     with pytest.raises(LinkError, match="did not settle in 3 links"):

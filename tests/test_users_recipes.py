@@ -152,8 +152,11 @@ def test_meson_native_file_from_offlink_config(offlink, tmp_path, env, toolchain
     native = tmp_path / "offlink.ini"
     native.write_text(run([offlink, "config", "--meson-native", compiler], env=env).stdout)
     build = tmp_path / "build"
+    # GCC's link builds an image for every installed offload compiler unless -foffload= names
+    # the targets: offlink builds nvptx-none only, so a GCC link names it
+    link_args = "-fopenmp -foffload=nvptx-none" if compiler == GCC[0] else "-fopenmp"
     run(["meson", "setup", build, sample, "--native-file", native, f"-Dc_args={flags}",
-         "-Dc_link_args=-fopenmp"], env=env)
+         f"-Dc_link_args={link_args}"], env=env)
     log = run(["meson", "compile", "-C", build, "-v"], env=env).stdout
     assert f"{offlink} cc {compiler} " in log
     check_program(offlink, sample, build / "app", compiler, target, env)
@@ -202,7 +205,9 @@ def test_gcc_fopenmp_alone_through_offlink_cc(offlink, tmp_path, env):
     need_toolchain("gcc")
     sample = copy_sample(SAMPLE, tmp_path)
     build = tmp_path / "build"
-    run(["make", "-C", sample, "CC=offlink cc gcc", "CCLD=$(CC)", "OFFLOAD=-fopenmp",
-         f"BUILD={build}", "run"], env=env)
+    # The link names its GCC target: without -foffload= GCC's link builds every installed
+    # offload compiler's image, and offlink builds nvptx-none only (refusing amdgcn-amdhsa).
+    run(["make", "-C", sample, "CC=offlink cc gcc", "CCLD=$(CC) -foffload=nvptx-none",
+         "OFFLOAD=-fopenmp", f"BUILD={build}", "run"], env=env)
     shown = run([offlink, "inspect", build / "app"], env=env).stdout
     assert "    x86_64-pc-linux-gnu " in shown and "    nvptx-none " in shown, shown

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 
 CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
+# offlink's link words: -foffload=nvptx-none, where gcc-12-offload-amdgcn is installed too
+GCC_LINK = ["gcc", "-fopenmp", "-foffload=nvptx-none"]
 
 OFFLINK_ROWS = ("cold", "1 CU changed", "nothing changed", "1 CU changed, no cache")
 CU = """\
@@ -115,20 +117,20 @@ def bench(n: int, repeat: int, tools: list[tuple[str, list[str]]], work: Path,
     warm = {}
     for t, (label, offlink) in enumerate(tools):
         warm[label] = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{n}-{t}"))
-        sh([*offlink, "link", "gcc", "-fopenmp", *objs, "-o", f"prog.offlink{t}"], d,
-           warm[label])  # a cache with every CU, for "1 CU changed"
+        sh([*offlink, "link", *GCC_LINK, *objs, "-o",
+            f"prog.offlink{t}"], d, warm[label])  # a cache with every CU, for "1 CU changed"
     for i in range(repeat):
         times["host only"].append(timed(host_link, d))
         times["gcc own"].append(timed(gcc_link, d))
         for t, (label, offlink) in enumerate(tools):
-            link = [*offlink, "link", "gcc", "-fopenmp", *objs, "-o", f"prog.offlink{t}"]
+            link = [*offlink, "link", *GCC_LINK, *objs, "-o", f"prog.offlink{t}"]
             cold = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-cold-{n}-{t}-{i}"))
             times[f"offlink cold [{label}]"].append(timed(link, d, cold))
             shutil.rmtree(work / f"cache-cold-{n}-{t}-{i}")
         change_one(d, i + 1)
         times["gcc own, 1 CU changed"].append(timed(gcc_link, d))
         for t, (label, offlink) in enumerate(tools):
-            link = [*offlink, "link", "gcc", "-fopenmp", *objs, "-o", f"prog.offlink{t}"]
+            link = [*offlink, "link", *GCC_LINK, *objs, "-o", f"prog.offlink{t}"]
             times[f"offlink 1 CU changed [{label}]"].append(timed(link, d, warm[label]))
             times[f"offlink nothing changed [{label}]"].append(timed(link, d, warm[label]))
             if no_cache_row:

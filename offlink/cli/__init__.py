@@ -60,9 +60,9 @@ Options:
                        --offload-symbol for each line of FILE (# starts a comment)
   --offload-option O   options for GCC's accel compiler, as -foffload-options=O (GCC's
                        syntax, e.g. nvptx-none=-misa=sm_90; repeatable)
-  --gomp-register      register the nvptx-none image of GCC's offload objects with libgomp,
-                       as GCC's mkoffload does, so target regions can run on a GPU (GCC 12;
-                       also OFFLINK_GOMP_REGISTER=1; unverified on a real GPU)
+  --gomp-register      accepted, changes nothing: GCC's offload images are registered with
+                       libgomp by default, as GCC's own link does (OFFLINK_GOMP_REGISTER=0
+                       leaves it out; -foffload=disable turns GCC's offloading off)
   --save-temps         keep intermediate files and print where
   --dry-run            print the commands instead of running them
   --timings            print how long each stage took and what came from the cache

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ..model import Image, LinkPlan
     from ..plugins import Target
 
-HOST_RELINKS = 2  # at most this many host links after the first (an opt-in registration's)
+HOST_RELINKS = 2  # at most this many host links after the first (libgomp's registration's)
 
 
 def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list[str]:
@@ -61,13 +61,13 @@ def drop_words(argv: list[str], targets: list[Target]) -> list[str]:
 def host_link(plan: LinkPlan, staged: str, placeholder: str, images: list[Image],
               targets: list[Target], workdir: str, cache: Cache | None,
               gomp_register: bool) -> None:
-    """Build the registrations' objects, link `staged`, and relink while an opt-in
+    """Build the registrations' objects, link `staged`, and relink while libgomp's
     registration finds the host table's order unsettled."""
     from ..toolchains.registrations import objects, opt_in
 
     added = added_inputs(plan, placeholder, objects(plan, images, workdir, cache), targets)
     host = host_argv(plan, staged, added, targets)
-    registration = opt_in(plan, images, workdir, gomp_register)
+    registration = opt_in(plan, images, workdir, gomp_register, cache)
     if registration is not None:
         registration.build()
         host = registration.host_argv(host, len(host) - len(added) - 2)

@@ -149,6 +149,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
     cus = extract(plan, options.offload_options, options.cache, stats)
+    if cus:  # GCC's objects build the images GCC's own link would build, and only those
+        from ..toolchains.dialects import select
+
+        cus = select(cus, plan.base_args)
     timer.stage("extract")
     if not cus:
         return _plain(plan, options, timer)
@@ -380,6 +384,10 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
     placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
     registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]
+    from ..toolchains.registrations import enabled
+
+    if enabled(options.gomp_register) and any(t.name == "nvptx-none" for t in targets):
+        registrations.append(os.path.join(DRY_RUN_WORK, "offlink-gomp-register.o"))
     print(_show_dry(host_argv(plan, plan.output,
                               added_inputs(plan, placeholder, registrations, targets), targets)))
     return 0

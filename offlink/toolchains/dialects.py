@@ -2,7 +2,7 @@
 offlink's own payload (`offlink cc`), GCC's (`gcc -foffload=nvptx-none`), LLVM's
 (`clang -fopenmp-targets=`). One module each; this one is their interface.
 
-The link's extract stage asks `is_fat`, `cus_of` and `check_runtimes`; it names no dialect
+The link's extract stage asks `is_fat`, `cus_of`, `check_runtimes` and `select`; it names no dialect
 itself. A dialect module has `RUNTIME`, the OpenMP offload runtime its objects' host code calls
 ("" for none), and either `cus_of(elf, section, origin)` (CUs section by section) or, with
 `WHOLE_OBJECT`, `object_cus(elf, origin, link_args, lto)` (one read of the whole object).
@@ -98,3 +98,13 @@ def relocatable_argv(argv: list[str]) -> list[str]:
     from .llvm.dialect import without_offload_driver
 
     return without_offload_driver(argv)
+
+
+def select(cus: list[CU], link_args: list[str]) -> list[CU]:
+    """The CUs the link builds images from: each dialect that has a `select` (GCC's, from its
+    link words: gcc/dialect.py) keeps or drops its own, or refuses a target it cannot build."""
+    if any(cu.payload.target == "nvptx-none" for cu in cus):  # GCC's CUs (gcc.TARGET)
+        from .gcc.dialect import select as gcc_select
+
+        cus = gcc_select(cus, link_args)
+    return cus

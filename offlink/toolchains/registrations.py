@@ -40,18 +40,20 @@ def objects(plan: LinkPlan, images: list[Image], workdir: str,
 
 
 def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
-           asked: bool) -> Registration | None:
-    """The registration this link asks for besides its targets' own, or None: libgomp's of
-    GCC's image (`asked`: --gomp-register; OFFLINK_GOMP_REGISTER=1 too). The pipeline builds
-    it, puts it into the host link (`host_argv`) and relinks until `check` accepts the order
+           asked: bool, cache: Cache | None = None) -> Registration | None:
+    """The registration this link makes besides its targets' own, or None: libgomp's of
+    GCC's image (by default; `asked`: --gomp-register, which then requires one). The pipeline
+    builds it, puts it into the host link (`host_argv`) and relinks until `check` accepts the order
     of the linked binary's host table; `option` names it in messages."""
-    if not enabled(asked):
+    if not enabled(asked) or not asked and not any(
+            i.target.name == "nvptx-none" for i in images):
         return None
     from .gcc import gomp  # only now: a link that asks for none does not import it
 
-    return gomp.Registration.for_link(plan, images, workdir, asked)
+    return gomp.Registration.for_link(plan, images, workdir, asked, cache)
 
 
 def enabled(asked: bool) -> bool:
-    """Whether libgomp's registration is asked for: --gomp-register or OFFLINK_GOMP_REGISTER=1."""
+    """Whether libgomp's registration is made: by default (as GCC's own link makes it), but
+    where OFFLINK_GOMP_REGISTER=0 leaves it out (--gomp-register then wins)."""
     return asked or settings.flag("OFFLINK_GOMP_REGISTER")

@@ -30,7 +30,7 @@ from ...elf import (
     loaded_words,
     rela_entries,
 )
-from ...errors import FormatError, LinkError
+from ...errors import FormatError, LinkError, UsageError
 from ...model import CU
 from ...records import NamedTuple
 
@@ -47,7 +47,7 @@ LINK_FLAG = 1 << 63  # in a .gnu.offload_vars size: `declare target link`
 # append_compiler_options passes them; host machine options are never in `.opts`).
 _PASSED = ("-fPIC", "-fpic", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE", "-fno-pie",
            "-fcommon", "-fno-common", "-fgnu-tm", "-fopenmp", "-fopenacc", "-fno-openacc",
-           "-fshow-column")
+           "-fno-openmp", "-fshow-column")
 _PASSED_PREFIXES = ("-fopenacc-dim=", "-foffload-abi=", "-fcf-protection", "-fdiagnostics-",
                     "-O", "-g")
 _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
@@ -90,17 +90,20 @@ class GccCU(CU):
     """A GCC offload object's CU, with what its host side says (read once, at extract): the
     host table entries in table order and the external functions it defines."""
 
-    __slots__ = ("host_entries", "global_functions", "tag")
+    __slots__ = ("host_entries", "global_functions", "tag", "fat_lto")
     host_entries: tuple[HostEntry, ...] | None  # None: unreadable, reported when used
     global_functions: frozenset[str]
     tag: str  # cu_tag of its object ("": made from the code when asked)
+    fat_lto: bool  # -ffat-lto-objects: the host code is there twice, as code and as GIMPLE
 
     def __init__(self, origin: str, payload, host_entries: tuple[HostEntry, ...] | None = None,
-                 global_functions: frozenset[str] = frozenset(), tag: str = ""):
+                 global_functions: frozenset[str] = frozenset(), tag: str = "",
+                 fat_lto: bool = False):
         super().__init__(origin, payload)
         _set(self, "host_entries", host_entries)
         _set(self, "global_functions", global_functions)
         _set(self, "tag", tag)
+        _set(self, "fat_lto", fat_lto)
 
 
 _set = object.__setattr__
@@ -200,10 +203,21 @@ def _link_offload_options(link_args: list[str]) -> list[str]:
     # Equal, not the same list: the dialects' cus_of passes each object a copy of the line
     # (comparing N words that are the same objects is C-speed; the scan is N startswith).
     if known is None or known[0] != link_args:
-        known = (link_args, [a[len("-foffload-options="):] for a in link_args
-                             if a.startswith("-foffload-options=")])
+        # -foffload=-lm and -foffload=T=-lm too, as GCC 12 (read_words)
+        known = (link_args, list(read_words(link_args).options))
         _LINK_OPTIONS = known
     return known[1]
+
+
+def is_openacc(options) -> bool:
+    """Whether a CU's options (its `.opts`: `-fno-openmp ... -fopenacc` for OpenACC,
+    `-fno-openacc ... -fopenmp` for OpenMP) make it an OpenACC CU: the last of -fopenacc and
+    -fno-openacc."""
+    acc = False
+    for o in options:
+        if o in ("-fopenacc", "-fno-openacc"):
+            acc = o == "-fopenacc"
+    return acc
 
 
 def offload_options(values: list[str], target: str) -> list[str]:
@@ -234,6 +248,40 @@ def _major_of(comment: bytes) -> str | None:
         if m:
             return m.group(1).decode()
     return None
+
+
+LTO_MAJOR = 12  # the GCC whose offload objects offlink links: libgomp 12's registration
+_LTO_SECTION = OPTS_SECTION[:-len("opts")] + "lto."  # `.gnu.offload_lto_.lto.<id>`
+
+
+def lto_version(elf: ElfFile) -> tuple[int, int] | None:
+    """(major, minor) of the object's offload LTO bytecode: the first two 16-bit words of its
+    `.gnu.offload_lto_.lto.<id>` section, GCC's `struct lto_section`, which lto1 checks
+    against its own (lto_check_version: the same major and minor, or a fatal error; GCC 10+
+    writes its own major there)."""
+    for s in elf.sections:
+        if s.name.startswith(_LTO_SECTION) and s.sh_size >= 4:
+            major, minor = struct.unpack_from("<HH", bytes(elf.content(s)), 0)
+            return major, minor
+    return None
+
+
+def check_version(elf: ElfFile, origin: str) -> None:
+    """An object of another GCC major is refused in one line: its accel compile would fail
+    (lto1 reads one major's bytecode) and its registration layout is another (GCC 13 writes
+    GOMP_VERSION 2, which libgomp 12 refuses: "Library too old for offload")."""
+    version = lto_version(elf)
+    if version is None or version[0] == LTO_MAJOR:
+        return
+    made = gcc_major(elf) or str(version[0])
+    from ...run import which
+
+    accel = _accel_compiler(str(LTO_MAJOR), os.environ.get("PATH", ""))
+    have = "installed" if which(accel) else "not installed"
+    raise LinkError(f"{origin}: a GCC {made} offload object (LTO bytecode {version[0]}."
+                    f"{version[1]}); offlink links GCC {LTO_MAJOR}'s, for its accel compiler "
+                    f"{accel} ({have}) and libgomp {LTO_MAJOR}: compile it with "
+                    f"gcc-{LTO_MAJOR}, or link it with GCC {made}'s own link")
 
 
 def source_name(elf: ElfFile, fallback: str) -> str:
@@ -272,23 +320,76 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     here too, from the object extract has open (whose symbol table is parsed once for all)."""
     from ...formats.payload import Payload
 
-    if any(s.name.startswith(".gnu.lto_") for s in elf.sections) and (
-            elf.is_lto_slim or lto):
+    fat_lto = any(s.name.startswith(".gnu.lto_") for s in elf.sections)
+    if fat_lto and (elf.is_lto_slim or lto):
         raise LinkError(f"{origin}: a GCC offload object in a host -flto link: GCC writes its "
                         f"host tables only during that link, and offlink reads them from the "
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
                         f"without -flto)")
+    check_version(elf, origin)
     passed, offload = compile_options(elf)
     options = tuple(passed + offload_options(offload + _link_offload_options(link_args), TARGET))
     source = source_name(elf, origin)
-    code = bytes(elf.data)
+    code = stable_code(elf)
     payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options, code)
     try:
         entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))
     except FormatError:  # the link reports it where it needs the tables; inspect does not
         entries = None
     return GccCU(origin, payload, entries, frozenset(global_functions(elf)),
-                 cu_tag(source, code))
+                 cu_tag(source, code), fat_lto)
+
+
+# An LTO section's name ends in its unit's id, `.<hex>`: random on every compile unless
+# -frandom-seed is given (lto-section-out.cc, lto_get_section_name), and the only bytes by
+# which two compiles of one source differ.
+_LTO_NAME_ID = re.compile(rb"(\.gnu\.(?:offload_)?lto_.*?\.)([0-9a-f]+)", re.S)
+
+
+def stable_code(elf: ElfFile) -> bytes:
+    """The object with its LTO sections' random unit ids renumbered in order of first
+    appearance (0x1000000000000000, 0x1000000000000001, ...: lto1 finds `.lto.<id>` by the
+    id's spelling without leading zeros), laid out again: each section's bytes in order,
+    aligned, then the section names, then the headers. An id is 1 to 16 hex digits, so
+    the names' length differs between compiles and every offset after them with it; laid out
+    again, an unchanged source compiled again is the same code, so its CU cache key and its
+    statics' tag (cu_tag) are too. A relocatable object locates nothing by file offset but
+    through its section headers, so the accel compiler reads this copy as the original.
+    Anything but a relocatable object with 64-byte section headers comes back as it is."""
+    data = bytes(elf.data)
+    sections = elf.sections
+    if elf.e_type != 1 or elf.e_shentsize != 64 or not 0 < elf.e_shstrndx < len(sections):
+        return data
+    ids: dict[bytes, bytes] = {}
+    table = bytearray(b"\0")
+    names = [0]
+    for sec in sections[1:]:
+        name = sec.name.encode("utf-8", "surrogateescape")
+        m = _LTO_NAME_ID.fullmatch(name)
+        if m:
+            new = ids.setdefault(m.group(2), b"%x" % ((1 << 60) + len(ids)))
+            name = m.group(1) + new
+        names.append(len(table))
+        table += name + b"\0"
+    out = bytearray(data[:64])
+    headers = []
+    for sec in sections:
+        header = bytearray(data[elf.e_shoff + sec.index * 64:elf.e_shoff + sec.index * 64 + 64])
+        if sec.index:
+            content = bytes(table) if sec.index == elf.e_shstrndx else \
+                b"" if sec.sh_type == 8 else data[sec.sh_offset:sec.sh_offset + sec.sh_size]
+            if sec.sh_type != 8 and sec.index != elf.e_shstrndx and len(content) != sec.sh_size:
+                return data  # a section past the end of the file: as it is, for errors
+            out += bytes(-len(out) % max(sec.sh_addralign, 1))
+            struct.pack_into("<I", header, 0, names[sec.index])  # sh_name
+            struct.pack_into("<Q", header, 0x18, len(out))  # sh_offset
+            if sec.index == elf.e_shstrndx:
+                struct.pack_into("<Q", header, 0x20, len(table))  # sh_size
+            out += content
+        headers.append(bytes(header))
+    out += bytes(-len(out) % 8)
+    struct.pack_into("<Q", out, 0x28, len(out))  # e_shoff
+    return bytes(out) + b"".join(headers)
 
 
 # -- a relink's record of its inputs (link/relink.py) ----------------------------------------
@@ -299,17 +400,18 @@ def relink_state(cu: CU) -> list | None:
     if not isinstance(cu, GccCU):
         return None
     hosts = None if cu.host_entries is None else [list(e) for e in cu.host_entries]
-    return [hosts, sorted(cu.global_functions), cu.tag]
+    return [hosts, sorted(cu.global_functions), cu.tag, cu.fat_lto]
 
 
 def relink_cu(origin: str, payload, state: list) -> GccCU:
     """The GccCU `relink_state` recorded, with its payload (whose code is read again only
     where it is needed: link/relink.py)."""
-    hosts, functions, tag = state
+    hosts, functions, tag = state[:3]
     entries = None if hosts is None else tuple(HostEntry(str(k), str(n), int(s), bool(li),
                                                          bool(lo), bool(st))
                                                for k, n, s, li, lo, st in hosts)
-    return GccCU(origin, payload, entries, frozenset(map(str, functions)), str(tag))
+    return GccCU(origin, payload, entries, frozenset(map(str, functions)), str(tag),
+                 bool(state[3]) if len(state) > 3 else False)
 
 
 # -- pairing with the device side ------------------------------------------------------------
@@ -353,7 +455,9 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     Not by position: nvptx-as reorders a CU's definitions and their MAP lines with them, so
     the MAP lines of an accel compile's object are not always in host table order (GCC's own
     link pairs them by position all the same). The counts must agree and every entry must
-    find its own name. A static (a static variable, or a region outlined from a function
+    find its own name, but for statics the compiler made, whose numbers differ between the
+    host and the target code: those left over are paired by position. A static (a static
+    variable, or a region outlined from a function
     that is not external) could have a namesake in another CU: its key is qualified with
     `tag`. A region outlined from an external function is unique program-wide and keeps
     GCC's name.
@@ -367,7 +471,8 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
             raise LinkError(f"{label}: the host table lists {len(listed)} {what} and the target "
                             f"code {len(dev)} {tag_line} names (is the accel compiler the "
                             f"same GCC version?)")
-    out = []
+    out: list[Entry | None] = []
+    missed: list[int] = []  # entries whose name the target code does not have
     for host in entries:
         qualify = host.local
         if host.kind == "function" and "._omp_fn." in host.host_name:
@@ -382,9 +487,25 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
                 out.append(Entry(host, name, key))
                 break
         else:
-            raise LinkError(f"{label}: host table entry '{host.host_name}' has no '{expected}' "
-                            f"in the target code")
-    return out
+            missed.append(len(out))
+            out.append(None)
+    # A variable the compiler made (gfortran's constant arrays `A.8.6`: the number is a
+    # declaration's uid, counted apart on the host and in the offload stream, `A$6$20`) has
+    # no namesake: such statics are paired by position among the CU's unpaired names of
+    # their kind, as GCC's link pairs every entry, when nothing else is left unpaired.
+    order = {"function": funcs, "variable": variables}
+    for kind in ("function", "variable"):
+        mine = [i for i in missed if entries[i].kind == kind]
+        rest = [n for n in order[kind] if n in unpaired[kind]]
+        if mine and len(mine) == len(rest) and all(entries[i].local for i in mine):
+            for i, found in zip(mine, rest):
+                name = found[:-len(tag) - 1] if found.endswith("$" + tag) else found
+                out[i] = Entry(entries[i], name, f"{name}${tag}")
+    for i in missed:
+        if out[i] is None:
+            raise LinkError(f"{label}: host table entry '{entries[i].host_name}' has no "
+                            f"'{device_name(entries[i])}' in the target code")
+    return [e for e in out if e is not None]
 
 
 def entries_of(hosts: tuple[HostEntry, ...], keys: list[str], tag: str) -> list[Entry] | None:
@@ -575,3 +696,131 @@ def _fits(entries: list[Entry], slots: list[tuple[int, int]], pos: int,
 
 def _placed(e: Entry, address: int) -> Placed:
     return Placed(address, e.host.size, e.kind)
+
+# -- the link line's offload words ---------------------------------------------------------
+#
+# GCC 12's offload words on a link line, read as GCC's driver reads them: which offload targets
+# the link builds images for, and the -foffload-options values each target's compile gets.
+#
+# GCC 12 (gcc.cc, driver_handle_option and handle_foffload_option; checked against `gcc -v`):
+# - `-foffload=T1,T2` adds targets to the list, words accumulate (`-foffload=nvptx-none
+#   -foffload=amdgcn-amdhsa` builds both); `default` forgets the list (every installed target);
+#   `disable` empties it (no offloading) and ends the word.
+# - `-foffload=-OPTS` (no target) and `-foffload=TARGETS=OPTS` are also kept as
+#   `-foffload-options=...` (COLLECT_GCC_OPTIONS shows them so); the second names its targets too.
+# - `-foffload-options=OPTS` applies to every target, `-foffload-options=T1,T2=OPTS` to those,
+#   in the order given (dialect.py, offload_options).
+# - Without a target word, every configured target whose accel compiler is installed
+#   (--enable-offload-defaulted: Debian's GCC 12 is configured for nvptx-none and amdgcn-amdhsa).
+# - A target GCC is not configured for is an error ("GCC is not configured to support 'x' as
+#   '-foffload=' argument").
+#
+# Pure functions from words to data: the link runs nothing here.
+
+# What Debian's GCC 12 is configured for (OFFLOAD_TARGET_NAMES under `gcc -v`), in that order.
+CONFIGURED = ("nvptx-none", "amdgcn-amdhsa")
+BUILT = ("nvptx-none",)  # the GCC targets offlink builds images for (nvptx.py)
+PACKAGES = {"nvptx-none": "gcc-{major}-offload-nvptx",
+            "amdgcn-amdhsa": "gcc-{major}-offload-amdgcn"}
+
+
+class OffloadWords(NamedTuple):
+    """What a link line's offload words ask for."""
+
+    targets: tuple[str, ...] | None  # None: GCC's default (every installed target); (): disable
+    options: tuple[str, ...]  # -foffload-options values, in order (TARGETS=OPTS or OPTS)
+    said: str  # the last word that set the targets, for messages ("" where none did)
+
+
+def read_words(args: list[str]) -> OffloadWords:
+    """The link line's offload words (`args`: its words after the driver, @files expanded)."""
+    targets: list[str] | None = None
+    options: list[str] = []
+    said = ""
+    for a in args:
+        if a.startswith("-foffload-options="):
+            value = a[len("-foffload-options="):]
+            _check_targets(value.partition("=")[0] if _names_targets(value) else "", a)
+            options.append(value)
+        elif a.startswith("-foffload="):
+            value = a[len("-foffload="):]
+            if not value.startswith("-"):
+                names = value.partition("=")[0]
+                said = a
+                for name in names.split(","):
+                    if name == "disable":
+                        targets = []
+                        break
+                    if name == "default":
+                        targets = None
+                        break
+                    _check_targets(name, a)
+                    if targets is None:
+                        targets = []
+                    if name not in targets:
+                        targets.append(name)
+            if value.startswith("-") or "=" in value:
+                options.append(value)
+    return OffloadWords(None if targets is None else tuple(targets), tuple(options), said)
+
+
+def _names_targets(value: str) -> bool:
+    head, sep, _ = value.partition("=")
+    return bool(sep) and not head.startswith("-")
+
+
+def _check_targets(names: str, word: str) -> None:
+    for name in filter(None, names.split(",")):
+        if name not in CONFIGURED and name not in ("disable", "default"):
+            raise UsageError(f"{word}: GCC 12 is not configured for offload target '{name}' "
+                             f"(it knows {', '.join(CONFIGURED)})")
+
+
+def wanted(words: OffloadWords, major: str | None) -> tuple[str, ...]:
+    """The targets GCC's link would build images for: those the words name, or every
+    configured target whose accel compiler is installed."""
+    if words.targets is not None:
+        return words.targets
+    return installed(major, os.environ.get("PATH", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def installed(major: str | None, path: str) -> tuple[str, ...]:
+    """The configured targets whose accel compiler (`<machine>-linux-gnu-accel-T-gcc-MAJOR`)
+    is on PATH, as GCC's driver finds mkoffload for them."""
+    from ...run import which
+
+    machine = os.uname().machine
+    suffix = f"-{major}" if major else ""
+    return tuple(t for t in CONFIGURED
+                 if which(f"{machine}-linux-gnu-accel-{t}-gcc{suffix}") is not None)
+
+
+def check_buildable(targets: tuple[str, ...], words: OffloadWords, major: str | None) -> None:
+    """One line for a target GCC's link would build and offlink cannot: never an image for
+    another target in its place."""
+    for t in targets:
+        if t not in BUILT:
+            why = (f"{words.said} asks for it" if words.targets is not None else
+                   f"{PACKAGES.get(t, t).format(major=major or '12')} is installed and no "
+                   f"-foffload= names the targets")
+            raise UsageError(f"GCC's own link would build an offload image for {t} ({why}); "
+                             f"offlink builds {', '.join(BUILT)} only: link with "
+                             f"-foffload={','.join(BUILT)} or with GCC's own link")
+
+
+def select(cus: list, args: list[str]) -> list:
+    """The link's CUs less GCC's where GCC's link would build no image from them
+    (`-foffload=disable`, or no accel compiler installed and no target named); an error for a
+    target offlink cannot build. `args`: the link line's words (plan.base_args)."""
+    ours = [cu for cu in cus if cu.payload.target == TARGET]
+    if not ours:
+        return cus
+    words = read_words(args)
+    compiler = ours[0].payload.compiler
+    major = compiler.rsplit("-", 1)[-1] if compiler.rsplit("-", 1)[-1].isdigit() else None
+    targets = wanted(words, major)
+    check_buildable(targets, words, major)
+    if TARGET in targets:
+        return cus
+    return [cu for cu in cus if cu.payload.target != TARGET]

@@ -1,10 +1,14 @@
-"""`offlink link --gomp-register` (OFFLINK_GOMP_REGISTER=1): offlink's `nvptx-none` image
-registered with libgomp, as GCC's mkoffload does, so libgomp can run target regions on a GPU.
+"""libgomp's registration of offlink's `nvptx-none` image, as GCC's mkoffload writes it, so
+libgomp can run target regions on a GPU: made by default wherever GCC's own link would make it
+(`-foffload=disable` on the link line turns GCC's offloading off; OFFLINK_GOMP_REGISTER=0 leaves
+the registration out; `--gomp-register`, once the way to ask for it, is accepted and changes
+nothing).
 
-Opt-in and unverified on a real GPU. Per link, one generated C file (compiled by the host
-compiler, byte for byte the same for the same image and table) holds what GCC 12's mkoffload
-writes: the image's PTX files (`ptx_objs`), the variable and function names (`var_mappings`,
-`func_mappings` with launch dimensions) and the `nvptx_tdata` struct, a constructor calling
+Unverified on a real GPU. Per link, one generated C file (compiled by the host compiler, byte
+for byte the same for the same names and PTX file sizes) holds what GCC 12's mkoffload writes:
+the PTX files (`ptx_objs`, pointing into the image in `.openmp_target`, so it is stored once),
+the variable and function names (`var_mappings`, `func_mappings` with launch dimensions) and
+the `nvptx_tdata` struct, a constructor calling
 `GOMP_offload_register_ver(0x10001, __OFFLOAD_TABLE__, 5, &target_data)` and a destructor
 calling `GOMP_offload_unregister_ver` likewise. libgomp pairs host table slot i with name i
 (target.c, gomp_load_image_to_device), so the names are written in the order of the linked
@@ -51,37 +55,31 @@ def ptx_parts(image: bytes) -> list[bytes]:
     return parts
 
 
-def _c_string(data: bytes) -> str:
-    """`data` as C string literals, one per line of the text; octal escapes keep it exact."""
-    out = []
-    for line in data.splitlines(keepends=True) or [b""]:
-        chars = []
-        for b in line:
-            c = chr(b)
-            if c in '"\\?' or not 0x20 <= b < 0x7F:
-                chars.append(f"\\{b:03o}")
-            else:
-                chars.append(c)
-        out.append('\t"' + "".join(chars) + '"')
-    return "\n".join(out)
-
-
-def c_source(image: bytes, funcs: list[str], variables: list[str],
+def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
              dims: dict[str, tuple[int, ...]]) -> str:
     """The registration, as GCC 12's mkoffload writes it (nvptx/mkoffload.cc, process), for
-    host table slot i named funcs[i] / variables[i]."""
+    host table slot i named funcs[i] / variables[i]. The PTX files are not copied: each
+    `ptx_objs` row points into the table's image `index` (the placeholder's
+    `__offlink_image_K`, link/reserve.py), at the file and its NUL, as mkoffload's
+    `sizeof (ptx_code_N)` counts it: the image is stored once. The constructor finds the
+    files (a NUL after each) before registering, so the text depends on their number, not
+    their sizes: a relink after one CU changed takes the compiled object from the cache."""
+    from ...formats.table import image_symbol
+
     for n in (*funcs, *variables):
         if not n or any(c in n for c in '"\\\n') or not n.isascii():
-            raise LinkError(f"--gomp-register: cannot name '{n}' in C")
-    parts = ptx_parts(image)
-    w = [f"/* Written by offlink link --gomp-register: libgomp registration of the nvptx-none "
-         f"image\n   (GCC {GCC_MAJOR}'s mkoffload layout). */", "#include <stdint.h>", ""]
-    for i, part in enumerate(parts):
-        w += [f"static const char ptx_code_{i}[] =", _c_string(part) + ";", ""]
-    w.append("static const struct ptx_obj {\n  const char *code;\n  __SIZE_TYPE__ size;\n"
-             "} ptx_objs[] = {")
-    w.append(",\n".join(f"\t{{ptx_code_{i}, sizeof (ptx_code_{i})}}" for i in range(len(parts))))
-    w += ["};", ""]
+            raise LinkError(f"libgomp registration: cannot name '{n}' in C")
+    if image and not image.endswith(b"\0"):
+        raise LinkError("libgomp registration: the nvptx-none image does not end with a NUL "
+                        "(nvptx-none-ld ends every PTX file with one)")
+    symbol = image_symbol(index)
+    w = [f"/* Written by offlink link: libgomp registration of the nvptx-none image\n"
+         f"   (GCC {GCC_MAJOR}'s mkoffload layout; the PTX is the table's image {index}). */",
+         "#include <stdint.h>", "", f'extern const char {symbol}[] __attribute__ '
+         f'((__visibility__ ("hidden")));', ""]
+    parts = len(ptx_parts(image))
+    w.append(f"static struct ptx_obj {{\n  const char *code;\n  __SIZE_TYPE__ size;\n"
+             f"}} ptx_objs[{parts}];  /* the image's {parts} PTX files: set by init */\n")
     w.append("static const char *const var_mappings[] = {")
     w.append(",\n".join(f'\t"{n}"' for n in variables))
     w += ["};", ""]
@@ -121,7 +119,13 @@ const void *const __OFFLOAD_TABLE__[] HIDDEN = {
 """)
     for fn, call in (("constructor", "init"), ("destructor", "fini")):
         what = "register" if call == "init" else "unregister"
-        w.append(f"static __attribute__((__{fn}__)) void {call} (void)\n{{\n"
+        split = "" if call == "fini" else (
+            f"  const char *p = {symbol};\n"
+            f"  for (unsigned i = 0; i < sizeof (ptx_objs) / sizeof (ptx_objs[0]); i++)\n"
+            f"    {{\n      ptx_objs[i].code = p;\n"
+            f"      ptx_objs[i].size = __builtin_strlen (p) + 1;\n"
+            f"      p += ptx_objs[i].size;\n    }}\n")
+        w.append(f"static __attribute__((__{fn}__)) void {call} (void)\n{{\n{split}"
                  f"  GOMP_offload_{what}_ver ({VERSION:#x}, __OFFLOAD_TABLE__, "
                  f"{GOMP_DEVICE_NVIDIA_PTX}/*NVIDIA_PTX*/, &target_data);\n}}\n")
     return "\n".join(w)
@@ -131,9 +135,36 @@ def crt_object(compiler: str, name: str) -> str:
     out = runner.run([compiler, f"-print-file-name={name}"], f"{compiler} -print-file-name")
     path = out.stdout.decode().strip()
     if not os.path.isabs(path) or not os.path.isfile(path):
-        raise LinkError(f"--gomp-register: {compiler} has no {name} (a GCC built with "
+        raise LinkError(f"libgomp registration: {compiler} has no {name} (a GCC built with "
                         f"offloading has; Debian: gcc-{GCC_MAJOR}-offload-nvptx)")
     return path
+
+
+KEEP_SCRIPT = """\
+/* Written by offlink link: GCC's offload host tables survive --gc-sections. */
+SECTIONS
+{
+  .gnu.offload_funcs : { KEEP (*(.gnu.offload_funcs)) }
+  .gnu.offload_vars : { KEEP (*(.gnu.offload_vars)) }
+}
+INSERT AFTER .data.rel.ro;
+"""
+
+
+def gc_sections(argv: list[str]) -> bool:
+    """Whether the link collects unused sections: the last of --gc-sections and
+    --no-gc-sections, as -Wl, or -Xlinker words or the linker's own."""
+    on = False
+    words = iter(argv[1:])
+    for a in words:
+        items = a[4:].split(",") if a.startswith("-Wl,") else \
+            [next(words, "")] if a == "-Xlinker" else [a]
+        for w in items:
+            if w in ("--gc-sections", "-gc-sections"):
+                on = True
+            elif w in ("--no-gc-sections", "-no-gc-sections"):
+                on = False
+    return on
 
 
 def driver_adds_crt(driver: str, args: list[str]) -> bool:
@@ -141,7 +172,8 @@ def driver_adds_crt(driver: str, args: list[str]) -> bool:
     GCC's own specs (`%{fopenacc|fopenmp:crtoffloadbegin%O%s}`; the last of -fX/-fno-X
     counts)."""
     name = os.path.basename(driver)
-    if "clang" in name or not ("gcc" in name or "g++" in name or name in ("cc", "c++")):
+    if "clang" in name or not ("gcc" in name or "g++" in name or "gfortran" in name
+                               or name in ("cc", "c++")):
         return False
     if any(a in ("-nostartfiles", "-nostdlib", "-r") for a in args):
         return False
@@ -154,6 +186,13 @@ def driver_adds_crt(driver: str, args: list[str]) -> bool:
     return any(live.values())
 
 
+class _Driver:
+    """What omptarget.compile_c reads of a link plan: the driver that compiles the C file."""
+
+    def __init__(self, driver: str):
+        self.driver = driver
+
+
 @dataclass
 class Registration:
     """The registration of one link's nvptx-none image: its C file, object and host inputs."""
@@ -162,17 +201,21 @@ class Registration:
     data: bytes  # the image
     cus: list  # (label, source, entries) per CU, as the target paired them
     workdir: str
+    index: int = 0  # the image's index in the table (its placeholder symbol)
+    cache: object = None  # the link's cache (link/cache.py), for the compiled object
     order: dict[str, list[str]] = field(default_factory=dict)  # kind -> keys, table order
     relinks: int = 0
-    option = "--gomp-register"  # what asked for it, in the pipeline's messages
+    option = "libgomp registration"  # what asked for it, in the pipeline's messages
 
     @classmethod
-    def for_link(cls, plan, images, workdir: str, required: bool) -> Registration | None:
+    def for_link(cls, plan, images, workdir: str, required: bool,
+                 cache=None) -> Registration | None:
         """The registration of this link's nvptx-none image; without one, None, or an error
-        when --gomp-register asked for it (OFFLINK_GOMP_REGISTER=1 alone does not)."""
+        when --gomp-register asked for it."""
         from .nvptx import NAME
 
-        image = next((i for i in images if i.target.name == NAME), None)
+        index = next((k for k, i in enumerate(images) if i.target.name == NAME), None)
+        image = None if index is None else images[index]
         if image is None:
             if not required:
                 return None
@@ -185,9 +228,10 @@ class Registration:
         version = runner.run([compiler, "-dumpversion"], f"{compiler} -dumpversion")
         major = version.stdout.decode().strip().split(".")[0]
         if major != GCC_MAJOR:
-            raise UsageError(f"--gomp-register writes GCC {GCC_MAJOR}'s libgomp registration; "
-                             f"the host compiler {compiler} is version {major}")
-        reg = cls(compiler, image.data, cus, workdir)
+            raise UsageError(f"offlink writes GCC {GCC_MAJOR}'s libgomp registration; the host "
+                             f"compiler {compiler} is version {major} (link with gcc-"
+                             f"{GCC_MAJOR}, or -foffload=disable for a host-only program)")
+        reg = cls(compiler, image.data, cus, workdir, index, cache)
         reg.order = {kind: [e.key for _l, _s, entries in cus for e in entries
                             if e.host.kind == kind] for kind in ("function", "variable")}
         return reg
@@ -200,24 +244,41 @@ class Registration:
         from . import dialect as gcc
 
         dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
-        text = c_source(self.data, self.order["function"], self.order["variable"], dims)
-        with open(os.path.join(self.workdir, SOURCE), "w", encoding="ascii") as f:
-            f.write(text)
-        # Relative names, in the work folder: nothing of its path reaches the object.
-        runner.run([self.compiler, "-c", "-O2", "-fPIC", "-fno-lto", "-w", SOURCE, "-o",
-                    os.path.basename(self.object_path)], "compiling the libgomp registration",
-                   cwd=self.workdir)
+        text = c_source(self.index, self.data, self.order["function"],
+                        self.order["variable"], dims)
+        from ..llvm.omptarget import compile_c
+
+        # A relink with the same names, order and PTX file sizes takes the object from the
+        # cache (its text names the image by its symbol, not its bytes).
+        compile_c(_Driver(self.compiler), text, SOURCE, "the libgomp registration",
+                  self.workdir, self.cache)
 
     def host_argv(self, host: list[str], extra_at: int) -> list[str]:
         """The host link with crtoffloadbegin.o before every input, and the registration and
         crtoffloadend.o after them (`extra_at`: where offlink's own inputs start). GCC's
         driver adds the two itself to a -fopenmp or -fopenacc link (its startfile and endfile
-        specs) unless -nostartfiles or -nostdlib."""
+        specs) unless -nostartfiles or -nostdlib. Under --gc-sections a linker script keeps
+        the CUs' host tables (KEEP_SCRIPT)."""
+        keep = self._keep_tables(host)
         if driver_adds_crt(host[0], host[1:extra_at]):
-            return [*host[:extra_at], self.object_path, *host[extra_at:]]
+            return [*host[:extra_at], self.object_path, *keep, *host[extra_at:]]
         begin = crt_object(self.compiler, CRT_BEGIN)
         end = crt_object(self.compiler, CRT_END)
-        return [host[0], begin, *host[1:extra_at], self.object_path, end, *host[extra_at:]]
+        return [host[0], begin, *host[1:extra_at], self.object_path, end, *keep,
+                *host[extra_at:]]
+
+    def _keep_tables(self, host: list[str]) -> list[str]:
+        """`-Wl,-T,SCRIPT` keeping `.gnu.offload_funcs`/`.gnu.offload_vars` where the link
+        collects unused sections: nothing refers to the CUs' tables, so --gc-sections drops
+        them (GCC's own link then registers N names against 0 slots, which libgomp refuses
+        on a device); the tables keep their target regions and variables, as they should."""
+        if not gc_sections(host):
+            return []
+        path = os.path.join(self.workdir, "offlink-gomp-keep.ld")
+        with open(path, "w", encoding="ascii") as f:
+            f.write(KEEP_SCRIPT)
+        name = os.path.basename(host[0])
+        return ["-T", path] if name == "ld" or name.startswith("ld.") else [f"-Wl,-T,{path}"]
 
     def check(self, path: str) -> bool:
         """Whether the linked binary's host table is in the registered order; if the CUs'
@@ -231,12 +292,12 @@ class Registration:
         for kind, keys in found.items():
             named = [k for k in keys if k is not None]
             if len(named) != len(keys):
-                raise LinkError(f"--gomp-register: {len(keys) - len(named)} of the {len(keys)} "
-                                f"{kind} slots of the host table come from no input offlink "
-                                f"paired (objects with GCC offload tables offlink did not "
-                                f"read?)")
+                raise LinkError(f"libgomp registration: {len(keys) - len(named)} of the "
+                                f"{len(keys)} {kind} slots of the host table come from no "
+                                f"input offlink paired (objects with GCC offload tables "
+                                f"offlink did not read?)")
             if sorted(named) != sorted(self.order[kind]):
-                raise LinkError(f"--gomp-register: the linked host table has "
+                raise LinkError(f"libgomp registration: the linked host table has "
                                 f"{len(keys)} {kind} slots where the CUs have "
                                 f"{len(self.order[kind])} (did -Wl,--gc-sections remove "
                                 f"them?); libgomp pairs them by position")
@@ -244,7 +305,7 @@ class Registration:
         if actual == self.order:
             return True
         if self.relinks:
-            raise LinkError("--gomp-register: the host table's order changed between two "
+            raise LinkError("libgomp registration: the host table's order changed between two "
                             "links of the same inputs")
         self.order = actual
         self.relinks += 1

@@ -50,6 +50,7 @@ class GccNvptxTarget(Target):
         self._cache: Cache | None = None  # the link's cache, given to prepare_image
         self._exports: dict[str, tuple[bytes, set[str]]] = {}  # link_image's images
         self._objects: dict[str, bytes] = {}  # path -> object, of those compiled (offers)
+        self._fat_lto = False  # a CU is -ffat-lto-objects (for_inputs)
 
     # -- offlink cc ----------------------------------------------------------------------
     def capture_argv(self, compiler, preprocess_args, language, source, output):
@@ -136,7 +137,11 @@ class GccNvptxTarget(Target):
                 cus.append((c.cu.label, c.cu.payload.source, entries))
         self._links[output] = cus
         lib = _library_dir(tuple(compile_driver(compiled[0].cu))) if compiled else ""
-        dirs = [f"-L{os.path.join(lib, 'mgomp')}", f"-L{lib}"] if lib else []
+        # OpenMP's libraries come from the -mgomp multilib first; OpenACC's from the folder
+        # alone (mkoffload's collect2 line for each).
+        acc = bool(compiled) and gcc.is_openacc(compiled[0].cu.payload.options)
+        dirs = ([] if acc else [f"-L{os.path.join(lib, 'mgomp')}"]) + [f"-L{lib}"] if lib \
+            else []
         argv = ["nvptx-none-ld", "-o", output, *dirs, *(c.object_path for c in compiled),
                 *link_opts, *MKOFFLOAD_LIBS]
         self._argvs[output] = argv
@@ -207,7 +212,13 @@ class GccNvptxTarget(Target):
         from ...model import write_objects
 
         write_objects(compiled)
-        super().link_image(argv, output, compiled)
+        try:
+            super().link_image(argv, output, compiled)
+        except ToolError as e:
+            said = explain(e, argv, [(c.cu.label, self._object(c)) for c in compiled])
+            if said is None:
+                raise
+            raise said from None
 
     def exports(self, image, path):
         made = self._exports.pop(path, None)  # link_image's, for the image it wrote
@@ -215,12 +226,31 @@ class GccNvptxTarget(Target):
             return made[1]
         return gcc.ptx_definitions(image)
 
+    def for_inputs(self, cus, plan=None):
+        # GCC 12's mkoffload builds an image for OpenMP or for OpenACC, never both: the merged
+        # options of a program with both say neither ("either '-fopenacc' or '-fopenmp' must
+        # be set"), and its compile of each differs (-mgomp and its multilib for OpenMP only).
+        kinds: dict[bool, str] = {}
+        for cu in cus:
+            kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)
+        if len(kinds) > 1:
+            raise UsageError(f"{kinds[True]} is OpenACC (-fopenacc) and {kinds[False]} OpenMP "
+                             f"(-fopenmp): GCC {gcc.LTO_MAJOR}'s offload link builds an image "
+                             f"for one of them per program (its mkoffload: \"either "
+                             f"'-fopenacc' or '-fopenmp' must be set\"), and so does offlink")
+        # -ffat-lto-objects CUs linked without -flto: GCC's linker plugin still links their
+        # GIMPLE (statics become `x.lto_priv.N`, the host tables are rewritten), unless the
+        # link says -fno-lto; offlink read the tables of their code, so that is what is linked.
+        self._fat_lto = any(getattr(cu, "fat_lto", False) for cu in cus)  # GccCU's
+        return self
+
     def host_link_args(self, plan) -> list[str]:
         # GCC would otherwise run mkoffload and its own offload link of every CU again.
         driver = os.path.basename(plan.driver)
         if "clang" in driver or driver == "ld" or driver.startswith("ld."):
             return []
-        return ["-foffload=disable"]
+        fat = ["-fno-lto"] if self._fat_lto and not plan.lto else []
+        return ["-foffload=disable", *fat]
 
     def host_addresses(self, elf, image):
         placed = gcc.place(elf, self._links.get(image.path, []))
@@ -351,8 +381,11 @@ def _restored(compiled) -> list[gcc.Entry] | None:
 def compile_driver(cu) -> list[str]:
     """The accel compiler's driver command for one CU, up to `-c IN -o OUT`."""
     compile_opts = [o for o in cu.payload.options if not o.startswith(("-l", "-L"))]
+    # -mgomp (OpenMP's multilib) for OpenMP only: lto1 refuses it with -fopenacc, and
+    # mkoffload leaves it out there.
+    gomp = [] if gcc.is_openacc(cu.payload.options) else ["-mgomp"]
     # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
-    return [cu.payload.compiler, "-xlto", "-m64", "-mgomp", DEFAULT_ISA, *compile_opts,
+    return [cu.payload.compiler, "-xlto", "-m64", *gomp, DEFAULT_ISA, *compile_opts,
             "-Wa,--no-verify"]
 
 
@@ -532,3 +565,62 @@ def _ptxas_refusal(preamble: str) -> str | None:
         proc = subprocess.run([ptxas, "--gpu-name", isa, "-c", "-o", os.devnull, f.name],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     return None if proc.returncode == 0 else proc.stdout.decode(errors="replace")
+
+# -- device-link errors --------------------------------------------------------------------
+#
+# nvptx-none-ld's failures said in one line: the symbol, the CUs that need it, and the way out.
+#
+# nvptx-none-ld prints `unresolved symbol NAME` for each symbol no object or library defines
+# (nvptx-ld.cc). A CU needs NAME where its PTX declares it (`// BEGIN GLOBAL ... DECL: NAME`,
+# the lines nvptx-none-ld reads); GCC's device libraries that define it (`... DEF: NAME` in the
+# archive) name the fix: `-foffload-options=nvptx-none=-lm` as GCC's own link takes it. The whole
+# command and the linker's own lines come only under --verbose.
+
+# Device libraries a program may need that GCC's offload link does not add by itself
+# (mkoffload links -lgomp -lgcc -lc -lgcc), in the order a fix names them.
+OPTIONAL_LIBRARIES = ("m", "atomic", "gfortran")
+_UNRESOLVED = re.compile(r"^unresolved symbol (\S+)", re.M)
+SHOWN = 3  # symbols named in the line; the rest counted
+
+
+def explain(error: ToolError, argv: list[str],
+            objects: list[tuple[str, bytes]]) -> ToolError | None:
+    """The one-line error for a failed device link `argv` whose objects are `objects` (label,
+    PTX), or None where nvptx-none-ld said no unresolved symbol (the error stays as it is)."""
+    from ... import run as runner
+
+    missing = list(dict.fromkeys(_UNRESOLVED.findall(error.output)))
+    if not missing:
+        return None
+    parts = []
+    fixes: list[str] = []
+    for name in missing[:SHOWN]:
+        decl = re.compile(rb"\n// BEGIN GLOBAL (?:FUNCTION|VAR) DECL: " + re.escape(
+            name.encode()) + rb"\n")
+        users = [label for label, ptx in objects if decl.search(ptx)]
+        libs = [lib for lib in OPTIONAL_LIBRARIES if _defines(argv, lib, name)]
+        fixes += [lib for lib in libs if lib not in fixes]
+        where = f"needed by {', '.join(users)}" if users else "needed by a device library"
+        parts.append(f"{name} ({where}{f'; in lib{libs[0]}' if libs else ''})")
+    more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
+    fix = (": link with " + " ".join(f"-foffload-options=nvptx-none=-l{lib}" for lib in fixes)
+           if fixes else ": no GCC device library defines it (is it a host-only function "
+           "called in a target region?)")
+    command = f" [{runner.show(argv)}]" if runner.VERBOSE else ""
+    plural = "s" if len(missing) > 1 else ""
+    return ToolError(f"device link for target nvptx-none: unresolved symbol{plural} "
+                     f"{', '.join(parts)}{more}{fix}{command}", error.exit_code,
+                     error.output if runner.VERBOSE else "")
+
+
+def _defines(argv: list[str], lib: str, name: str) -> bool:
+    """Whether lib<lib>.a, in the first -L folder of the device link that has it, defines
+    `name`."""
+    for d in (w[2:] for w in argv if w.startswith("-L")):
+        path = os.path.join(d, f"lib{lib}.a")
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            return re.search(rb"// BEGIN GLOBAL (?:FUNCTION|VAR) DEF: " + re.escape(
+                name.encode()) + rb"\n", data) is not None
+    return False
