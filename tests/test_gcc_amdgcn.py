@@ -20,14 +20,13 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, copy_sample, in_ci, run
+from conftest import ROOT, copy_sample, needs_tool, run
 
 from offlink.elf import STT_FUNC, STT_OBJECT, ElfFile
 from offlink.toolchains.gcc import gcn
 
 ACCEL = f"{os.uname().machine}-linux-gnu-accel-amdgcn-amdhsa-gcc-12"
-pytestmark = pytest.mark.skipif(shutil.which(ACCEL) is None and not in_ci(),
-                                reason="needs gcc-12-offload-amdgcn")
+pytestmark = needs_tool(shutil.which(ACCEL) is None, "needs gcc-12-offload-amdgcn")
 
 assert (gcn.VERSION, gcn.GOMP_DEVICE_GCN) == (0x10002, 8)  # GCC 12's libgomp
 ELFOSABI_AMDGPU_HSA = 64
