@@ -85,7 +85,7 @@ class ElfFile:
         if ident[4] != 2 or ident[5] != 1:
             raise FormatError(f"{name}: only little-endian ELF64 is supported "
                               f"(class {ident[4]}, data {ident[5]})")
-        (_, self.e_type, self.e_machine, _, self.e_entry, _, self.e_shoff, _, _, _, _,
+        (_, self.e_type, self.e_machine, _, self.e_entry, _, self.e_shoff, self.e_flags, _, _, _,
          self.e_shentsize, self.e_shnum, self.e_shstrndx) = _EHDR.unpack_from(self.data, 0)
         self._sections: list[Section] | None = None
         self._symbols: dict[bool, list[Symbol]] = {}  # parsed once: callers must not change it

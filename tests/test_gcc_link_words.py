@@ -14,9 +14,9 @@ import shutil
 import pytest
 from conftest import needs_tool, run
 
+from offlink.errors import UsageError
 from offlink.toolchains.gcc import dialect as gcc
 from offlink.toolchains.gcc import dialect as gcc_link
-from offlink.errors import UsageError
 
 BOTH = ("nvptx-none", "amdgcn-amdhsa")
 

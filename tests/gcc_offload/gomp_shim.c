@@ -1,6 +1,8 @@
-/* LD_PRELOAD shim for tests/test_gcc_offload.py: records every GOMP_offload_register_ver and
-   GOMP_offload_unregister_ver call (GCC 12's nvptx_tdata) to $GOMP_SHIM_LOG, the PTX objects
-   to $GOMP_SHIM_LOG.ptx, then calls libgomp's own. Host addresses are written relative to
+/* LD_PRELOAD shim for tests/test_gcc_offload.py and tests/test_gcc_amdgcn.py: records every
+   GOMP_offload_register_ver and GOMP_offload_unregister_ver call to $GOMP_SHIM_LOG (GCC 12's
+   nvptx_tdata for type 5, its gcn_image_desc for type 8 (GCN), as mkoffload writes them),
+   the PTX objects to $GOMP_SHIM_LOG.ptx or the GCN code object to $GOMP_SHIM_LOG.gcn, then
+   calls libgomp's own. Host addresses are written relative to
    the module's load address (a PIE's link-time addresses). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +22,55 @@ struct nvptx_tdata {
   unsigned fn_num;
 };
 
+/* gcn/mkoffload.cc (GCC 12): the registration's target_data for GOMP_DEVICE_GCN. */
+#define GOMP_DEVICE_GCN 8
+struct gcn_image { size_t size; void *image; };
+struct hsa_kernel_description {
+  const char *name;
+  int oacc_dims[3];
+  int sgpr_count;
+  int vgpr_count;
+};
+struct gcn_image_desc {
+  const struct gcn_image *gcn_image;
+  unsigned kernel_count;
+  const struct hsa_kernel_description *kernel_infos;
+  unsigned global_variable_count;
+};
+
+static void dump(const char *path, const char *suffix, const void *data, size_t size) {
+  char out[4096];
+  snprintf(out, sizeof out, "%s.%s", path, suffix);
+  FILE *p = fopen(out, "wb");
+  if (p) {
+    fwrite(data, 1, size, p);
+    fclose(p);
+  }
+}
+
+/* GCN: the kernels by name (mkoffload's order; libgomp's plugin skips _init_array and
+   _fini_array and pairs the rest with the host's function slots in order); the variables
+   have no names here (the plugin reads the image's `.offload_var_table`), only a count. */
+static void record_gcn(FILE *f, const char *what, const char *path, unsigned version, int type,
+                       void *const *const *t, uintptr_t base, const struct gcn_image_desc *d) {
+  uintptr_t nfuncs = (uintptr_t) (t[1] - t[0]), nvars = (uintptr_t) (t[3] - t[2]) / 2;
+  fprintf(f, "%s %#x %d gcn %lu kernels %u/%lu vars %u/%lu\n", what, version, type,
+          (unsigned long) d->gcn_image->size, d->kernel_count, (unsigned long) nfuncs,
+          d->global_variable_count, (unsigned long) nvars);
+  for (unsigned i = 0; i < d->kernel_count; i++)
+    fprintf(f, "kernel %s %d %d %d sgpr %d vgpr %d\n", d->kernel_infos[i].name,
+            d->kernel_infos[i].oacc_dims[0], d->kernel_infos[i].oacc_dims[1],
+            d->kernel_infos[i].oacc_dims[2], d->kernel_infos[i].sgpr_count,
+            d->kernel_infos[i].vgpr_count);
+  for (unsigned i = 0; i < nfuncs; i++)
+    fprintf(f, "func %lu\n", (unsigned long) ((uintptr_t) t[0][i] - base));
+  for (unsigned i = 0; i < nvars; i++)
+    fprintf(f, "var %lu %lu\n", (unsigned long) ((uintptr_t) t[2][2 * i] - base),
+            (unsigned long) (uintptr_t) t[2][2 * i + 1]);
+  if (strcmp(what, "register") == 0)
+    dump(path, "gcn", d->gcn_image->image, d->gcn_image->size);
+}
+
 typedef void (*gomp_fn)(unsigned, const void *, int, const void *);
 
 static void record(const char *what, unsigned version, const void *host_table, int type,
@@ -34,8 +85,13 @@ static void record(const char *what, unsigned version, const void *host_table, i
   uintptr_t base = 0;
   if (dladdr(host_table, &info) && info.dli_fbase)
     base = (uintptr_t) info.dli_fbase;
-  const struct nvptx_tdata *d = target_data;
   void *const *const *t = host_table;
+  if (type == GOMP_DEVICE_GCN) {
+    record_gcn(f, what, path, version, type, t, base, target_data);
+    fclose(f);
+    return;
+  }
+  const struct nvptx_tdata *d = target_data;
   uintptr_t nfuncs = (uintptr_t) (t[1] - t[0]), nvars = (uintptr_t) (t[3] - t[2]) / 2;
   fprintf(f, "%s %#x %d ptx %u funcs %u/%lu vars %u/%lu\n", what, version, type, d->ptx_num,
           d->fn_num, (unsigned long) nfuncs, d->var_num, (unsigned long) nvars);

@@ -1,0 +1,307 @@
+"""GCC 12's `amdgcn-amdhsa` offload images built one CU at a time: the steps, as plain functions.
+
+Not a link target yet: `offlink link` still refuses GCC's amdgcn-amdhsa objects in one line
+(dialect.py, check_buildable). These are the steps such a target runs, each checked against GCC
+12's own link of the same objects (tests/test_gcc_amdgcn.py): GCC's mkoffload (gcn/mkoffload.cc)
+compiles every CU of the program together (`<accel gcc> -S -m64 -xlto -mgomp ... -o X.1.s`),
+rewrites that assembly (process_asm: the host function table dropped, a global
+`.offload_var_table` label put before the joined variable tables, the kernels and their
+register counts read), assembles and links it with GCC's device libraries (the accel driver,
+which runs llvm-mc-13 and lld-13 from gcc-12-offload-amdgcn) into one HSA code object, and writes
+a C file registering it with libgomp. Here each CU is compiled to assembly alone
+(`compile_argv`), rewritten alone (`read_asm`, `without_func_tables`), assembled alone
+(`assemble_argv`), and the objects are linked after `VAR_TABLE_START` (`link_argv`): lld joins
+the CUs' `.gnu.offload_vars` in input order, so `.offload_var_table` starts the same table.
+`c_source` writes the registration as GCC 12's mkoffload does: GOMP_VERSION 1 and
+GOMP_VERSION_GCN 2 (0x10002), GOMP_DEVICE_GCN 8, target_data a `gcn_image_desc` {the image
+{size, bytes}, the kernels (`_init_array`, `_fini_array`, then one per host function slot, in
+the host table's order: libgomp's plugin pairs them by position), the variable count (the
+plugin reads the variables' addresses from `.offload_var_table` in the image)}.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+NAME = "amdgcn-amdhsa"
+GOMP_VERSION = 1  # GCC 12
+GOMP_VERSION_GCN = 2
+GOMP_DEVICE_GCN = 8
+VERSION = GOMP_VERSION << 16 | GOMP_VERSION_GCN  # GOMP_VERSION_PACK
+DEFAULT_ARCH = "fiji"  # GCC 12's accel compiler without -march= (gfx803)
+# GCC 12's -march= values and their ELF e_flags machine (LLVM's AMDGPUUsage, EF_AMDGPU_MACH).
+MACH = {"fiji": 0x2A, "gfx900": 0x2C, "gfx906": 0x2F, "gfx908": 0x30}
+# The libraries the accel driver links an image with: mkoffload's -lgomp, then its link spec's.
+LIBRARIES = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
+# mkoffload's own kernels, from crt0.o: they run the image's constructors and destructors.
+INIT_KERNELS = ("_init_array", "_fini_array")
+
+
+@dataclass
+class DeviceTables:
+    """What mkoffload's process_asm reads from a CU's assembly: the host function table's
+    names and the variable table's (name, size) rows, in order, and each kernel's register
+    counts and OpenACC launch dimensions."""
+
+    functions: list[str] = field(default_factory=list)
+    variables: list[tuple[str, int]] = field(default_factory=list)
+    regcounts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    dims: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+
+_SECTION = re.compile(r"^\s*\.(?:section|text|data|bss)\b")
+_QUAD = re.compile(r"^\s*\.8byte\s+(\S+)\s*$")
+_DIMS = re.compile(r"^\s*;; OPENACC-DIMS: (-?\d+), (-?\d+), (-?\d+) : (\S+)\s*$")
+_META_NAME = re.compile(r"^\s*- \.name:\s+(\S+)\s*$")
+_META_COUNT = re.compile(r"^\s*\.(sgpr|vgpr)_count:\s+(\d+)\s*$")
+
+
+def read_asm(asm: str) -> DeviceTables:
+    """The CU's tables, as process_asm reads them (its states: code, metadata, variable
+    table, function table)."""
+    out = DeviceTables()
+    state = "code"
+    kernel = ""
+    counts: dict[str, int] = {}
+    lines = iter(asm.splitlines())
+    for line in lines:
+        if state == "code":
+            m = _DIMS.match(line)
+            if m:
+                out.dims[m.group(4)] = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        elif state == "metadata":
+            m = _META_NAME.match(line)
+            if m:
+                kernel, counts = m.group(1), {}
+            m = _META_COUNT.match(line)
+            if m and kernel:
+                counts[m.group(1)] = int(m.group(2))
+                if len(counts) == 2:
+                    out.regcounts[kernel] = (counts["sgpr"], counts["vgpr"])
+        elif state == "vars":
+            m = _QUAD.match(line)
+            if m:
+                size = _QUAD.match(next(lines, ""))
+                if size is None or not size.group(1).isdigit():
+                    raise ValueError(f"a variable table row of {m.group(1)} without its size")
+                out.variables.append((m.group(1), int(size.group(1))))
+        elif state == "funcs":
+            m = _QUAD.match(line)
+            if m:
+                out.functions.append(m.group(1))
+        stripped = line.strip()
+        if stripped.startswith(".section"):
+            state = ("vars" if ".gnu.offload_vars" in stripped else
+                     "funcs" if ".gnu.offload_funcs" in stripped else "code")
+        elif stripped == ".amdgpu_metadata":
+            state = "metadata"
+        elif stripped == ".end_amdgpu_metadata" or _SECTION.match(line):
+            state = "code"
+    return out
+
+
+def without_func_tables(asm: str) -> str:
+    """The CU's assembly less its `.gnu.offload_funcs` sections (as process_asm writes it:
+    the host function table's relocations have no use in the image)."""
+    out = []
+    skipping = False
+    for line in asm.splitlines(keepends=True):
+        if _SECTION.match(line) or line.strip() == ".amdgpu_metadata":
+            skipping = line.strip().startswith(".section") and ".gnu.offload_funcs" in line
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def target_directive(asm: str) -> str:
+    """The CU's `.amdgcn_target "..."` line (the target ID its objects are assembled for)."""
+    m = re.search(r'^\s*\.amdgcn_target\s+"[^"]*"\s*$', asm, re.M)
+    if m is None:
+        raise ValueError("no .amdgcn_target line (not GCC's GCN assembly?)")
+    return m.group(0).strip()
+
+
+def var_table_start(directive: str) -> str:
+    """The assembly of the object linked before every CU's: the global `.offload_var_table`
+    label at the start of `.gnu.offload_vars` (process_asm puts it before the first CU's rows;
+    lld joins the CUs' sections in input order after it)."""
+    return (f"\t{directive}\n\t.section\t.gnu.offload_vars,\"aw\"\n"
+            f"\t.global .offload_var_table\n\t.type .offload_var_table, @object\n"
+            f".offload_var_table:\n")
+
+
+def arch(options) -> str:
+    """The -march= the accel compiler gets (the last one), GCC 12's default without one."""
+    found = [o[len("-march="):] for o in options if o.startswith("-march=")]
+    return found[-1] if found else DEFAULT_ARCH
+
+
+def device_flags(options) -> list[str]:
+    """The xnack and sram-ecc words mkoffload gives its assemble-and-link step: -mxnack only
+    where the options say so, the last -msram-ecc= (`any` without one)."""
+    xnack = "-mno-xnack"
+    sram = "-msram-ecc=any"
+    for o in options:
+        if o in ("-mxnack", "-mno-xnack"):
+            xnack = o
+        elif o in ("-msram-ecc=on", "-msram-ecc=off", "-msram-ecc=any"):
+            sram = o
+    return [xnack, sram]
+
+
+def compile_argv(compiler: str, options, source: str, output: str) -> list[str]:
+    """One CU's accel compile to assembly, as mkoffload's compile of the whole program
+    (`-mgomp` for OpenMP only: OpenACC has no -mgomp multilib)."""
+    gomp = [] if "-fopenacc" in options and "-fopenmp" not in options else ["-mgomp"]
+    return [compiler, "-S", "-m64", "-xlto", *gomp, *options, source, "-o", output]
+
+
+def assemble_argv(shown: str, asm: str, output: str) -> list[str]:
+    """The assembler's command for one CU: the one line the accel driver shows under `-###`
+    for `-c STEP.s -o STEP.o` with the CU's -march= and device_flags (`shown`), with the
+    files put in. GCC 12's driver runs its `as` (llvm-mc-13) there."""
+    from .nvptx import _driver_words
+
+    commands = [_driver_words(line) for line in shown.splitlines() if line.startswith(" ")]
+    if len(commands) != 1 or os.path.basename(commands[0][0]) != "as":
+        raise ValueError("the accel driver's -### shows no single assembler command")
+    return [output if w == "offlink-step.o" else asm if w == "offlink-step.s" else w
+            for w in commands[0]]
+
+
+def assemble_probe(compiler: str, options) -> list[str]:
+    """The accel driver's command whose `-###` output assemble_argv reads."""
+    return [compiler, f"-march={arch(options)}", *device_flags(options), "-c",
+            "offlink-step.s", "-o", "offlink-step.o", "-###"]
+
+
+def link_argv(libdir: str, march: str, objects: list[str], output: str,
+              options=()) -> list[str]:
+    """The image link as the accel driver's collect2 runs it (lld-13 as `ld`): a position-
+    independent executable exporting every symbol, crt0.o of the -march multilib first, that
+    multilib's folder and the base folder searched, the objects (VAR_TABLE_START's first),
+    the link's own -l words, then the libraries."""
+    multilib = libdir if march == DEFAULT_ARCH else os.path.join(libdir, march)
+    extra = [o for o in options if o.startswith("-l")]
+    return [os.path.join(libdir, "ld"), "--pie", "--export-dynamic", "-o", output,
+            os.path.join(multilib, "crt0.o"), f"-L{multilib}", f"-L{libdir}", *objects,
+            *extra, *LIBRARIES]
+
+
+def kernels(functions: list[str], tables: list[DeviceTables]
+            ) -> list[tuple[str, tuple[int, int, int], int, int]]:
+    """The registration's kernels (name, OpenACC dims, sgpr and vgpr counts) as mkoffload lists
+    them: its own two, then `functions` (the host function table's names, in its order), each
+    with the counts and dims its CU's assembly gave (0 where none)."""
+    regcounts: dict[str, tuple[int, int]] = {}
+    dims: dict[str, tuple[int, int, int]] = {}
+    for t in tables:
+        regcounts.update(t.regcounts)
+        dims.update(t.dims)
+    return [(n, dims.get(n, (0, 0, 0)), *regcounts.get(n, (0, 0)))
+            for n in (*INIT_KERNELS, *functions)]
+
+
+def c_source(symbol: str, size: int, rows, var_count: int) -> str:
+    """The registration, as GCC 12's mkoffload writes it (process_asm, process_obj and main):
+    `rows` from kernels(), the image the `size` bytes at `symbol` (not copied: where offlink
+    stores the image), and __OFFLOAD_TABLE__ over what crtoffloadbegin.o and crtoffloadend.o
+    delimit (as gomp.py defines it)."""
+    for name, *_ in rows:
+        if not name or any(c in name for c in '"\\\n') or not name.isascii():
+            raise ValueError(f"cannot name '{name}' in C")
+    table = ",\n".join(f'  {{"{n}", {{{d[0]}, {d[1]}, {d[2]}}}, {s}, {v}}}'
+                       for n, d, s, v in rows)
+    return f"""/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
+   (GCC 12's mkoffload layout). */
+#include <stddef.h>
+
+extern const unsigned char {symbol}[] __attribute__ ((__visibility__ ("hidden")));
+
+static const int gcn_num_vars = {var_count};
+
+static const struct hsa_kernel_description {{
+  const char *name;
+  int oacc_dims[3];
+  int sgpr_count;
+  int vgpr_count;
+}} gcn_kernels[] = {{
+{table}
+}};
+
+static const struct gcn_image {{
+  size_t size;
+  const void *image;
+}} gcn_image = {{
+  {size},
+  {symbol}
+}};
+
+static const struct gcn_image_desc {{
+  const struct gcn_image *gcn_image;
+  unsigned kernel_count;
+  const struct hsa_kernel_description *kernel_infos;
+  unsigned global_variable_count;
+}} target_data = {{
+  &gcn_image,
+  sizeof (gcn_kernels) / sizeof (gcn_kernels[0]),
+  gcn_kernels,
+  gcn_num_vars
+}};
+
+extern void GOMP_offload_register_ver (unsigned, const void *, int, const void *);
+extern void GOMP_offload_unregister_ver (unsigned, const void *, int, const void *);
+
+/* crtoffloadtable.o's table, over what crtoffloadbegin.o and crtoffloadend.o delimit. */
+#define HIDDEN __attribute__ ((__visibility__ ("hidden")))
+extern const void *const __offload_func_table[] HIDDEN;
+extern const void *const __offload_funcs_end[] HIDDEN;
+extern const void *const __offload_var_table[] HIDDEN;
+extern const void *const __offload_vars_end[] HIDDEN;
+const void *const __OFFLOAD_TABLE__[] HIDDEN = {{
+  &__offload_func_table, &__offload_funcs_end, &__offload_var_table, &__offload_vars_end
+}};
+
+static __attribute__((constructor)) void init (void)
+{{
+  GOMP_offload_register_ver ({VERSION:#x}, __OFFLOAD_TABLE__, {GOMP_DEVICE_GCN}/*GCN*/,
+                             &target_data);
+}}
+
+static __attribute__((destructor)) void fini (void)
+{{
+  GOMP_offload_unregister_ver ({VERSION:#x}, __OFFLOAD_TABLE__, {GOMP_DEVICE_GCN}/*GCN*/,
+                               &target_data);
+}}
+"""
+
+
+# -- the code object's header (LLVM's AMDGPUUsage, code object v3/v4) ----------------------
+
+EM_AMDGPU = 224
+ELFOSABI_AMDGPU_HSA = 64
+_FEATURE = {0: "", 1: "", 2: "-", 3: "+"}  # unsupported, any, off, on (v4)
+
+
+def e_flags(image: bytes) -> int:
+    """The code object's e_flags; an error for another ELF machine."""
+    from ...elf import ElfFile
+
+    elf = ElfFile(image, "the amdgcn-amdhsa image")
+    if elf.e_machine != EM_AMDGPU:
+        raise ValueError(f"not an AMD GPU code object (e_machine {elf.e_machine})")
+    return elf.e_flags
+
+
+def target_id(flags: int) -> str:
+    """The target ID (`gfx906:xnack-`) of code object v4 e_flags: the processor, then
+    sramecc and xnack where on (+) or off (-)."""
+    mach = flags & 0xFF
+    name = next((k if k != "fiji" else "gfx803" for k, v in MACH.items() if v == mach),
+                f"mach{mach:#x}")
+    for feature, shift in (("sramecc", 10), ("xnack", 8)):
+        name += f":{feature}{_FEATURE[(flags >> shift) & 3]}" if _FEATURE[
+            (flags >> shift) & 3] else ""
+    return name
