@@ -6,9 +6,9 @@ runtime, ld.lld; the image is an HSA code object, registered with libomptarget
 What clang 19 does (its -v and clang-linker-wrapper's --save-temps show it): a CU's device code
 is LLVM bitcode in the object (AMDGPU offloading is LTO by default). The link runs one LTO of
 every CU's bitcode and the device runtime (libomptarget.devicertl.a's member for
-amdgcn/gfx90a, bitcode: libomptarget-amdgpu-gfx90a.bc's bytes) at the link line's level, writes one object and links it by `clang
---target=amdgcn-amd-amdhsa -mcpu=gfx90a -Wl,--no-undefined`, that is `ld.lld --no-undefined
--shared --no-undefined X.o -plugin-opt=mcpu=gfx90a -o image`.
+amdgcn/gfx90a: libomptarget-amdgpu-gfx90a.bc's bytes) at the link line's level, writes one
+object and links it by `clang --target=amdgcn-amd-amdhsa -mcpu=gfx90a -Wl,--no-undefined`,
+that is `ld.lld --no-undefined -shared --no-undefined X.o -plugin-opt=mcpu=gfx90a -o image`.
 
 offlink compiles each CU on its own by `llvm-lto2 run` with the device runtime's bitcode: the
 CU's symbols resolved as the wrapper resolves them for the whole program (openmp.
