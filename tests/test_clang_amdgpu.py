@@ -174,3 +174,26 @@ def test_amd_clang22_objects_are_refused_in_one_line(offlink, tmp_path):
         f"offlink: error: target {TARGET}: clang-22's AMD GPU objects take the device runtime "
         f"as --device-linker=amdgcn-amd-amdhsa=-lompdevice; offlink links clang 17-20's "
         f"(-lomptarget.devicertl) so far"]
+
+
+@needs_amd
+def test_amd_runtime_call_across_cus_is_refused_in_one_line(offlink, tmp_path):
+    """A function another CU's kernel calls that calls the device runtime would see its own
+    CU's copy of the runtime (no kernel of its CU set it up): refused, nothing written."""
+    (tmp_path / "a.c").write_text("#include <omp.h>\n#pragma omp declare target\n"
+                                  "int tid(void) { return omp_get_thread_num(); }\n"
+                                  "#pragma omp end declare target\n")
+    (tmp_path / "b.c").write_text("#include <stdio.h>\n#pragma omp declare target\n"
+                                  "int tid(void);\n#pragma omp end declare target\n"
+                                  "int main(void) {\n  int t = -1;\n"
+                                  "#pragma omp target map(from: t)\n  t = tid();\n"
+                                  "  printf(\"%d\\n\", t);\n  return 0;\n}\n")
+    for n in ("a", "b"):
+        run([CLANG, "-O2", *AMD, "-c", tmp_path / f"{n}.c", "-o", tmp_path / f"{n}.o"])
+    r = run([offlink, "link", CLANG, *AMD, tmp_path / "a.o", tmp_path / "b.o", "-o",
+             tmp_path / "p"], check=False)
+    assert r.returncode != 0 and not (tmp_path / "p").exists()
+    assert r.stderr.splitlines() == [
+        f"offlink: error: target {TARGET}: a CU defines a function other CUs may call that "
+        f"calls the device runtime; offlink's per-CU AMD GPU link gives each CU its own copy "
+        f"of the runtime and does not link such programs yet"]

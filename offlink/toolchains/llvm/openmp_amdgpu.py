@@ -31,7 +31,7 @@ import re
 
 from ...errors import LinkError, UsageError
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
-from .openmp_nvptx import cu_arch, llvm_tool, read_runtime
+from .openmp_nvptx import calls_runtime_across_cus, cu_arch, llvm_tool, read_runtime
 
 TRIPLE = "amdgcn-amd-amdhsa"
 _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -111,6 +111,14 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
         if rt_symbols is None or not resolutions:
             raise LinkError(f"target {self.name}: the CUs' or the device runtime's bitcode "
                             f"symbols cannot be read here")
+        modules = [(symbols(cu.payload.code, cu.label) or [], resolutions[id(cu)]) for cu in cus]
+        if calls_runtime_across_cus(modules, rt_symbols):
+            # (each CU's copy of the runtime: such a function would see one no kernel of its
+            # CU set up; nvptx64 links one shared copy instead, not done for AMD GPUs yet)
+            raise LinkError(f"target {self.name}: a CU defines a function other CUs may call "
+                            f"that calls the device runtime; offlink's per-CU AMD GPU link "
+                            f"gives each CU its own copy of the runtime and does not link such "
+                            f"programs yet")
         for cu in cus:
             res = resolutions[id(cu)]
             defined = {n for n, r in res if "p" in r}
