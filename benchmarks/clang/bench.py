@@ -34,7 +34,8 @@ With `--release 22` the objects are clang-22's (56-byte entries in llvm_offload_
 every link names `-L/usr/lib/llvm-22/lib -L/usr/lib/llvm-19/lib` (libomptarget 22, libomp 19).
 
 Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
-       [--arch sm_80 [--cuda-path DIR] | --arch gfx90a] [--release 19|22] [--offlink [NAME=]COMMAND ...]
+       [--arch sm_80 [--cuda-path DIR] | --arch gfx90a] [--release 19|22]
+       [--offlink [NAME=]COMMAND ...]
 """
 
 from __future__ import annotations
@@ -199,8 +200,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--offlink", action="append", default=[],
                     help="[NAME=]COMMAND; more than once to compare offlinks in one run")
-    ap.add_argument("--arch", default="", help="an NVIDIA (sm_80) or AMD (gfx90a) GPU instead of "
-                                                     "x86_64")
+    ap.add_argument("--arch", default="",
+                    help="an NVIDIA (sm_80) or AMD (gfx90a) GPU instead of x86_64")
     ap.add_argument("--cuda-path", default="/usr/local/cuda")
     ap.add_argument("--release", type=int, default=19, choices=(19, 22))
     args = ap.parse_args()
