@@ -116,6 +116,21 @@ def test_amd_one_cu_image_is_clangs_byte_for_byte(offlink, tmp_path):
         (tmp_path / "k.clang.amdgcn.gfx90a.img").read_bytes()
     env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
     assert run([tmp_path / "k"], env=env).stdout == "sum 6048\n"
+    # at the link line's -O3 too (llvm-lto2 -O3 --cg-opt-level=3, the wrapper's --opt-level)
+    run([offlink, "link", CLANG, *AMD, "-O3", tmp_path / "k.o", "-o", tmp_path / "k3"])
+    run([CLANG, *AMD, "-O3", tmp_path / "k.o", "-o", tmp_path / "k3.clang", "-Wl,--save-temps"],
+        cwd=tmp_path)
+    run([offlink, "extract", tmp_path / "k3", "--target", TARGET, "--output",
+         tmp_path / "k3.img"])
+    assert (tmp_path / "k3.img").read_bytes() == \
+        (tmp_path / "k3.clang.amdgcn.gfx90a.img").read_bytes()
+    # -O0: LLVM 19 cannot compile the runtime (clang's own link fails as well): one line
+    r = run([offlink, "link", CLANG, *AMD, "-O0", tmp_path / "k.o", "-o", tmp_path / "k0"],
+            check=False)
+    assert r.returncode != 0 and not (tmp_path / "k0").exists()
+    assert r.stderr.splitlines() == [
+        f"offlink: error: target {TARGET}: LLVM 19 cannot compile the AMD GPU device runtime "
+        f"at -O0 (clang's own link fails too); link at -O1 or above"]
 
 
 @needs_amd

@@ -100,6 +100,11 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
         t = OpenMPAmdgpuTarget(self.name, archs[0], compiler)
         t.entry_generation = generation
         t.opt_level = link_opt_level(plan.argv[1:]) if plan is not None else 2
+        if t.opt_level == 0:
+            # (LLVM 19's llvm-lto2 crashes compiling the runtime unoptimized; clang's own -O0
+            # link of the same objects fails too)
+            raise LinkError(f"target {self.name}: LLVM 19 cannot compile the AMD GPU device "
+                            f"runtime at -O0 (clang's own link fails too); link at -O1 or above")
         t.lto2 = llvm_tool(compiler, "llvm-lto2")
         # libomptarget-amdgpu-<arch>.bc: the same bytes as libomptarget.devicertl.a's member
         # for amdgcn/<arch>, which clang's link extracts (tests/test_clang_amdgpu.py)
