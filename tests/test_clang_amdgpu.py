@@ -11,6 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 from conftest import copy_sample, needs_tool, run
 
@@ -84,7 +85,10 @@ def test_amd_image_has_clangs_kernels_and_variables(offlink, amd):
                                                                           "little") == 224
     assert _notes(mine) == _notes(theirs) and len(_notes(mine)) == 4
     assert _dynsyms(mine) == _dynsyms(theirs)
-    table = json.loads(run([offlink, "inspect", "--json", amd / "prog"]).stdout)["table"]
+    info = json.loads(run([offlink, "inspect", "--json", amd / "prog"]).stdout)
+    jsonschema.validate(info, json.loads((Path(__file__).parents[1] / "offlink" / "cli" /
+                                          "inspect.schema.json").read_text()))
+    table = info["table"]
     assert [(t["name"], t["archs"]) for t in table["targets"]] == [(TARGET, ["gfx90a"])]
     kernels = {n for n in _notes(theirs) if not n.endswith(".kd")}
     assert {s["name"] for s in table["symbols"]} == kernels | {"_ZN4geom6Circle4unitE"}
