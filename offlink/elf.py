@@ -20,6 +20,7 @@ THIN_AR_MAGIC = b"!<thin>\n"
 
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 EM_X86_64, EM_AARCH64 = 62, 183
+EM_AMDGPU = 224  # an AMD GPU's HSA code object (e_flags & 0xff: its EF_AMDGPU_MACH)
 SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_NOBITS, SHT_DYNSYM = 1, 2, 3, 8, 11
 SHF_ALLOC = 0x2
 SHF_GNU_RETAIN = 0x200000
@@ -85,7 +86,7 @@ class ElfFile:
         if ident[4] != 2 or ident[5] != 1:
             raise FormatError(f"{name}: only little-endian ELF64 is supported "
                               f"(class {ident[4]}, data {ident[5]})")
-        (_, self.e_type, self.e_machine, _, self.e_entry, _, self.e_shoff, _, _, _, _,
+        (_, self.e_type, self.e_machine, _, self.e_entry, _, self.e_shoff, self.e_flags, _, _, _,
          self.e_shentsize, self.e_shnum, self.e_shstrndx) = _EHDR.unpack_from(self.data, 0)
         self._sections: list[Section] | None = None
         self._symbols: dict[bool, list[Symbol]] = {}  # parsed once: callers must not change it

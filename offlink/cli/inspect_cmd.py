@@ -264,13 +264,17 @@ _AMDGPU_MACHS = {0x2c: "gfx900", 0x2f: "gfx906", 0x30: "gfx908", 0x3f: "gfx90a",
 
 
 def _amdgpu_arch(image: bytes) -> str | None:
-    """An HSA code object's GPU (EM_AMDGPU, 224), from e_flags; None for other ELF files."""
-    import struct
+    """An HSA code object's GPU (EM_AMDGPU), from e_flags; None for other ELF files."""
+    from ..elf import EM_AMDGPU, ElfFile
+    from ..errors import FormatError
 
-    if len(image) < 52 or image[:4] != b"\x7fELF" or image[4] != 2 or \
-            struct.unpack_from("<H", image, 18)[0] != 224:
+    try:
+        elf = ElfFile(image, "image")
+    except FormatError:
         return None
-    mach = struct.unpack_from("<I", image, 48)[0] & 0xFF
+    if elf.e_machine != EM_AMDGPU:
+        return None
+    mach = elf.e_flags & 0xFF
     return _AMDGPU_MACHS.get(mach, f"amdgcn-mach-{mach:#x}")
 
 
