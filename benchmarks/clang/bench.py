@@ -25,11 +25,17 @@ Several offlinks can be compared in one run, interleaved (`--offlink NAME=COMMAN
 more than once: e.g. two exports of offlink run as `env PYTHONPATH=DIR python -m offlink`);
 their rows are then named `offlink[NAME] ...`.
 
+With `--arch gfx90a` the programs are built for an AMD GPU (`--offload-arch=gfx90a`, ROCm's
+device libraries from rocm-device-libs, ld.lld-19): each CU's device code is bitcode in either
+mode, which clang's link compiles as one whole-program LTO on every link and offlink per CU.
+No AMD GPU is needed: the programs run their host fallback, and their output is compared.
+
 With `--release 22` the objects are clang-22's (56-byte entries in llvm_offload_entries) and
 every link names `-L/usr/lib/llvm-22/lib -L/usr/lib/llvm-19/lib` (libomptarget 22, libomp 19).
 
 Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
-       [--arch sm_80 [--cuda-path DIR]] [--release 19|22] [--offlink [NAME=]COMMAND ...]
+       [--arch sm_80 [--cuda-path DIR] | --arch gfx90a] [--release 19|22]
+       [--offlink [NAME=]COMMAND ...]
 """
 
 from __future__ import annotations
@@ -194,7 +200,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--offlink", action="append", default=[],
                     help="[NAME=]COMMAND; more than once to compare offlinks in one run")
-    ap.add_argument("--arch", default="", help="an NVIDIA GPU (sm_80) instead of x86_64")
+    ap.add_argument("--arch", default="",
+                    help="an NVIDIA (sm_80) or AMD (gfx90a) GPU instead of x86_64")
     ap.add_argument("--cuda-path", default="/usr/local/cuda")
     ap.add_argument("--release", type=int, default=19, choices=(19, 22))
     args = ap.parse_args()
@@ -202,7 +209,10 @@ def main() -> None:
         global CLANG, LLVM_LIB
         CLANG, LLVM_LIB = "clang-22", "/usr/lib/llvm-22/lib"
         LIB_DIRS[:] = ["-L/usr/lib/llvm-22/lib", "-L/usr/lib/llvm-19/lib"]
-    if args.arch:
+    if args.arch.startswith("gfx"):
+        OFFLOAD[:] = ["-fopenmp", f"--offload-arch={args.arch}",
+                      "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"]
+    elif args.arch:
         OFFLOAD[:] = ["-fopenmp", f"--offload-arch={args.arch}",
                       f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
                       f"--cuda-path={args.cuda_path}"]
@@ -215,7 +225,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="offlink-bench-clang-") as tmp:
         for col in cols:  # each column as soon as it is measured (the 300s take long)
             results[col] = bench(col[1], col[0], args.repeat, offlinks, Path(tmp),
-                                 bool(args.arch))
+                                 args.arch.startswith("sm_"))
             print(f"{col[0]} {col[1]} CUs: " + "; ".join(
                 f"{r} {w:.3f} ({c:.3f})" for r, (w, c) in results[col].items()), flush=True)
     print(f"{CLANG}, {args.arch or TRIPLE}: median of {args.repeat} runs, seconds: wall (CPU "

@@ -241,7 +241,7 @@ def _same_entity(host: str, row: str) -> bool:
 
 def image_archs(kind: str, image: bytes) -> list[str]:
     """The CUDA architectures an image holds code for (sm_NN: machine code, compute_NN: PTX
-    for the driver's JIT); empty for images that are not CUDA's."""
+    for the driver's JIT), an AMD GPU code object's (gfxNNN); empty for other images."""
     import re
 
     if kind == "cubin":
@@ -253,7 +253,29 @@ def image_archs(kind: str, image: bytes) -> list[str]:
     if kind in ("ptx", "nvptx-none"):  # PTX text (GCC's image: one per CU, NUL-separated)
         found = {m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)}
         return sorted(found, key=lambda a: (len(a), a))
+    if kind == "shared-object":
+        return [a] if (a := _amdgpu_arch(image)) else []
     return []
+
+
+# LLVM's EF_AMDGPU_MACH_AMDGCN_* values (e_flags & 0xff of an amdgcn ELF), the common ones.
+_AMDGPU_MACHS = {0x2c: "gfx900", 0x2f: "gfx906", 0x30: "gfx908", 0x3f: "gfx90a",
+                 0x40: "gfx940", 0x4c: "gfx942", 0x36: "gfx1030", 0x41: "gfx1100"}
+
+
+def _amdgpu_arch(image: bytes) -> str | None:
+    """An HSA code object's GPU (EM_AMDGPU), from e_flags; None for other ELF files."""
+    from ..elf import EM_AMDGPU, ElfFile
+    from ..errors import FormatError
+
+    try:
+        elf = ElfFile(image, "image")
+    except FormatError:
+        return None
+    if elf.e_machine != EM_AMDGPU:
+        return None
+    mach = elf.e_flags & 0xFF
+    return _AMDGPU_MACHS.get(mach, f"amdgcn-mach-{mach:#x}")
 
 
 def _cubin_arch(image: bytes) -> str | None:

@@ -32,6 +32,10 @@ def _target(canonical: str) -> Target | None:
         from .llvm.openmp_nvptx import OpenMPNvptxTarget
 
         return OpenMPNvptxTarget(canonical)
+    if canonical == "openmp-amdgcn-amd-amdhsa":  # its own class: bitcode CUs, ld.lld
+        from .llvm.openmp_amdgpu import OpenMPAmdgpuTarget
+
+        return OpenMPAmdgpuTarget(canonical)
     if canonical.startswith("openmp-"):  # clang's OpenMP offload objects (llvm/dialect.py)
         from .llvm.openmp import OpenMPTarget
 

@@ -383,7 +383,8 @@ class OpenMPTarget(Target):
         level = link_opt_level(plan.argv[1:]) if plan is not None else 2
         if not self.triple.startswith(("x86_64-", "aarch64-")):
             raise LinkError(f"target {self.name}: offlink links clang's OpenMP images for "
-                            f"CPU targets (x86_64, aarch64) and nvptx64-nvidia-cuda only so far")
+                            f"CPU targets (x86_64, aarch64), nvptx64-nvidia-cuda and "
+                            f"amdgcn-amd-amdhsa only so far")
         t = OpenMPTarget(self.name)
         t.compiler = compiler
         # The objects' rows decide the registration's (a clang-20 object linked by clang-22).
