@@ -15,6 +15,8 @@ Modes: `elf` (clang's default for x86_64: each CU's device code is an object, cl
 only links them) and `lto` (-foffload-lto: bitcode, which clang's link compiles as one
 whole-program LTO on every link and offlink compiles per CU). Times are wall seconds and, in
 parentheses, the CPU seconds of all processes of the link. Both programs' output is compared.
+offlink runs with its bytecode written (PYTHONDONTWRITEBYTECODE is dropped), as an installed
+offlink does.
 
 With `--arch sm_80` the programs are built for an NVIDIA GPU (`--offload-arch=sm_80`; CUDA's
 ptxas and nvlink from --cuda-path, default /usr/local/cuda): `elf` is then clang's default
@@ -176,7 +178,8 @@ def bench(n: int, mode: str, repeat: int, offlinks: dict[str, list[str]], work: 
         if out != ref:
             sys.exit(f"{mode} {n} CUs: the programs disagree: {label[name]} {out!r}, "
                      f"clang {ref!r}")
-    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+    return {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v),
+                min(w for w, _ in v), max(w for w, _ in v))
             for k, v in times.items()}
 
 
@@ -220,6 +223,10 @@ def main() -> None:
         sys.exit(f"needs {CLANG} (and libomp-19-dev; clang-22: liboffload-22-dev too)")
     offlinks = parse_offlinks(args.offlink or [f"{sys.executable} -m offlink"])
     os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
+    # An installed offlink runs from compiled bytecode (pip writes it). With
+    # PYTHONDONTWRITEBYTECODE set and no __pycache__, every offlink process compiles its ~50
+    # modules from source first (0.1-0.2 s a link): the untimed first link writes them.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     cols = [(m, int(c)) for c in args.cus.split(",") for m in args.modes.split(",")]
     results = {}
     with tempfile.TemporaryDirectory(prefix="offlink-bench-clang-") as tmp:
@@ -227,15 +234,17 @@ def main() -> None:
             results[col] = bench(col[1], col[0], args.repeat, offlinks, Path(tmp),
                                  args.arch.startswith("sm_"))
             print(f"{col[0]} {col[1]} CUs: " + "; ".join(
-                f"{r} {w:.3f} ({c:.3f})" for r, (w, c) in results[col].items()), flush=True)
-    print(f"{CLANG}, {args.arch or TRIPLE}: median of {args.repeat} runs, seconds: wall (CPU "
-          f"of all processes); "
+                f"{r} {w:.3f} [{lo:.3f}-{hi:.3f}] ({c:.3f})"
+                for r, (w, c, lo, hi) in results[col].items()), flush=True)
+    print(f"{CLANG}, {args.arch or TRIPLE}: median of {args.repeat} runs, seconds: wall "
+          f"[its min-max] (CPU of all processes, median); "
           f"{os.cpu_count()} CPUs, {FUNCS} declare target functions per CU")
     print("| link | " + " | ".join(f"{m} {n} CUs" for m, n in cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for r in rows(list(offlinks)):
-        print(f"| {r} | " + " | ".join(f"{results[c][r][0]:.3f} ({results[c][r][1]:.3f})"
-                                       for c in cols) + " |")
+        print(f"| {r} | " + " | ".join(
+            "{:.3f} [{:.3f}-{:.3f}] ({:.3f})".format(*(results[c][r][i] for i in (0, 2, 3, 1)))
+            for c in cols) + " |")
 
 
 if __name__ == "__main__":

@@ -174,6 +174,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     slot = None
     slots = None
     cache = None
+    started = False  # registration compiles started beside the device links
     try:
         from ..cache.store import Cache
         from .compile import compile_all
@@ -191,6 +192,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
         said: set[tuple[str, str]] = set()  # target compiler warnings shown (once per CU)
         offered: set[str] = set()  # every name the CUs offer, before narrowing
         every: list = []  # every target's CompiledCU, in link-line order (origins_content)
+        from ..toolchains import registrations
+
+        registrations.start(plan, targets, workdir, cache)  # beside the device links
+        started = True
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
@@ -274,6 +279,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
             timer.write_trace(options.time_trace, plan.output)
         return 0
     finally:
+        if started:
+            from ..toolchains.registrations import discard
+
+            discard()
         if slots is not None:
             slots.close()
         if slot is not None:

@@ -39,6 +39,34 @@ def objects(plan: LinkPlan, images: list[Image], workdir: str,
     return out
 
 
+def start(plan: LinkPlan, targets: list, workdir: str, cache: Cache | None = None) -> None:
+    """Start, beside the device links, the compiles `objects` will want for the images of
+    `targets` (one image per target, in their order): libomptarget's (`omptarget.start`)."""
+    for name, indexes in _groups(targets).items():
+        if name == "omptarget":  # the others' modules start nothing early
+            from .llvm import omptarget
+
+            omptarget.start(plan, targets, indexes, workdir, cache)
+
+
+def discard() -> None:
+    """End the compiles `start` began that `objects` did not take (a failed link)."""
+    import sys
+
+    module = sys.modules.get(f"{__package__}.llvm.omptarget")
+    if module is not None:
+        module.discard()
+
+
+def _groups(targets: list) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(targets):
+        name = getattr(t, "registration", "")
+        if name:
+            groups.setdefault(name, []).append(i)
+    return groups
+
+
 def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
            asked: bool, cache: Cache | None = None) -> Registration | None:
     """The registration this link makes besides its targets' own, or None: libgomp's of

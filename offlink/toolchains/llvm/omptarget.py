@@ -142,21 +142,96 @@ def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
     return compile_c(plan, text, SOURCE, "the libomptarget registration", workdir, cache)
 
 
+# Registration compiles started early (`start`), beside the device links: (work folder, source,
+# C text) -> the running compiler, its output file and the object's cache key.
+_STARTED: dict[tuple[str, str, str], tuple] = {}
+
+
+def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
+    """Start the compile `build` will want for the images of `targets` at `indexes` (one image
+    per target, in their order), so a link whose cache lacks the object does not wait for it
+    after the device links (~0.1 s of a cold link). `build` takes it when its text is the
+    same, and compiles the text it wants otherwise: the object is the same either way."""
+    text = c_source(indexes, getattr(targets[indexes[0]], "entry_generation", 1))
+    _begin(plan, text, SOURCE, workdir, cache)
+
+
+def _argv(plan, source: str) -> list[str]:
+    return [c_compiler(plan.driver), "-c", "-O2", "-fPIC", "-fno-lto", "-w", source, "-o",
+            source[:-2] + ".o"]
+
+
+def _key(cache, argv: list[str], text: str) -> str:
+    import hashlib
+
+    ident = cache.tool_identity(argv[0]) or argv[0]
+    return hashlib.sha256("\0".join(["omptarget-registration", ident, *argv, text])
+                          .encode()).hexdigest()
+
+
+def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
+    """Start compiling `text` in the work folder unless the cache has its object."""
+    argv = _argv(plan, source)
+    key = _key(cache, argv, text) if cache is not None else None
+    if key is not None and os.path.exists(cache._path(key)):
+        return  # compile_c takes it from the cache (or compiles it, the entry being corrupt)
+    import subprocess
+
+    with open(os.path.join(workdir, source), "w", encoding="ascii") as f:
+        f.write(text)
+    said = open(os.path.join(workdir, source + ".out"), "w+b")
+    if runner.VERBOSE:
+        import sys
+
+        print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
+    try:
+        proc = subprocess.Popen(argv, cwd=workdir, stdout=said, stderr=subprocess.STDOUT)
+    except OSError:
+        said.close()
+        return  # compile_c runs it and says why it cannot
+    _STARTED[(workdir, source, text)] = (proc, said, key)
+
+
+def discard(workdir: str | None = None, source: str | None = None) -> None:
+    """End the compiles started early that no `build` took (a link that failed before, or
+    one `compile_c` is about to replace: those of `source` in `workdir`)."""
+    for k in [k for k in _STARTED if workdir is None or k[:2] == (workdir, source)]:
+        proc, said, _ = _STARTED.pop(k)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        said.close()
+
+
 def compile_c(plan, text: str, source: str, what: str, workdir: str, cache=None) -> str:
     """Compile a generated registration `source` with the link's C driver in the work folder
     (or take the object from the cache: it depends only on the C text and the compiler)."""
+    argv = _argv(plan, source)
+    obj = argv[-1]
+    path = os.path.join(workdir, obj)
+    started = _STARTED.pop((workdir, source, text), None)
+    if started is not None:
+        proc, said, key = started
+        status = proc.wait()
+        said.seek(0)
+        out = said.read().decode(errors="replace")
+        said.close()
+        if status != 0:
+            from ...errors import ToolError
+
+            code = status if status > 0 else 128 - status
+            raise ToolError(f"compiling {what} failed (exit status {status}): "
+                            f"{runner.show(argv)}", exit_code=code, output=out)
+        if cache is not None and key is not None:
+            with open(path, "rb") as f:
+                cache.put(key, {}, f.read())
+        return path
+    discard(workdir, source)  # one started for another text: it must not write `obj` now
     with open(os.path.join(workdir, source), "w", encoding="ascii") as f:
         f.write(text)
-    obj = source[:-2] + ".o"
-    path = os.path.join(workdir, obj)
-    argv = [c_compiler(plan.driver), "-c", "-O2", "-fPIC", "-fno-lto", "-w", source, "-o", obj]
     key = None
     if cache is not None:
-        import hashlib
-
-        ident = cache.tool_identity(argv[0]) or argv[0]
-        key = hashlib.sha256("\0".join(["omptarget-registration", ident, *argv, text])
-                             .encode()).hexdigest()
+        key = _key(cache, argv, text)
         hit = cache.get(key)
         if hit is not None:
             with open(path, "wb") as f:
