@@ -1,15 +1,14 @@
 """GCC 12's amdgcn-amdhsa offload programs (samples/gcc_amdgcn), as GCC's own link builds them.
 
-offlink refuses GCC's amdgcn-amdhsa objects in one line (toolchains/gcc/dialect.py,
-check_buildable): it builds nvptx-none images only. These tests hold what its amdgcn target
-must match once it exists, checked on GCC's own link of the sample (GCC 12.2's mkoffload:
-lto1 to assembly, llvm-mc-13 and lld-13 from gcc-12-offload-amdgcn): the registration through
-the LD_PRELOAD stand-in tests/gcc_offload/gomp_shim.c, the code object's ELF header and
-target ID for -march=gfx906 and gfx900 (GCC 12's accel compiler knows fiji, gfx900, gfx906
-and gfx908; gfx90a came with GCC 13, and GCC 12's own link refuses it; Debian's
-gcc-12-offload-amdgcn has no libgomp or newlib for gfx908, where GCC's own link fails on
-"incompatible mach"), and the program's host-fallback run; and that offlink's
-link of the same objects is the one-line refusal, never an image for another target.
+offlink's amdgcn-amdhsa target (toolchains/gcc/gcn.py) against GCC's own link of the sample
+(GCC 12.2's mkoffload: lto1 to assembly, llvm-mc-13 and lld-13 from gcc-12-offload-amdgcn):
+the registration through the LD_PRELOAD stand-in tests/gcc_offload/gomp_shim.c, the code
+object's ELF header and target ID for -march=gfx906 and gfx900 (GCC 12's accel compiler
+knows fiji, gfx900, gfx906 and gfx908; gfx90a came with GCC 13, and GCC 12's own link
+refuses it; Debian's gcc-12-offload-amdgcn has no libgomp or newlib for gfx908, where GCC's
+own link fails on "incompatible mach"), and the program's host-fallback run; then offlink's
+steps and its link of the same objects, with and without -foffload= (both targets by
+default).
 """
 
 from __future__ import annotations

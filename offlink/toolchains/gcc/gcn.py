@@ -1,8 +1,8 @@
-"""GCC 12's `amdgcn-amdhsa` offload images built one CU at a time: the steps, as plain functions.
+"""GCC 12's `amdgcn-amdhsa` offload images built one CU at a time: the steps, as plain functions,
+and the link target that runs them (GccGcnTarget, at the end).
 
-Not a link target yet: `offlink link` still refuses GCC's amdgcn-amdhsa objects in one line
-(dialect.py, check_buildable). These are the steps such a target runs, each checked against GCC
-12's own link of the same objects (tests/test_gcc_amdgcn.py): GCC's mkoffload (gcn/mkoffload.cc)
+Each step is checked against GCC 12's own link of the same objects (tests/test_gcc_amdgcn.py):
+GCC's mkoffload (gcn/mkoffload.cc)
 compiles every CU of the program together (`<accel gcc> -S -m64 -xlto -mgomp ... -o X.1.s`),
 rewrites that assembly (process_asm: the host function table dropped, a global
 `.offload_var_table` label put before the joined variable tables, the kernels and their
@@ -12,7 +12,8 @@ a C file registering it with libgomp. Here each CU is compiled to assembly alone
 (`compile_argv`), rewritten alone (`read_asm`, `without_func_tables`), assembled alone
 (`assemble_argv`), and the objects are linked after `VAR_TABLE_START` (`link_argv`): lld joins
 the CUs' `.gnu.offload_vars` in input order, so `.offload_var_table` starts the same table.
-`c_source` writes the registration as GCC 12's mkoffload does: GOMP_VERSION 1 and
+`c_source` writes the registration as GCC 12's mkoffload does (gomp.py puts it in the link's
+libgomp registration, beside nvptx-none's): GOMP_VERSION 1 and
 GOMP_VERSION_GCN 2 (0x10002), GOMP_DEVICE_GCN 8, target_data a `gcn_image_desc` {the image
 {size, bytes}, the kernels (`_init_array`, `_fini_array`, then one per host function slot, in
 the host table's order: libgomp's plugin pairs them by position), the variable count (the
