@@ -304,3 +304,49 @@ def registered_at(binary: Path, shim: Path, sample: Path) -> tuple[list[list[str
     out = run([binary], env={**os.environ, "LD_PRELOAD": str(shim), "GOMP_SHIM_LOG": str(log)})
     assert out.stdout == (sample / "expected.txt").read_text()
     return [ln.split() for ln in log.read_text().splitlines()], Path(f"{log}.gcn").read_bytes()
+
+
+STATIC_CU = r"""
+static int stat[4] = {1, 2, 3, 4};
+#pragma omp declare target to(stat)
+static int f(int x) {
+  int r = 0;
+#pragma omp target map(tofrom: r)
+  r = x + stat[1] + ADD;
+  return r;
+}
+int NAME(int x) { return f(x); }
+"""
+
+
+def test_statics_of_two_cus_are_two_kernels_and_two_variables(offlink, shim, tmp_path):
+    """Two CUs, each with a static `stat` and a region outlined from a static `f`
+    (`f._omp_fn.0` in both): offlink keys and renames them per CU (GCC's link makes them
+    `f._omp_fn.0.lto_priv.N`); the registration has the same shape as GCC's, every kernel's
+    descriptor is in the image under its registered name, and the program prints the same."""
+    words = ["-fopenmp", "-foffload=amdgcn-amdhsa",
+             "-foffload-options=amdgcn-amdhsa=-march=gfx906"]
+    for name, add in (("a", 1), ("b", 2)):
+        (tmp_path / f"{name}.c").write_text(STATIC_CU.replace("NAME", f"g_{name}")
+                                            .replace("ADD", str(add)))
+    (tmp_path / "m.c").write_text('#include <stdio.h>\nint g_a(int), g_b(int);\n'
+                                  'int main(void) { printf("%d %d\\n", g_a(10), g_b(20)); }\n')
+    for n in "abm":
+        run(["gcc", "-O2", *words, "-c", f"{n}.c"], cwd=tmp_path)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "expected.txt").write_text("13 24\n")
+    objects = ["a.o", "b.o", "m.o"]
+    run(["gcc", *words, *objects, "-o", "b/gcc"], cwd=tmp_path)
+    run([offlink, "link", "gcc", *words, *objects, "-o", "b/ours"], cwd=tmp_path)
+    ours, image = registered(tmp_path / "b" / "ours", shim)
+    theirs, _ = registered(tmp_path / "b" / "gcc", shim)
+
+    def shape(lines: list[list[str]]) -> list[list[str]]:
+        return [ln[:1] + ln[2:] if ln[0] == "kernel" else ln[:1] + ln[-1:] if ln[0] == "var"
+                else ln[:1] if ln[0] == "func" else ln[:4] + ln[5:] for ln in lines]
+
+    assert shape(ours) == shape(theirs)
+    kernels = [ln[1] for ln in ours[:len(ours) // 2] if ln[0] == "kernel"][2:]
+    assert len(set(kernels)) == 2 and all(k.startswith("f._omp_fn.0.") for k in kernels)
+    defined = {s.name for s in ElfFile(image, "image").symbols() if s.defined}
+    assert {f"{k}.kd" for k in kernels} <= defined

@@ -442,13 +442,14 @@ class GccGcnTarget(Target):
 
         cus, tables, objects, options = [], [], [], ()
         for c in compiled:
-            with open(c.object_path, encoding="utf-8", errors="surrogateescape") as f:
-                asm = f.read()
-            t = read_asm(asm)
-            tables.append(t)
-            cus.append((c.cu.label, c.cu.payload.source, self._pair(c.cu, asm)))
             objects.append(c.object_path + ".o")
             options = c.cu.payload.options
+            if not os.path.exists(c.object_path):  # --dry-run: the command alone
+                continue
+            with open(c.object_path, encoding="utf-8", errors="surrogateescape") as f:
+                asm = f.read()
+            tables.append(read_asm(asm))
+            cus.append((c.cu.label, c.cu.payload.source, self._pair(c.cu, asm)))
         self._links[output] = cus
         self._tables[output] = tables
         compiler = compiled[0].cu.payload.compiler if compiled else ""
