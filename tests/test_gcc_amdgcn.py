@@ -350,3 +350,16 @@ def test_statics_of_two_cus_are_two_kernels_and_two_variables(offlink, shim, tmp
     assert len(set(kernels)) == 2 and all(k.startswith("f._omp_fn.0.") for k in kernels)
     defined = {s.name for s in ElfFile(image, "image").symbols() if s.defined}
     assert {f"{k}.kd" for k in kernels} <= defined
+
+
+def test_a_declare_target_link_row_is_read_with_its_link_bit():
+    """`declare target link` rows: the device's `NAME.linkptr` and the size with bit 63 set,
+    which GCC's assembly writes as a negative number (GCC's own link registers the same)."""
+    asm = ("\t.section\t.gnu.offload_vars,\"aw\"\n.offload_var_table.2:\n"
+           "\t.8byte\tbig.linkptr\n\t.8byte\t-9223372036854775776\n")
+    assert gcn.read_asm(asm).variables == [("big.linkptr", (1 << 63) | 32)]
+    from offlink.toolchains.gcc.dialect import HostEntry
+
+    host = HostEntry("variable", "big", 32, True, False, True)
+    (entry,) = gcn.pair([host], gcn.read_asm(asm), "l_c$0", "l.c", set())
+    assert (entry.device_name, entry.key) == ("big.linkptr", "big.linkptr")

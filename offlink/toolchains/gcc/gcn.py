@@ -89,9 +89,10 @@ def read_asm(asm: str) -> DeviceTables:
             m = _QUAD.match(line)
             if m:
                 size = _QUAD.match(next(lines, ""))
-                if size is None or not size.group(1).isdigit():
+                if size is None or not size.group(1).lstrip("-").isdigit():
                     raise ValueError(f"a variable table row of {m.group(1)} without its size")
-                out.variables.append((m.group(1), int(size.group(1))))
+                # `declare target link`: bit 63 set, which the assembly writes as negative.
+                out.variables.append((m.group(1), int(size.group(1)) % (1 << 64)))
         elif state == "funcs":
             m = _QUAD.match(line)
             if m:
@@ -356,7 +357,7 @@ def pair(entries, tables: DeviceTables, tag: str, label: str,
         qualify = host.local
         if host.kind == "function" and "._omp_fn." in host.host_name:
             qualify = host.host_name.split("._omp_fn.", 1)[0] not in global_functions
-        if name != host.host_name and not host.local:
+        if name != host.host_name + (".linkptr" if host.link else "") and not host.local:
             raise LinkError(f"{label}: host table entry '{host.host_name}' is '{name}' in the "
                             f"amdgcn-amdhsa code")
         out.append(gcc.Entry(host, name, name + suffix if qualify else name))
