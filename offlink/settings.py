@@ -29,7 +29,7 @@ SETTINGS: dict[str, tuple[str, str, str]] = {
     "OFFLINK_VERIFY": ("text", "", "deep: re-read the output with lief (as --verify-deep)"),
     "OFFLINK_TARGET": ("text", "", "the C runtime's target (none: the host); read here only by "
                        "inspect --explain, to say so"),
-    "OFFLINK_GOMP_REGISTER": ("switch", "1", "register GCC's nvptx-none image with libgomp, "
+    "OFFLINK_GOMP_REGISTER": ("switch", "1", "register GCC's images with libgomp, "
                               "as GCC's own link does (0: leave it out)"),
     "OFFLINK_CACHE_DIR": ("path", "", "where the runtime library and the link cache are kept "
                           "(default $XDG_CACHE_HOME/offlink)"),

@@ -1,15 +1,14 @@
 """GCC 12's amdgcn-amdhsa offload programs (samples/gcc_amdgcn), as GCC's own link builds them.
 
-offlink refuses GCC's amdgcn-amdhsa objects in one line (toolchains/gcc/dialect.py,
-check_buildable): it builds nvptx-none images only. These tests hold what its amdgcn target
-must match once it exists, checked on GCC's own link of the sample (GCC 12.2's mkoffload:
-lto1 to assembly, llvm-mc-13 and lld-13 from gcc-12-offload-amdgcn): the registration through
-the LD_PRELOAD stand-in tests/gcc_offload/gomp_shim.c, the code object's ELF header and
-target ID for -march=gfx906 and gfx900 (GCC 12's accel compiler knows fiji, gfx900, gfx906
-and gfx908; gfx90a came with GCC 13, and GCC 12's own link refuses it; Debian's
-gcc-12-offload-amdgcn has no libgomp or newlib for gfx908, where GCC's own link fails on
-"incompatible mach"), and the program's host-fallback run; and that offlink's
-link of the same objects is the one-line refusal, never an image for another target.
+offlink's amdgcn-amdhsa target (toolchains/gcc/gcn.py) against GCC's own link of the sample
+(GCC 12.2's mkoffload: lto1 to assembly, llvm-mc-13 and lld-13 from gcc-12-offload-amdgcn):
+the registration through the LD_PRELOAD stand-in tests/gcc_offload/gomp_shim.c, the code
+object's ELF header and target ID for -march=gfx906 and gfx900 (GCC 12's accel compiler
+knows fiji, gfx900, gfx906 and gfx908; gfx90a came with GCC 13, and GCC 12's own link
+refuses it; Debian's gcc-12-offload-amdgcn has no libgomp or newlib for gfx908, where GCC's
+own link fails on "incompatible mach"), and the program's host-fallback run; then offlink's
+steps and its link of the same objects, with and without -foffload= (both targets by
+default).
 """
 
 from __future__ import annotations
@@ -122,16 +121,63 @@ def test_gcc_12s_own_link_refuses_gfx90a(sample):
     assert "valid arguments to \u2018-march=\u2019 are: fiji gfx900 gfx906 gfx908" in proc.stderr
 
 
-def test_offlinks_link_of_gcn_objects_is_one_line_and_no_image(offlink, sample):
-    proc = run(["make", "-s", "-C", sample, f"OFFLINK={offlink}", "BUILD=build-offlink", "run"],
-               check=False)
-    assert proc.returncode != 0
-    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("offlink:")]
-    assert said == [
-        "offlink: error: GCC's own link would build an offload image for amdgcn-amdhsa "
-        "(-foffload=amdgcn-amdhsa asks for it); offlink builds nvptx-none only: link with "
-        "-foffload=nvptx-none or with GCC's own link"]
-    assert not (sample / "build-offlink" / "gcc_amdgcn").exists()
+def named(lines: list[list[str]], binary: Path) -> list[list[str]]:
+    """The shim's lines with host addresses as the symbols there, and without the image's
+    size (offlink's image is a few hundred bytes longer: the CUs' sections are not merged;
+    for nvptx-none, its PTX file count, which GCC counts differently)."""
+    names = host_names(binary)
+    out = []
+    for ln in lines:
+        if ln[0] in ("register", "unregister"):
+            ln = ln[:4] + ln[5:]
+        elif ln[0] in ("func", "var"):
+            at = 1 if ln[1].isdigit() else 2  # GCN: `func ADDR`; nvptx: `func NAME ADDR ...`
+            ln = [*ln[:at], names[int(ln[at])], *ln[at + 1:]]
+        out.append(ln)
+    return out
+
+
+def test_offlinks_link_registers_what_gccs_own_link_registers(offlink, sample, shim):
+    """`offlink link gcc -fopenmp -foffload=amdgcn-amdhsa ...` of the sample: through the shim,
+    GCC's own registration (0x10002, type 8, the kernels in the same order with their
+    register counts, the variable count, the host slots by name); the code object's e_flags;
+    the host-fallback output; the binary <= 1.15x GCC's own; inspect shows the image."""
+    theirs_bin = gcc_build(sample, "gfx906")
+    run(["make", "-s", "-C", sample, f"OFFLINK={offlink}", "BUILD=build-gfx906", "run"])
+    ours_bin = sample / "build-gfx906" / "gcc_amdgcn"
+    ours, ours_image = registered(ours_bin, shim)
+    theirs, theirs_image = registered(theirs_bin, shim)
+    assert ours[0][:4] == ["register", hex(gcn.VERSION), str(gcn.GOMP_DEVICE_GCN), "gcn"]
+    assert int(ours[0][4]) == len(ours_image)
+    assert named(ours, ours_bin) == named(theirs, theirs_bin)
+    assert gcn.e_flags(ours_image) == gcn.e_flags(theirs_image)
+    assert ours_bin.stat().st_size <= 1.15 * theirs_bin.stat().st_size
+    shown = run([offlink, "inspect", ours_bin]).stdout
+    assert "amdgcn-amdhsa" in shown and "nvptx-none" not in shown
+
+
+def test_without_foffload_both_targets_are_built_as_gccs_own_link_builds_them(offlink, sample,
+                                                                              shim, tmp_path):
+    """No -foffload=: an image for every installed accel compiler, registered in GCC's order
+    (nvptx-none, then amdgcn-amdhsa), as GCC's own link of the same objects."""
+    if shutil.which(f"{os.uname().machine}-linux-gnu-accel-nvptx-none-gcc-12") is None:
+        pytest.skip("needs gcc-12-offload-nvptx too")
+    build = gcc_build(sample, "gfx906").parent
+    objects = [build / "main.o", build / "sum.o"]
+    words = ["-fopenmp", "-foffload-options=amdgcn-amdhsa=-march=gfx906",
+             "-foffload-options=nvptx-none=-misa=sm_80"]  # GCC 12's sm_35: CUDA 12 refuses
+    (tmp_path / "expected.txt").write_text((sample / "expected.txt").read_text())
+    (tmp_path / "b").mkdir()
+    run(["gcc", *words, *objects, "-o", tmp_path / "b" / "gcc"])
+    run([offlink, "link", "gcc", *words, *objects, "-o", tmp_path / "b" / "ours"])
+    ours, _ = registered(tmp_path / "b" / "ours", shim)
+    theirs, _ = registered(tmp_path / "b" / "gcc", shim)
+    heads = [ln[:4] for ln in ours if ln[0] in ("register", "unregister")]
+    assert heads == [["register", "0x10001", "5", "ptx"], ["register", "0x10002", "8", "gcn"],
+                     ["unregister", "0x10002", "8", "gcn"], ["unregister", "0x10001", "5", "ptx"]]
+    assert named(ours, tmp_path / "b" / "ours") == named(theirs, tmp_path / "b" / "gcc")
+    shown = run([offlink, "inspect", tmp_path / "b" / "ours"]).stdout
+    assert "amdgcn-amdhsa" in shown and "nvptx-none" in shown
 
 
 # -- offlink's steps (toolchains/gcc/gcn.py), one CU at a time, against GCC's own link -------
@@ -258,3 +304,62 @@ def registered_at(binary: Path, shim: Path, sample: Path) -> tuple[list[list[str
     out = run([binary], env={**os.environ, "LD_PRELOAD": str(shim), "GOMP_SHIM_LOG": str(log)})
     assert out.stdout == (sample / "expected.txt").read_text()
     return [ln.split() for ln in log.read_text().splitlines()], Path(f"{log}.gcn").read_bytes()
+
+
+STATIC_CU = r"""
+static int stat[4] = {1, 2, 3, 4};
+#pragma omp declare target to(stat)
+static int f(int x) {
+  int r = 0;
+#pragma omp target map(tofrom: r)
+  r = x + stat[1] + ADD;
+  return r;
+}
+int NAME(int x) { return f(x); }
+"""
+
+
+def test_statics_of_two_cus_are_two_kernels_and_two_variables(offlink, shim, tmp_path):
+    """Two CUs, each with a static `stat` and a region outlined from a static `f`
+    (`f._omp_fn.0` in both): offlink keys and renames them per CU (GCC's link makes them
+    `f._omp_fn.0.lto_priv.N`); the registration has the same shape as GCC's, every kernel's
+    descriptor is in the image under its registered name, and the program prints the same."""
+    words = ["-fopenmp", "-foffload=amdgcn-amdhsa",
+             "-foffload-options=amdgcn-amdhsa=-march=gfx906"]
+    for name, add in (("a", 1), ("b", 2)):
+        (tmp_path / f"{name}.c").write_text(STATIC_CU.replace("NAME", f"g_{name}")
+                                            .replace("ADD", str(add)))
+    (tmp_path / "m.c").write_text('#include <stdio.h>\nint g_a(int), g_b(int);\n'
+                                  'int main(void) { printf("%d %d\\n", g_a(10), g_b(20)); }\n')
+    for n in "abm":
+        run(["gcc", "-O2", *words, "-c", f"{n}.c"], cwd=tmp_path)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "expected.txt").write_text("13 24\n")
+    objects = ["a.o", "b.o", "m.o"]
+    run(["gcc", *words, *objects, "-o", "b/gcc"], cwd=tmp_path)
+    run([offlink, "link", "gcc", *words, *objects, "-o", "b/ours"], cwd=tmp_path)
+    ours, image = registered(tmp_path / "b" / "ours", shim)
+    theirs, _ = registered(tmp_path / "b" / "gcc", shim)
+
+    def shape(lines: list[list[str]]) -> list[list[str]]:
+        return [ln[:1] + ln[2:] if ln[0] == "kernel" else ln[:1] + ln[-1:] if ln[0] == "var"
+                else ln[:1] if ln[0] == "func" else ln[:4] + ln[5:] for ln in lines]
+
+    assert shape(ours) == shape(theirs)
+    kernels = [ln[1] for ln in ours[:len(ours) // 2] if ln[0] == "kernel"][2:]
+    assert len(set(kernels)) == 2 and all(k.startswith("f._omp_fn.0.") for k in kernels)
+    defined = {s.name for s in ElfFile(image, "image").symbols() if s.defined}
+    assert {f"{k}.kd" for k in kernels} <= defined
+
+
+def test_a_declare_target_link_row_is_read_with_its_link_bit():
+    """`declare target link` rows: the device's `NAME.linkptr` and the size with bit 63 set,
+    which GCC's assembly writes as a negative number (GCC's own link registers the same)."""
+    asm = ("\t.section\t.gnu.offload_vars,\"aw\"\n.offload_var_table.2:\n"
+           "\t.8byte\tbig.linkptr\n\t.8byte\t-9223372036854775776\n")
+    assert gcn.read_asm(asm).variables == [("big.linkptr", (1 << 63) | 32)]
+    from offlink.toolchains.gcc.dialect import HostEntry
+
+    host = HostEntry("variable", "big", 32, True, False, True)
+    (entry,) = gcn.pair([host], gcn.read_asm(asm), "l_c$0", "l.c", set())
+    assert (entry.device_name, entry.key) == ("big.linkptr", "big.linkptr")

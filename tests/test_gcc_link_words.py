@@ -92,7 +92,13 @@ def test_without_a_target_word_every_installed_accel_compiler(tmp_path, monkeypa
         ("nvptx-none",)
 
 
-def test_a_target_offlink_cannot_build_is_one_line_never_another_in_its_place():
+def test_a_target_offlink_cannot_build_is_one_line_never_another_in_its_place(monkeypatch):
+    # offlink builds both of GCC 12's targets (nvptx.py, gcn.py); the refusal stays for a
+    # target it would not build (here: a BUILT without amdgcn-amdhsa, as before gcn.py).
+    gcc_link.check_buildable(BOTH, gcc_link.read_words([]), "12")
+    gcc_link.check_buildable(("amdgcn-amdhsa",), gcc_link.read_words(["-foffload=amdgcn-amdhsa"]),
+                             "12")
+    monkeypatch.setattr(gcc_link, "BUILT", ("nvptx-none",))
     asked = gcc_link.read_words(["-foffload=amdgcn-amdhsa"])
     with pytest.raises(UsageError) as e:
         gcc_link.check_buildable(("amdgcn-amdhsa",), asked, "12")
@@ -144,16 +150,14 @@ def test_link_words_on_real_links(offlink, tmp_path):
     verbose = run([offlink, "link", "--verbose", *base[2:], "-o", "prog"], cwd=tmp_path,
                   check=False).stderr
     assert "unresolved symbol cos\n" in verbose and "[nvptx-none-ld -o " in verbose
-    # A target offlink cannot build: one line, the previous output left as it was, never an
-    # nvptx-none image in its place (where GCC's link would build both, the same).
-    (tmp_path / "prog").write_text("previous")
-    amd = run([offlink, "link", "gcc", "-fopenmp", "-foffload=amdgcn-amdhsa", "m.o", "-lm",
-               "-o", "prog"], cwd=tmp_path, check=False)
-    assert amd.returncode != 0 and amd.stderr.splitlines() == [
-        "offlink: error: GCC's own link would build an offload image for amdgcn-amdhsa "
-        "(-foffload=amdgcn-amdhsa asks for it); offlink builds nvptx-none only: link with "
-        "-foffload=nvptx-none or with GCC's own link"]
-    assert (tmp_path / "prog").read_text() == "previous"
+    # -foffload=amdgcn-amdhsa: an amdgcn-amdhsa image and no nvptx-none one in its place
+    # (-lm for the GCN device link too, as GCC's own link needs it).
+    if shutil.which(gcc.accel_compiler("12", "amdgcn-amdhsa")):
+        run([offlink, "link", "gcc", "-fopenmp", "-foffload=amdgcn-amdhsa", "-foffload=-lm",
+             "m.o", "-lm", "-o", "amd"], cwd=tmp_path)
+        assert run([tmp_path / "amd"]).stdout == "0.877583\n"
+        shown = run([offlink, "inspect", tmp_path / "amd"]).stdout
+        assert "amdgcn-amdhsa" in shown and "nvptx-none" not in shown
     run([*base, "-foffload=disable", "-o", "host"], cwd=tmp_path)
     run(["gcc", "-fopenmp", "-foffload=disable", "m.o", "-lm", "-o", "host.gcc"], cwd=tmp_path)
     assert (tmp_path / "host").read_bytes() == (tmp_path / "host.gcc").read_bytes()

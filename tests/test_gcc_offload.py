@@ -430,10 +430,17 @@ def test_archive_members_the_link_uses_only(offlink, sample, tmp_path):
 
 @needs_gcc_offload
 def test_inspect_shows_a_gcc_offload_object_as_a_cu(offlink, sample):
+    """One CU per target a link without -foffload= builds from it: nvptx-none, and
+    amdgcn-amdhsa where gcc-12-offload-amdgcn is installed (GCC's link builds both)."""
+    from offlink.toolchains.gcc import dialect as gcc
+
     info = json.loads(run([offlink, "inspect", "--json", sample / "build" / "stats.o"]).stdout)
-    (cu,) = info["cus"]
+    cu, *others = info["cus"]
     assert (cu["target"], cu["source"], cu["code_kind"]) == ("nvptx-none", "stats.c", "object")
     assert "-fopenmp" in cu["options"] and "accel-nvptx-none" in cu["compiler"]
+    gcn = shutil.which(gcc.accel_compiler("12", "amdgcn-amdhsa")) is not None
+    assert [(o["target"], o["source"]) for o in others] == \
+        ([("amdgcn-amdhsa", "stats.c")] if gcn else [])
 
 
 @pytest.mark.parametrize("ldflags", [["-no-pie"], ["-Wl,--gc-sections"]])

@@ -206,7 +206,7 @@ def test_gcc_fopenmp_alone_through_offlink_cc(offlink, tmp_path, env):
     sample = copy_sample(SAMPLE, tmp_path)
     build = tmp_path / "build"
     # The link names its GCC target: without -foffload= GCC's link builds every installed
-    # offload compiler's image, and offlink builds nvptx-none only (refusing amdgcn-amdhsa).
+    # offload compiler's image, and so does offlink's (amdgcn-amdhsa too: test_gcc_amdgcn).
     run(["make", "-C", sample, "CC=offlink cc gcc", "CCLD=$(CC) -foffload=nvptx-none",
          "OFFLOAD=-fopenmp", f"BUILD={build}", "run"], env=env)
     shown = run([offlink, "inspect", build / "app"], env=env).stdout

@@ -1,9 +1,9 @@
 """Binary size of GCC offload programs: offlink's link (libgomp registration on, by default)
 against GCC's own offload link of the same objects.
 
-The samples gcc_openmp (C OpenMP, 3 CUs), gcc_openacc (C OpenACC) and gcc_fortran (Fortran
-OpenMP, module variables) are built with `make`, which links each both ways; the program with
-a shared library is gcc_openmp's sources as libss.so (saxpy.c, stats.c) and an executable
+The samples gcc_openmp (C OpenMP, 3 CUs), gcc_openacc (C OpenACC), gcc_fortran (Fortran
+OpenMP, module variables) and gcc_amdgcn (C OpenMP for amdgcn-amdhsa, -march=gfx906) are built
+with `make`, which links each both ways; the program with a shared library is gcc_openmp's sources as libss.so (saxpy.c, stats.c) and an executable
 (main.c), each linked both ways. Prints a Markdown table: bytes, and offlink / GCC.
 
 Usage: python benchmarks/gcc_offload/sizes.py [--offlink CMD]
@@ -34,7 +34,7 @@ def main() -> None:
     offlink = shlex.split(args.offlink)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("gcc_openmp", "gcc_openacc", "gcc_fortran"):
+        for name in ("gcc_openmp", "gcc_openacc", "gcc_fortran", "gcc_amdgcn"):
             s = Path(tmp) / name
             shutil.copytree(ROOT / "samples" / name, s)
             prog = s / "build" / name

@@ -395,7 +395,8 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]
     from ..toolchains.registrations import enabled
 
-    if enabled(options.gomp_register) and any(t.name == "nvptx-none" for t in targets):
+    if enabled(options.gomp_register) and any(t.name in ("nvptx-none", "amdgcn-amdhsa")
+                                                for t in targets):
         registrations.append(os.path.join(DRY_RUN_WORK, "offlink-gomp-register.o"))
     print(_show_dry(host_argv(plan, plan.output,
                               added_inputs(plan, placeholder, registrations, targets), targets)))

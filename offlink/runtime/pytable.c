@@ -82,7 +82,7 @@ static PyObject *open_detail(int status, const unsigned char *p, Py_ssize_t size
     const unsigned char *rows = p + ofl_le(p + OFL_HDR_SYMBOLS_OFF, 8);
     for (uint64_t i = 0; i < n_targets; i++) {
       unsigned kind = (unsigned)ofl_le(targets + i * OFL_TARGET_SIZE + OFL_TGT_KIND, 2);
-      if (kind < OFL_IMAGE_SHARED_OBJECT || kind > OFL_IMAGE_NVPTX_NONE)
+      if (kind < OFL_IMAGE_SHARED_OBJECT || kind > OFL_IMAGE_AMDGCN_AMDHSA)
         return PyUnicode_FromFormat("image kind %u", kind);
     }
     for (uint64_t i = 0; i < n_symbols; i++) {

@@ -126,7 +126,8 @@ static atomic_int process_exiting; /* exit() has begun: destructors free nothing
 static const struct loader *loader_for(uint16_t kind);
 
 static const char *kind_name(uint16_t kind) {
-  static const char *const names[] = {"?", "shared-object", "cubin", "fatbin", "ptx", "nvptx-none"};
+  static const char *const names[] = {"?", "shared-object", "cubin", "fatbin", "ptx", "nvptx-none",
+                                      "amdgcn-amdhsa"};
   return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 

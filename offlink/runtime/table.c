@@ -560,7 +560,7 @@ static int name_cmp(const char *a, size_t alen, const char *b, size_t blen) {
 }
 
 static int image_kind_ok(uint16_t kind) {
-  return kind >= OFL_IMAGE_SHARED_OBJECT && kind <= OFL_IMAGE_NVPTX_NONE;
+  return kind >= OFL_IMAGE_SHARED_OBJECT && kind <= OFL_IMAGE_AMDGCN_AMDHSA;
 }
 
 static int symbol_kind_ok(uint16_t kind) {

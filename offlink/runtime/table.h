@@ -85,6 +85,7 @@ enum ofl_image_kind {
   OFL_IMAGE_FATBIN = 3,
   OFL_IMAGE_PTX = 4,
   OFL_IMAGE_NVPTX_NONE = 5,
+  OFL_IMAGE_AMDGCN_AMDHSA = 6,
 };
 
 enum ofl_symbol_kind {

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # so a host-only link does not pay for the CUDA and GCC modules' imports.
 _TARGETS = {
     "nvptx-none": ("gcc.nvptx", "GccNvptxTarget"),
+    "amdgcn-amdhsa": ("gcc.gcn", "GccGcnTarget"),
     "nvptx64-nvidia-cuda": ("offlink.cuda", "CudaTarget"),
 }
 _ALIASES = {"cuda": "nvptx64-nvidia-cuda"}

@@ -74,7 +74,7 @@ def opt_in(plan: LinkPlan, images: list[Image], workdir: str,
     builds it, puts it into the host link (`host_argv`) and relinks until `check` accepts the order
     of the linked binary's host table; `option` names it in messages."""
     if not enabled(asked) or not asked and not any(
-            i.target.name == "nvptx-none" for i in images):
+            i.target.name in ("nvptx-none", "amdgcn-amdhsa") for i in images):
         return None
     from .gcc import gomp  # only now: a link that asks for none does not import it
 

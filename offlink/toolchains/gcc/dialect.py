@@ -292,16 +292,16 @@ def source_name(elf: ElfFile, fallback: str) -> str:
     return fallback
 
 
-def accel_compiler(major: str | None) -> str:
-    """GCC's accel compiler for nvptx-none matching the GCC that wrote the objects."""
-    return _accel_compiler(major, os.environ.get("PATH", ""))
+def accel_compiler(major: str | None, target: str = TARGET) -> str:
+    """GCC's accel compiler for `target` matching the GCC that wrote the objects."""
+    return _accel_compiler(major, os.environ.get("PATH", ""), target)
 
 
 @functools.lru_cache(maxsize=16)
-def _accel_compiler(major: str | None, path: str) -> str:
+def _accel_compiler(major: str | None, path: str, target: str = TARGET) -> str:
     """One PATH search per GCC version (and PATH), not one per CU."""
     machine = os.uname().machine  # platform.machine(), without importing platform (~1.5 ms)
-    names = [f"{machine}-linux-gnu-accel-{TARGET}-gcc"]
+    names = [f"{machine}-linux-gnu-accel-{target}-gcc"]
     if major:
         names.insert(0, f"{names[0]}-{major}")
     from ...run import which
@@ -310,7 +310,21 @@ def _accel_compiler(major: str | None, path: str) -> str:
 
 
 def object_cus(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
-    return [gcc_cu(elf, origin, link_args, lto)]
+    """The object's nvptx-none CU, and its amdgcn-amdhsa CU where the link would build an
+    amdgcn-amdhsa image (the link words name it, or none do and its accel compiler is
+    installed): one CU per target, from the same object (`select` keeps those the link
+    builds)."""
+    cu = gcc_cu(elf, origin, link_args, lto)
+    major = gcc_major(elf)
+    if GCN in wanted(read_words(link_args), major):
+        passed, offload = compile_options(elf)
+        options = tuple(passed + offload_options(offload + _link_offload_options(link_args),
+                                                 GCN))
+        p = cu.payload
+        payload = type(p)(GCN, p.code_kind, p.source, accel_compiler(major, GCN), options, p.code)
+        return [cu, GccCU(origin, payload, cu.host_entries, cu.global_functions, cu.tag,
+                          cu.fat_lto)]
+    return [cu]
 
 
 def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> GccCU:
@@ -719,7 +733,8 @@ def _placed(e: Entry, address: int) -> Placed:
 
 # What Debian's GCC 12 is configured for (OFFLOAD_TARGET_NAMES under `gcc -v`), in that order.
 CONFIGURED = ("nvptx-none", "amdgcn-amdhsa")
-BUILT = ("nvptx-none",)  # the GCC targets offlink builds images for (nvptx.py)
+GCN = "amdgcn-amdhsa"  # its CUs' target (toolchains/gcc/gcn.py)
+BUILT = ("nvptx-none", GCN)  # the GCC targets offlink builds images for (nvptx.py, gcn.py)
 PACKAGES = {"nvptx-none": "gcc-{major}-offload-nvptx",
             "amdgcn-amdhsa": "gcc-{major}-offload-amdgcn"}
 
@@ -813,7 +828,7 @@ def select(cus: list, args: list[str]) -> list:
     """The link's CUs less GCC's where GCC's link would build no image from them
     (`-foffload=disable`, or no accel compiler installed and no target named); an error for a
     target offlink cannot build. `args`: the link line's words (plan.base_args)."""
-    ours = [cu for cu in cus if cu.payload.target == TARGET]
+    ours = [cu for cu in cus if cu.payload.target in CONFIGURED]
     if not ours:
         return cus
     words = read_words(args)
@@ -821,6 +836,5 @@ def select(cus: list, args: list[str]) -> list:
     major = compiler.rsplit("-", 1)[-1] if compiler.rsplit("-", 1)[-1].isdigit() else None
     targets = wanted(words, major)
     check_buildable(targets, words, major)
-    if TARGET in targets:
-        return cus
-    return [cu for cu in cus if cu.payload.target != TARGET]
+    return [cu for cu in cus if cu.payload.target not in CONFIGURED
+            or cu.payload.target in targets]

@@ -1,8 +1,8 @@
-"""GCC 12's `amdgcn-amdhsa` offload images built one CU at a time: the steps, as plain functions.
+"""GCC 12's `amdgcn-amdhsa` offload images built one CU at a time: the steps, as plain functions,
+and the link target that runs them (GccGcnTarget, at the end).
 
-Not a link target yet: `offlink link` still refuses GCC's amdgcn-amdhsa objects in one line
-(dialect.py, check_buildable). These are the steps such a target runs, each checked against GCC
-12's own link of the same objects (tests/test_gcc_amdgcn.py): GCC's mkoffload (gcn/mkoffload.cc)
+Each step is checked against GCC 12's own link of the same objects (tests/test_gcc_amdgcn.py):
+GCC's mkoffload (gcn/mkoffload.cc)
 compiles every CU of the program together (`<accel gcc> -S -m64 -xlto -mgomp ... -o X.1.s`),
 rewrites that assembly (process_asm: the host function table dropped, a global
 `.offload_var_table` label put before the joined variable tables, the kernels and their
@@ -12,7 +12,8 @@ a C file registering it with libgomp. Here each CU is compiled to assembly alone
 (`compile_argv`), rewritten alone (`read_asm`, `without_func_tables`), assembled alone
 (`assemble_argv`), and the objects are linked after `VAR_TABLE_START` (`link_argv`): lld joins
 the CUs' `.gnu.offload_vars` in input order, so `.offload_var_table` starts the same table.
-`c_source` writes the registration as GCC 12's mkoffload does: GOMP_VERSION 1 and
+`c_source` writes the registration as GCC 12's mkoffload does (gomp.py puts it in the link's
+libgomp registration, beside nvptx-none's): GOMP_VERSION 1 and
 GOMP_VERSION_GCN 2 (0x10002), GOMP_DEVICE_GCN 8, target_data a `gcn_image_desc` {the image
 {size, bytes}, the kernels (`_init_array`, `_fini_array`, then one per host function slot, in
 the host table's order: libgomp's plugin pairs them by position), the variable count (the
@@ -24,6 +25,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+
+from ...errors import LinkError, ToolError
+from ...plugins import Target
+from . import dialect as gcc
 
 NAME = "amdgcn-amdhsa"
 GOMP_VERSION = 1  # GCC 12
@@ -84,9 +89,10 @@ def read_asm(asm: str) -> DeviceTables:
             m = _QUAD.match(line)
             if m:
                 size = _QUAD.match(next(lines, ""))
-                if size is None or not size.group(1).isdigit():
+                if size is None or not size.group(1).lstrip("-").isdigit():
                     raise ValueError(f"a variable table row of {m.group(1)} without its size")
-                out.variables.append((m.group(1), int(size.group(1))))
+                # `declare target link`: bit 63 set, which the assembly writes as negative.
+                out.variables.append((m.group(1), int(size.group(1)) % (1 << 64)))
         elif state == "funcs":
             m = _QUAD.match(line)
             if m:
@@ -204,17 +210,19 @@ def kernels(functions: list[str], tables: list[DeviceTables]
             for n in (*INIT_KERNELS, *functions)]
 
 
-def c_source(symbol: str, size: int, rows, var_count: int) -> str:
+def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True) -> str:
     """The registration, as GCC 12's mkoffload writes it (process_asm, process_obj and main):
     `rows` from kernels(), the image the `size` bytes at `symbol` (not copied: where offlink
     stores the image), and __OFFLOAD_TABLE__ over what crtoffloadbegin.o and crtoffloadend.o
-    delimit (as gomp.py defines it)."""
+    delimit (as gomp.py defines it). Not `alone`: to follow gomp.py's nvptx-none registration
+    in one file, which defines that table (and `target_data`, `init`, `fini`): the names here
+    get a `gcn_` prefix and the table is not defined again."""
     for name, *_ in rows:
         if not name or any(c in name for c in '"\\\n') or not name.isascii():
             raise ValueError(f"cannot name '{name}' in C")
     table = ",\n".join(f'  {{"{n}", {{{d[0]}, {d[1]}, {d[2]}}}, {s}, {v}}}'
                        for n, d, s, v in rows)
-    return f"""/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
+    text = f"""/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
    (GCC 12's mkoffload layout). */
 #include <stddef.h>
 
@@ -276,6 +284,17 @@ static __attribute__((destructor)) void fini (void)
                                &target_data);
 }}
 """
+    if alone:
+        return text
+    head, _, rest = text.partition("/* crtoffloadtable.o's table")
+    rest = "static __attribute__" + rest.split("static __attribute__", 1)[1]
+    for old, new in (("target_data", "gcn_target_data"), (" init (void)", " gcn_init (void)"),
+                     (" fini (void)", " gcn_fini (void)"),
+                     ("struct hsa_kernel_description", "struct gcn_kernel_description"),
+                     ("#include <stddef.h>", "#include <stddef.h>\n"
+                      "extern const void *const __OFFLOAD_TABLE__[];")):
+        head, rest = head.replace(old, new), rest.replace(old, new)
+    return head + rest
 
 
 # -- the code object's header (LLVM's AMDGPUUsage, code object v3/v4) ----------------------
@@ -305,3 +324,204 @@ def target_id(flags: int) -> str:
         name += f":{feature}{_FEATURE[(flags >> shift) & 3]}" if _FEATURE[
             (flags >> shift) & 3] else ""
     return name
+
+
+# -- the link target ------------------------------------------------------------------------
+#
+# GccGcnTarget: GCC's amdgcn-amdhsa objects compiled one CU at a time (each CU's assembly is
+# its compiled object, so the compile cache keeps it and the registration's tables are read
+# from it), assembled and linked into one image per link (link_image), registered with
+# libgomp by gomp.py beside the nvptx-none image.
+
+
+
+def pair(entries, tables: DeviceTables, tag: str, label: str,
+         global_functions) -> list:
+    """Host table slots with their device names, within one CU: by position within each kind,
+    as GCC's link pairs them (the GCN assembly's tables list the host names, in the host
+    table's order), checked by name. A static's key is qualified with `tag`, as nvptx's."""
+    out = []
+    for kind, dev in (("function", tables.functions),
+                      ("variable", [n for n, _ in tables.variables])):
+        listed = [e for e in entries if e.kind == kind]
+        if len(listed) != len(dev):
+            raise LinkError(f"{label}: the host table lists {len(listed)} {kind} slots and the "
+                            f"amdgcn-amdhsa code {len(dev)} (is the accel compiler the same "
+                            f"GCC version?)")
+    funcs = iter(tables.functions)
+    variables = iter(n for n, _ in tables.variables)
+    suffix = "." + tag.replace("$", "_")
+    for host in entries:
+        found = next(funcs if host.kind == "function" else variables)
+        name = found[:-len(suffix)] if found.endswith(suffix) else found
+        qualify = host.local
+        if host.kind == "function" and "._omp_fn." in host.host_name:
+            qualify = host.host_name.split("._omp_fn.", 1)[0] not in global_functions
+        if name != host.host_name + (".linkptr" if host.link else "") and not host.local:
+            raise LinkError(f"{label}: host table entry '{host.host_name}' is '{name}' in the "
+                            f"amdgcn-amdhsa code")
+        out.append(gcc.Entry(host, name, name + suffix if qualify else name))
+    return out
+
+
+def rename(asm: str, renames: dict[str, str]) -> str:
+    """Rename assembly symbols (definitions, uses, metadata, the kernel descriptors' `.kd`),
+    whole names only."""
+    if not renames:
+        return asm
+    names = "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True))
+    token = re.compile(rf"(?<![\w$.])({names})(?![\w$]|\.\d)")
+    return token.sub(lambda m: renames[m.group(1)], asm)
+
+
+class GccGcnTarget(Target):
+    name = NAME
+    image_kind = NAME
+    macro = "__OFFLINK_TARGET_AMDGCN_AMDHSA__"
+    image_argv_reads_objects = True  # the registration's tables come from the CUs' assembly
+    image_argv_reads_offers = True
+    distributable = False
+    not_distributable_because = ("its compile is GCC's accel compiler reading LTO bytecode "
+                                 "(-xlto), which distcc and sccache run locally")
+
+    def __init__(self) -> None:
+        self._links: dict[str, list[tuple[str, str, list]]] = {}
+        self._tables: dict[str, list[DeviceTables]] = {}
+        self._steps: dict[str, tuple[list[str], str, str]] = {}  # output -> (objects, ...)
+        self._fat_lto = False
+
+    def capture_argv(self, compiler, preprocess_args, language, source, output):
+        from ...errors import UsageError
+
+        raise UsageError(f"target {NAME} takes GCC's own offload objects: compile with "
+                         f"`gcc -fopenmp -foffload={NAME} -c` and link them with offlink link")
+
+    def source_suffix(self, cu):
+        return ".host.o"
+
+    def compile_argv(self, cu, source, output):
+        from ...run import which
+
+        p = cu.payload
+        if os.sep not in p.compiler and which(p.compiler) is None:
+            major = p.compiler.rsplit("-", 1)[-1]
+            raise ToolError(f"target compile of {cu.label} for {NAME}: GCC's accel compiler "
+                            f"'{p.compiler}' not found (install gcc-"
+                            f"{major if major.isdigit() else '12'}-offload-amdgcn)")
+        options = [o for o in p.options if not o.startswith(("-l", "-L"))]
+        return compile_argv(p.compiler, options, source, output)
+
+    def identity_tool(self, cu, argv):
+        return cu.payload.compiler
+
+    def offers(self, cu, obj_path):
+        """The CU's entries keyed by name; its statics renamed to their keys in the assembly
+        (the compiled object) before the cache stores it."""
+        from ...model import Offer
+
+        with open(obj_path, encoding="utf-8", errors="surrogateescape") as f:
+            asm = f.read()
+        entries = self._pair(cu, asm)
+        renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
+        if renames:
+            with open(obj_path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(rename(asm, renames))
+        return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
+
+    def _pair(self, cu, asm: str) -> list:
+        from .nvptx import _host_side, _tag
+
+        hosts, functions = _host_side(cu)
+        try:
+            tables = read_asm(asm)
+        except ValueError as e:
+            raise LinkError(f"{cu.label}: its {NAME} assembly: {e}") from None
+        return pair(list(hosts), tables, _tag(cu), cu.label, set(functions))
+
+    def image_argv(self, plan, compiled, output):
+        from .nvptx import accel_libdir
+
+        cus, tables, objects, options = [], [], [], ()
+        for c in compiled:
+            objects.append(c.object_path + ".o")
+            options = c.cu.payload.options
+            if not os.path.exists(c.object_path):  # --dry-run: the command alone
+                continue
+            with open(c.object_path, encoding="utf-8", errors="surrogateescape") as f:
+                asm = f.read()
+            tables.append(read_asm(asm))
+            cus.append((c.cu.label, c.cu.payload.source, self._pair(c.cu, asm)))
+        self._links[output] = cus
+        self._tables[output] = tables
+        compiler = compiled[0].cu.payload.compiler if compiled else ""
+        libdir = accel_libdir(compiler) if compiler else ""
+        start = output + ".var-table.o"
+        return link_argv(libdir, arch(options), [start, *objects], output, options)
+
+    def link_image(self, argv, output, compiled):
+        """Each CU's assembly rewritten as mkoffload's process_asm does and assembled, the
+        `.offload_var_table` start assembled, then the lld link `argv`."""
+        from ...run import run
+
+        if not compiled:
+            raise LinkError(f"device link for target {NAME}: no CU")
+        options = compiled[0].cu.payload.options
+        compiler = compiled[0].cu.payload.compiler
+        try:
+            shown = run(assemble_probe(compiler, options),
+                        f"{compiler} -###").stdout.decode(errors="replace")
+        except ToolError as e:
+            raise ToolError(f"device link for target {NAME}: {e}") from None
+        directive = ""
+        for c in compiled:
+            with open(c.object_path, encoding="utf-8", errors="surrogateescape") as f:
+                asm = f.read()
+            directive = directive or target_directive(asm)
+            with open(c.object_path + ".2.s", "w", encoding="utf-8",
+                      errors="surrogateescape") as f:
+                f.write(without_func_tables(asm))
+            run(assemble_argv(shown, c.object_path + ".2.s", c.object_path + ".o"),
+                f"device link for target {NAME}: assembling {c.cu.label}")
+        start = output + ".var-table"
+        with open(start + ".s", "w", encoding="utf-8") as f:
+            f.write(var_table_start(directive))
+        run(assemble_argv(shown, start + ".s", start + ".o"),
+            f"device link for target {NAME}: the variable table's start")
+        run(argv, f"device link for target {NAME}")
+
+    def exports(self, image, path):
+        from ...elf import ElfFile
+
+        return {s.name for s in ElfFile(image, path).symbols() if s.defined and s.name}
+
+    def for_inputs(self, cus, plan=None):
+        kinds: dict[bool, str] = {}
+        for cu in cus:
+            kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)
+        if len(kinds) > 1:
+            from ...errors import UsageError
+
+            raise UsageError(f"{kinds[True]} is OpenACC (-fopenacc) and {kinds[False]} OpenMP "
+                             f"(-fopenmp): GCC 12's offload link builds an image for one of "
+                             f"them per program, and so does offlink")
+        self._fat_lto = any(getattr(cu, "fat_lto", False) for cu in cus)
+        return self
+
+    def host_link_args(self, plan):
+        driver = os.path.basename(plan.driver)
+        if "clang" in driver or driver == "ld" or driver.startswith("ld."):
+            return []
+        fat = ["-fno-lto"] if self._fat_lto and not plan.lto else []
+        return ["-foffload=disable", *fat]
+
+    def host_addresses(self, elf, image):
+        placed = gcc.place(elf, self._links.get(image.path, []))
+        return {key: (p.address, p.size, p.kind) for key, p in placed.items()}
+
+    def link_entries(self, image_path: str) -> list:
+        """(label, source, paired entries) of every CU of the image, in link order."""
+        return self._links.get(image_path, [])
+
+    def link_tables(self, image_path: str) -> list[DeviceTables]:
+        """The CUs' tables (register counts, OpenACC dims) of the image, in link order."""
+        return self._tables.get(image_path, [])

@@ -207,21 +207,32 @@ class Registration:
     relinks: int = 0
     option = "libgomp registration"  # what asked for it, in the pipeline's messages
 
+    gcn: tuple | None = None  # (index, size, cus, tables) of an amdgcn-amdhsa image
+
     @classmethod
     def for_link(cls, plan, images, workdir: str, required: bool,
                  cache=None) -> Registration | None:
-        """The registration of this link's nvptx-none image; without one, None, or an error
-        when --gomp-register asked for it."""
+        """The registration of this link's nvptx-none and amdgcn-amdhsa images (one C file:
+        a register call for each, as GCC's link makes one mkoffload file for each); without
+        either, None, or an error when --gomp-register asked for one."""
+        from .gcn import NAME as GCN
         from .nvptx import NAME
 
         index = next((k for k, i in enumerate(images) if i.target.name == NAME), None)
+        gcn_index = next((k for k, i in enumerate(images) if i.target.name == GCN), None)
         image = None if index is None else images[index]
-        if image is None:
+        if image is None and gcn_index is None:
             if not required:
                 return None
             raise UsageError(f"--gomp-register: no {NAME} image in this link (it registers "
                              f"GCC's own offload objects, gcc -fopenmp -foffload={NAME})")
-        cus = image.target.link_entries(image.path)  # type: ignore[attr-defined]
+        gcn = None
+        if gcn_index is not None:
+            g = images[gcn_index]
+            gcn = (gcn_index, len(g.data), g.target.link_entries(g.path),  # type: ignore
+                   g.target.link_tables(g.path))  # type: ignore[attr-defined]
+        cus = image.target.link_entries(image.path) if image is not None \
+            else gcn[2]  # type: ignore[attr-defined,index]
         driver = os.path.basename(plan.driver)
         compiler = plan.driver if ("gcc" in driver or "clang" in driver
                                    or driver in ("cc", "c++", "g++")) else "cc"
@@ -231,21 +242,44 @@ class Registration:
             raise UsageError(f"offlink writes GCC {GCC_MAJOR}'s libgomp registration; the host "
                              f"compiler {compiler} is version {major} (link with gcc-"
                              f"{GCC_MAJOR}, or -foffload=disable for a host-only program)")
-        reg = cls(compiler, image.data, cus, workdir, index, cache)
+        reg = cls(compiler, image.data if image is not None else b"", cus, workdir,
+                  index if index is not None else -1, cache)
+        reg.gcn = gcn
         reg.order = {kind: [e.key for _l, _s, entries in cus for e in entries
                             if e.host.kind == kind] for kind in ("function", "variable")}
         return reg
+
+    def text(self) -> str:
+        """The C file: the nvptx-none image's registration, then the amdgcn-amdhsa one's."""
+        from . import dialect as gcc
+
+        out = ""
+        if self.index >= 0:
+            dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
+            out = c_source(self.index, self.data, self.order["function"],
+                           self.order["variable"], dims)
+        if self.gcn is not None:
+            from ...formats.table import image_symbol
+            from . import gcn
+
+            index, size, cus, tables = self.gcn
+            # The amdgcn-amdhsa key of each slot, by the CU and host symbol the order's
+            # keys (nvptx-none's where both are built) name.
+            slot = {(label, e.host.kind, e.host.host_name): e.key
+                    for label, _s, entries in cus for e in entries}
+            mine = {e.key: slot.get((label, e.host.kind, e.host.host_name), e.key)
+                    for label, _s, entries in self.cus for e in entries}
+            funcs = [mine.get(k, k) for k in self.order["function"]]
+            out += gcn.c_source(image_symbol(index), size, gcn.kernels(funcs, tables),
+                                len(self.order["variable"]), alone=self.index < 0)
+        return out
 
     @property
     def object_path(self) -> str:
         return os.path.join(self.workdir, SOURCE[:-2] + ".o")
 
     def build(self) -> None:
-        from . import dialect as gcc
-
-        dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
-        text = c_source(self.index, self.data, self.order["function"],
-                        self.order["variable"], dims)
+        text = self.text()
         from ..llvm.omptarget import compile_c
 
         # A relink with the same names, order and PTX file sizes takes the object from the
