@@ -16,7 +16,7 @@ from conftest import needs_tool, run
 
 from offlink.errors import UsageError
 from offlink.toolchains.gcc import dialect as gcc
-from offlink.toolchains.gcc import dialect as gcc_link
+from offlink.toolchains.gcc import link_words as gcc_link
 
 BOTH = ("nvptx-none", "amdgcn-amdhsa")
 

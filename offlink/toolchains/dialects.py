@@ -104,7 +104,7 @@ def select(cus: list[CU], link_args: list[str]) -> list[CU]:
     """The CUs the link builds images from: each dialect that has a `select` (GCC's, from its
     link words: gcc/dialect.py) keeps or drops its own, or refuses a target it cannot build."""
     if any(cu.payload.target in ("nvptx-none", "amdgcn-amdhsa")
-           for cu in cus):  # GCC's CUs (gcc.CONFIGURED)
+           for cu in cus):  # GCC's CUs (gcc/link_words.py CONFIGURED)
         from .gcc.dialect import select as gcc_select
 
         cus = gcc_select(cus, link_args)
