@@ -363,3 +363,25 @@ def test_a_declare_target_link_row_is_read_with_its_link_bit():
     host = HostEntry("variable", "big", 32, True, False, True)
     (entry,) = gcn.pair([host], gcn.read_asm(asm), "l_c$0", "l.c", set())
     assert (entry.device_name, entry.key) == ("big.linkptr", "big.linkptr")
+
+
+def test_a_device_link_missing_a_symbol_says_which_where_and_the_fix(offlink, tmp_path):
+    """lld's undefined symbol, said as nvptx-none-ld's is: one line with the symbol, the CU
+    that needs it, the GCC device library that defines it and the option that adds it; the
+    link then works with that option, and nothing was written before."""
+    (tmp_path / "m.c").write_text(
+        "#include <math.h>\n#include <stdio.h>\n"
+        "int main(void) {\n  double r = 0, x = 0.5;\n"
+        "#pragma omp target map(from: r)\n  { r = cos(x); }\n"
+        '  printf("%.3f\\n", r);\n  return 0;\n}\n')
+    flags = ["-O2", "-fopenmp", "-foffload=amdgcn-amdhsa",
+             "-foffload-options=amdgcn-amdhsa=-march=gfx906"]
+    run(["gcc", *flags, "-c", "m.c"], cwd=tmp_path)
+    proc = run([offlink, "link", "gcc", *flags, "m.o", "-o", "m"], cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and not (tmp_path / "m").exists()
+    assert proc.stderr == ("offlink: error: device link for target amdgcn-amdhsa: undefined "
+                           "symbol cos (needed by m.c (m.o); in libm): link with "
+                           "-foffload-options=amdgcn-amdhsa=-lm\n")
+    run([offlink, "link", "gcc", *flags, "-foffload-options=amdgcn-amdhsa=-lm", "m.o", "-o",
+         "m", "-lm"], cwd=tmp_path)
+    assert run([tmp_path / "m"]).stdout == "0.878\n"

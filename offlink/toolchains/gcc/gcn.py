@@ -22,6 +22,7 @@ plugin reads the variables' addresses from `.offload_var_table` in the image)}.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -487,7 +488,11 @@ class GccGcnTarget(Target):
             f.write(var_table_start(directive))
         run(assemble_argv(shown, start + ".s", start + ".o"),
             f"device link for target {NAME}: the variable table's start")
-        run(argv, f"device link for target {NAME}")
+        try:
+            run(argv, f"device link for target {NAME}")
+        except ToolError as e:
+            said = explain(e, argv, {c.object_path + ".o": c.cu.label for c in compiled})
+            raise (said or e) from None
 
     def exports(self, image, path):
         from ...elf import ElfFile
@@ -525,3 +530,74 @@ class GccGcnTarget(Target):
     def link_tables(self, image_path: str) -> list[DeviceTables]:
         """The CUs' tables (register counts, OpenACC dims) of the image, in link order."""
         return self._tables.get(image_path, [])
+
+
+# -- device-link errors --------------------------------------------------------------------
+#
+# lld's failures said in one line, as nvptx-none-ld's are (nvptx.py, explain): lld prints
+# `error: undefined symbol: NAME` and `>>> referenced by OBJECT:(FUNCTION)` lines; the objects are
+# the CUs' assembled ones, and GCC's device libraries for the -march (lib<name>.a in the link's
+# first -L folder that has it) that define NAME name the fix. The command and lld's own lines come
+# only under --verbose.
+
+_LLD_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
+_LLD_REFERENCED = re.compile(r">>> referenced by ([^:\s]+)")
+
+
+def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolError | None:
+    """The one-line error for a failed lld link `argv` (`objects`: object path -> its CU's
+    label), or None where lld named no undefined symbol (the error stays as it is)."""
+    from ... import run as runner
+    from .nvptx import OPTIONAL_LIBRARIES, SHOWN
+
+    missing: dict[str, list[str]] = {}
+    current = None
+    for line in error.output.splitlines():
+        m = _LLD_UNDEFINED.search(line)
+        if m:
+            current = m.group(1)
+            missing.setdefault(current, [])
+            continue
+        r = _LLD_REFERENCED.search(line)
+        label = objects.get(r.group(1)) if r else None
+        if current is not None and label and label not in missing[current]:
+            missing[current].append(label)
+    if not missing:
+        return None
+    parts = []
+    fixes: list[str] = []
+    for name, users in list(missing.items())[:SHOWN]:
+        libs = [lib for lib in OPTIONAL_LIBRARIES if name in _library_definitions(argv, lib)]
+        fixes += [lib for lib in libs if lib not in fixes]
+        where = f"needed by {', '.join(users)}" if users else "needed by a device library"
+        parts.append(f"{name} ({where}{f'; in lib{libs[0]}' if libs else ''})")
+    more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
+    fix = (": link with " + " ".join(f"-foffload-options={NAME}=-l{lib}" for lib in fixes)
+           if fixes else ": no GCC device library defines it (is it a host-only function "
+           "called in a target region?)")
+    command = f" [{runner.show(argv)}]" if runner.VERBOSE else ""
+    plural = "s" if len(missing) > 1 else ""
+    return ToolError(f"device link for target {NAME}: undefined symbol{plural} "
+                     f"{', '.join(parts)}{more}{fix}{command}", error.exit_code,
+                     error.output if runner.VERBOSE else "")
+
+
+def _library_definitions(argv: list[str], lib: str) -> frozenset[str]:
+    """The symbols lib<lib>.a defines, from the device link's first -L folder that has it."""
+    for d in (w[2:] for w in argv if w.startswith("-L")):
+        path = os.path.join(d, f"lib{lib}.a")
+        if os.path.isfile(path):
+            return _archive_definitions(path)
+    return frozenset()
+
+
+@functools.lru_cache(maxsize=8)
+def _archive_definitions(path: str) -> frozenset[str]:
+    from ...elf import elf_files
+    from ...errors import FormatError
+
+    try:
+        return frozenset(s.name for _, elf in elf_files(path) for s in elf.symbols()
+                         if s.defined and s.name)
+    except FormatError:
+        return frozenset()
