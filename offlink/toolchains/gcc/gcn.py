@@ -547,8 +547,7 @@ _LLD_REFERENCED = re.compile(r">>> referenced by ([^:\s]+)")
 def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolError | None:
     """The one-line error for a failed lld link `argv` (`objects`: object path -> its CU's
     label), or None where lld named no undefined symbol (the error stays as it is)."""
-    from ... import run as runner
-    from .nvptx import OPTIONAL_LIBRARIES, SHOWN
+    from .nvptx import missing_symbols
 
     missing: dict[str, list[str]] = {}
     current = None
@@ -562,24 +561,9 @@ def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolE
         label = objects.get(r.group(1)) if r else None
         if current is not None and label and label not in missing[current]:
             missing[current].append(label)
-    if not missing:
-        return None
-    parts = []
-    fixes: list[str] = []
-    for name, users in list(missing.items())[:SHOWN]:
-        libs = [lib for lib in OPTIONAL_LIBRARIES if name in _library_definitions(argv, lib)]
-        fixes += [lib for lib in libs if lib not in fixes]
-        where = f"needed by {', '.join(users)}" if users else "needed by a device library"
-        parts.append(f"{name} ({where}{f'; in lib{libs[0]}' if libs else ''})")
-    more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
-    fix = (": link with " + " ".join(f"-foffload-options={NAME}=-l{lib}" for lib in fixes)
-           if fixes else ": no GCC device library defines it (is it a host-only function "
-           "called in a target region?)")
-    command = f" [{runner.show(argv)}]" if runner.VERBOSE else ""
-    plural = "s" if len(missing) > 1 else ""
-    return ToolError(f"device link for target {NAME}: undefined symbol{plural} "
-                     f"{', '.join(parts)}{more}{fix}{command}", error.exit_code,
-                     error.output if runner.VERBOSE else "")
+    return missing_symbols(NAME, "undefined symbol", list(missing), missing.__getitem__,
+                           lambda lib, name: name in _library_definitions(argv, lib),
+                           error, argv)
 
 
 def _library_definitions(argv: list[str], lib: str) -> frozenset[str]:

@@ -587,28 +587,41 @@ def explain(error: ToolError, argv: list[str],
             objects: list[tuple[str, bytes]]) -> ToolError | None:
     """The one-line error for a failed device link `argv` whose objects are `objects` (label,
     PTX), or None where nvptx-none-ld said no unresolved symbol (the error stays as it is)."""
-    from ... import run as runner
+    def users(name: str) -> list[str]:
+        decl = re.compile(rb"\n// BEGIN GLOBAL (?:FUNCTION|VAR) DECL: " + re.escape(
+            name.encode()) + rb"\n")
+        return [label for label, ptx in objects if decl.search(ptx)]
 
     missing = list(dict.fromkeys(_UNRESOLVED.findall(error.output)))
+    return missing_symbols(NAME, "unresolved symbol", missing, users,
+                           lambda lib, name: _defines(argv, lib, name), error, argv)
+
+
+def missing_symbols(target: str, said: str, missing: list[str], users, defines,
+                    error: ToolError, argv: list[str]) -> ToolError | None:
+    """The one line for a device link of `target` that left `missing` undefined (`said`: the
+    linker's own words for it): the first SHOWN names, the CUs `users(name)` names, the optional
+    GCC device library that `defines(lib, name)` and the option that adds it; the command and
+    the linker's lines only under --verbose. None where nothing is missing."""
+    from ... import run as runner
+
     if not missing:
         return None
     parts = []
     fixes: list[str] = []
     for name in missing[:SHOWN]:
-        decl = re.compile(rb"\n// BEGIN GLOBAL (?:FUNCTION|VAR) DECL: " + re.escape(
-            name.encode()) + rb"\n")
-        users = [label for label, ptx in objects if decl.search(ptx)]
-        libs = [lib for lib in OPTIONAL_LIBRARIES if _defines(argv, lib, name)]
+        who = users(name)
+        libs = [lib for lib in OPTIONAL_LIBRARIES if defines(lib, name)]
         fixes += [lib for lib in libs if lib not in fixes]
-        where = f"needed by {', '.join(users)}" if users else "needed by a device library"
+        where = f"needed by {', '.join(who)}" if who else "needed by a device library"
         parts.append(f"{name} ({where}{f'; in lib{libs[0]}' if libs else ''})")
     more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
-    fix = (": link with " + " ".join(f"-foffload-options=nvptx-none=-l{lib}" for lib in fixes)
+    fix = (": link with " + " ".join(f"-foffload-options={target}=-l{lib}" for lib in fixes)
            if fixes else ": no GCC device library defines it (is it a host-only function "
            "called in a target region?)")
     command = f" [{runner.show(argv)}]" if runner.VERBOSE else ""
     plural = "s" if len(missing) > 1 else ""
-    return ToolError(f"device link for target nvptx-none: unresolved symbol{plural} "
+    return ToolError(f"device link for target {target}: {said}{plural} "
                      f"{', '.join(parts)}{more}{fix}{command}", error.exit_code,
                      error.output if runner.VERBOSE else "")
 
