@@ -166,6 +166,16 @@ class Entry(NamedTuple):
     data: bytes
 
 
+# Identities being probed by probe_early: tool -> (thread, cache folder, [identity] once done).
+_EARLY: dict[str, tuple[Any, str, list]] = {}
+
+
+def join_early() -> None:
+    """Wait for the probes probe_early started (none is left running)."""
+    while _EARLY:
+        _EARLY.popitem()[1][0].join()
+
+
 class Cache:
     def __init__(self, root: str, limit: int = DEFAULT_SIZE):
         self.root = root
@@ -205,6 +215,19 @@ class Cache:
         with self._lock:
             if tool in self._identities:
                 return self._identities[tool]
+        early = _EARLY.pop(tool, None)
+        if early is not None and early[1] == self.root:
+            early[0].join()  # probed beside the link's first stages (probe_early)
+            if early[2]:
+                with self._lock:
+                    self._identities[tool] = early[2][0]
+                return early[2][0]
+        return self._identity(tool)
+
+    def _identity(self, tool: str) -> str | None:
+        with self._lock:
+            if tool in self._identities:
+                return self._identities[tool]
         found = runner.which(tool)
         ident = None
         if found is not None:
@@ -221,6 +244,18 @@ class Cache:
         with self._lock:
             self._identities[tool] = ident
         return ident
+
+    def probe_early(self, tool: str) -> None:
+        """Start working out tool_identity(tool) in a thread, so a link whose first stages
+        do not need it does not wait for the tool's `--version` later (~25 ms for clang-22,
+        once per cache: the answer is remembered). The first tool_identity(tool) of any
+        Cache of the same folder takes the answer."""
+        from threading import Thread
+
+        box: list = []
+        thread = Thread(target=lambda: box.append(self._identity(tool)), daemon=True)
+        _EARLY[tool] = (thread, self.root, box)
+        thread.start()
 
     def file_identity(self, path: str) -> str:
         """A SHA-256 of a file's content, remembered across links by its stat stamp (as

@@ -148,6 +148,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     from .relink import extract  # from the last link's record when its inputs are unchanged
 
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
+    _probe_early(plan, options)
     cus = extract(plan, options.offload_options, options.cache, stats)
     if cus:  # GCC's objects build the images GCC's own link would build, and only those
         from ..toolchains.dialects import select
@@ -164,6 +165,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
     import signal
 
     from ..jobserver import slots_for, stop_on_signals
+    from ..cache.store import join_early
+    from . import expansion
     from .staging import OutputSlot, WorkFolder
 
     if options.dry_run:  # before the work folder: a dry run makes nothing
@@ -182,6 +185,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
         cache = Cache.open(options.cache)
+        expansion.use(cache, workdir)  # clang's links start their linker from the cache
         launcher = target_launcher(options)
         slots = slots_for(options.jobs)
         if runner.VERBOSE:
@@ -279,6 +283,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
             timer.write_trace(options.time_trace, plan.output)
         return 0
     finally:
+        expansion.use(None)
+        join_early()
         if started:
             from ..toolchains.registrations import discard
 
@@ -342,11 +348,30 @@ def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
             for t in wanted]
 
 
+def _probe_early(plan: LinkPlan, options: LinkOptions) -> None:
+    """Start the driver's identity probe (its `--version`, once per cache) beside extract,
+    when the link line asks for offloading: the compile stage and the registration need it
+    first."""
+    if options.dry_run or not options.cache:
+        return
+    if not any(w.startswith(("-fopenmp", "-foffload", "-fopenacc", "--offload"))
+               for w in plan.argv[1:]):
+        return
+    from ..cache.store import Cache
+
+    cache = Cache.open(True)
+    if cache is not None:
+        cache.probe_early(plan.driver)
+
+
 def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
     """No target code: the link exactly as given (byte-identical output)."""
     if options.dry_run:
         print(runner.show(plan.argv))
         return 0
+    from ..cache.store import join_early
+
+    join_early()  # no probe left running when offlink becomes the linker
     status = runner.pass_through(plan.argv, "linker")
     if status != 0:
         raise ToolError(f"link failed (exit status {status}): {runner.show(plan.argv)}", status)
