@@ -159,11 +159,10 @@ class Target:
     def link_image(self, argv: list[str], output: str, compiled: list[CompiledCU]) -> None:
         """Run the image link `argv` (image_argv's or narrowed_image's), which writes
         `output`. A target may write the same bytes another way: GCC's nvptx-none takes the
-        part its libraries add from an earlier link (toolchains/gcc/nvptx.py). A clang driver's
-        link runs its linker job from the expansion kept in the cache (link/expansion.py)."""
-        from .link.expansion import run_link
+        part its libraries add from an earlier link (toolchains/gcc/nvptx.py)."""
+        from .run import run
 
-        run_link(argv, f"device link for target {self.name}")
+        run(argv, f"device link for target {self.name}")
 
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
