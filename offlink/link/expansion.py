@@ -147,8 +147,7 @@ def expand(argv: Sequence[str]) -> tuple[list[str] | None, list[str], list[str]]
     import subprocess
 
     try:
-        proc = subprocess.run([argv[0], "-###", *argv[1:]], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
+        proc = subprocess.run([argv[0], "-###", *argv[1:]], capture_output=True)
     except OSError:
         return None
     if proc.returncode != 0:

@@ -164,8 +164,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
                             f"without -static")
     import signal
 
-    from ..jobserver import slots_for, stop_on_signals
     from ..cache.store import join_early
+    from ..jobserver import slots_for, stop_on_signals
     from . import expansion
     from .staging import OutputSlot, WorkFolder
 
