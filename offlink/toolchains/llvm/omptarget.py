@@ -156,12 +156,13 @@ def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
     text = c_source(indexes, getattr(targets[indexes[0]], "entry_generation", 1))
     # In a thread: its cache key waits for the compiler's identity, whose `--version` a cold
     # cache runs (cache.probe_early), and the link's next stages do not need it.
-    from threading import Thread
+    from _thread import start_new_thread
 
-    thread = Thread(target=_begin_quietly, args=(plan, text, SOURCE, workdir, cache),
-                    daemon=True)
-    _BEGINNING.append(thread)
-    thread.start()
+    from ...cache.store import Done
+
+    done = Done()
+    _BEGINNING.append(done)
+    start_new_thread(_begin_quietly, (plan, text, SOURCE, workdir, cache, done))
 
 
 def _started() -> None:
@@ -176,19 +177,21 @@ def _argv(plan, source: str) -> list[str]:
 
 
 def _key(cache, argv: list[str], text: str) -> str:
-    import hashlib
+    from ...digest import sha256  # not hashlib: ~3 ms of a link's start-up
 
     ident = cache.tool_identity(argv[0]) or argv[0]
-    return hashlib.sha256("\0".join(["omptarget-registration", ident, *argv, text])
+    return sha256("\0".join(["omptarget-registration", ident, *argv, text])
                           .encode()).hexdigest()
 
 
-def _begin_quietly(plan, text: str, source: str, workdir: str, cache) -> None:
+def _begin_quietly(plan, text: str, source: str, workdir: str, cache, done) -> None:
     """_begin, in start's thread: what fails there fails again, and is said, in compile_c."""
     try:
         _begin(plan, text, source, workdir, cache)
     except Exception:
         pass
+    finally:
+        done.release()
 
 
 def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
