@@ -13,8 +13,8 @@ So the expansion is kept in the cache under a key of the driver's identity (cach
 its resolved path, content and `--version`), its words (the link's work folder, whose name
 changes from link to link, as a token), the working directory and the environment variables a
 driver reads; with it, the stamp (cache.file_stamp) of every file and folder the driver added
-to the command, of the folders they are in, and of the driver's own folder (where clang looks
-for configuration files). A link whose entry is found and whose stamps are all as they were
+to the command, of the folders they are in, of the driver's own folder (where clang looks
+for configuration files) and of PATH's folders (where it looks for a linker after its own). A link whose entry is found and whose stamps are all as they were
 runs the linker job itself, and shows the driver's other lines (its warnings) as the driver
 would. Anything else asks the driver: an expansion with more than one job (an input the driver
 would compile) or none, a driver that fails (it then runs as given, and says why itself), words
@@ -206,8 +206,12 @@ def _given(argv: Sequence[str]) -> set[str]:
 
 
 def _watched(job: list[str] | None, given: set[str], header: list[str]) -> list[str]:
-    """The files and folders the driver added to the job, the folders they are in, and the
-    driver's own folder (InstalledDir: configuration files)."""
+    """The files and folders the driver added to the job, the folders they are in, the
+    driver's own folder (InstalledDir: configuration files) and the folders of PATH."""
+    # The folders clang searches for the linker after its own (PATH's, COMPILER_PATH's): an
+    # `ld` put there would be the driver's choice next time.
+    searched = {p for var in ("PATH", "COMPILER_PATH")
+                for p in os.environ.get(var, "").split(os.pathsep) if p.startswith("/")}
     paths = set()
     for line in header:
         if line.startswith(("InstalledDir: ", "Configuration file: ")):
@@ -221,7 +225,7 @@ def _watched(job: list[str] | None, given: set[str], header: list[str]) -> list[
             w = w.split("=", 1)[1]
         if w.startswith("/"):
             paths.add(w)
-    out = set()
+    out = set(searched)  # the folders themselves (not the folders they are in)
     for p in paths:  # as written (the kernel resolves `..` after symlinks) and its folder
         out.add(p)
         out.add(os.path.dirname(os.path.normpath(p)))
