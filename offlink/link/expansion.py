@@ -9,18 +9,19 @@ directory and the files and folders it finds (crt files, GCC's installation, lib
 never on the inputs' content (a `.o` is an object by its name): `clang -###` prints it without
 running it.
 
-So the expansion is kept in the cache under a key of the driver's identity (cache.tool_identity:
-its resolved path, content and `--version`), its words (the link's work folder, whose name
-changes from link to link, as a token), the working directory and the environment variables a
-driver reads; with it, the stamp (cache.file_stamp) of every file and folder the driver added
-to the command, of the folders they are in, of the driver's own folder (where clang looks
-for configuration files) and of PATH's folders (where it looks for a linker after its own). A link whose entry is found and whose stamps are all as they were
-runs the linker job itself, and shows the driver's other lines (its warnings) as the driver
-would. Anything else asks the driver: an expansion with more than one job (an input the driver
-would compile) or none, a driver that fails (it then runs as given, and says why itself), words
-that make a driver print rather than link (-v, -###, --help, -print-*), response files
-(`@file`: their content is not in the key), no cache, or a driver that is not clang (GCC's
-drivers run collect2, which does more than run ld).
+So the expansion is kept in the cache under a key of the driver's identity
+(cache.tool_identity: its resolved path, content and `--version`), its words (the link's work
+folder, whose name changes from link to link, as a token), the working directory and the
+environment variables a driver reads; with it, the stamp (cache.file_stamp) of every file and
+folder the driver added to the command, of the folders they are in, of the driver's own folder
+(where clang looks for configuration files) and of PATH's folders (where it looks for a linker
+after its own). A link whose entry is found and whose stamps are all as they were runs the
+linker job itself, and shows the driver's other lines (its warnings) as the driver would.
+Anything else asks the driver: an expansion with more than one job (an input the driver would
+compile) or none, a driver that fails (it then runs as given, and says why itself), words that
+make a driver print rather than link (-v, -###, --help, -print-*), response files (`@file`:
+their content is not in the key), no cache, or a driver that is not clang (GCC's drivers run
+collect2, which does more than run ld).
 
 An entry is stored only when every file it stamps was last changed more than _SETTLED seconds
 before (a file rewritten within one timestamp tick could keep its stamp), as relink.py's.
