@@ -89,9 +89,6 @@ def run_link(argv: list[str], what: str, *, here: bool = False) -> None:
         _run(argv, what, here)
         return
     words, notes = job
-    if runner.VERBOSE:
-        print(f"offlink: the linker job of {runner.show(argv)}, from its expansion in the cache:",
-              file=sys.stderr, flush=True)
     for line in notes:
         print(line, file=sys.stderr)
     _run(words, what, here)
@@ -127,6 +124,7 @@ def linker_job(argv: Sequence[str], folder: str,
         if job is None:
             return None
         if isinstance(job, list) and isinstance(notes, list) and job:
+            _said(argv, "kept in the cache")
             return [_place(w, folder) for w in job], notes
     found = expand(argv)
     if found is None:
@@ -139,7 +137,16 @@ def linker_job(argv: Sequence[str], folder: str,
     if all(_settled(p, now) for p in watch):
         kept = None if job is None else [_shape(w, folder) for w in job]
         cache.put(key, {"job": kept, "notes": notes, "watch": stamps}, b"")
-    return None if job is None else (job, notes)
+    if job is None:
+        return None
+    _said(argv, "printed by -###")
+    return job, notes
+
+
+def _said(argv: Sequence[str], how: str) -> None:
+    if runner.VERBOSE:
+        print(f"offlink: the linker job of {runner.show(argv)}, {how}:", file=sys.stderr,
+              flush=True)
 
 
 def expand(argv: Sequence[str]) -> tuple[list[str] | None, list[str], list[str]] | None:
