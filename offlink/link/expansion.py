@@ -66,7 +66,54 @@ def use(cache: Cache | None, folder: str = "") -> None:
     """Name the cache and the work folder of the link under way (None: no link, or no cache):
     run_link's links go through their kept expansions only then."""
     global _CONTEXT
+    join_early()
     _CONTEXT = (cache, folder) if cache is not None and folder else None
+
+
+_EARLY: list = []  # expand_early's (words, thread's cache.store.Done), joined before its link
+
+
+def expand_early(argv: list[str], stand_ins: list[str]) -> None:
+    """Start asking the driver (in a thread) for the expansion of a link the link under way
+    (`use`) will run later, whose files `stand_ins` (in its work folder) are not written yet:
+    the driver is asked in a scratch folder inside the work folder, where empty files stand in
+    for them (it checks that its inputs exist, never reads them), and its answer kept under
+    the key the link will look for. A cold link then does not wait for `-###` there."""
+    if _CONTEXT is None or not expandable(argv):
+        return
+    cache, folder = _CONTEXT
+    scratch = os.path.join(folder, ".expand")
+    moved = [w.replace(folder, scratch) for w in argv]
+    from _thread import start_new_thread
+
+    from ..cache.store import Done
+
+    def ask() -> None:
+        try:
+            for path in stand_ins:
+                path = path.replace(folder, scratch)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "wb").close()
+            linker_job(moved, scratch, cache, quiet=True)
+        except Exception:
+            pass  # the link asks again, and says what fails
+        finally:
+            done.release()
+
+    done = Done()
+    _EARLY.append((tuple(_shape(w, folder) for w in argv), done))
+    start_new_thread(ask, ())
+
+
+def join_early(argv: Sequence[str] | None = None) -> None:
+    """Wait for expand_early's threads (those asking for `argv`'s expansion only)."""
+    shape = None
+    if argv is not None and _CONTEXT is not None:
+        shape = tuple(_shape(w, _CONTEXT[1]) for w in argv)
+    for item in list(_EARLY):
+        if shape is None or item[0] == shape:
+            _EARLY.remove(item)
+            item[1].join()
 
 
 def expandable(argv: Sequence[str]) -> bool:
@@ -84,6 +131,7 @@ def run_link(argv: list[str], what: str, *, here: bool = False) -> None:
     """Run the link `argv` (clang's driver or another), as run.run (here: run.run_here, the
     tool on offlink's own output), through its kept expansion when the link under way (`use`)
     has a cache and there is one (linker_job)."""
+    join_early(argv)
     job = linker_job(argv, _CONTEXT[1], _CONTEXT[0]) if _CONTEXT is not None else None
     if job is None:
         _run(argv, what, here)
@@ -101,8 +149,8 @@ def _run(argv: list[str], what: str, here: bool) -> None:
         runner.run(argv, what)
 
 
-def linker_job(argv: Sequence[str], folder: str,
-               cache: Cache | None) -> tuple[list[str], list[str]] | None:
+def linker_job(argv: Sequence[str], folder: str, cache: Cache | None,
+               quiet: bool = False) -> tuple[list[str], list[str]] | None:
     """The one job clang's driver would run for the link `argv` and the other lines it would
     print, from the cache when the files and folders the expansion names are as they were
     (else the driver is asked with `-###` and the answer kept); None when the driver must run
@@ -124,7 +172,8 @@ def linker_job(argv: Sequence[str], folder: str,
         if job is None:
             return None
         if isinstance(job, list) and isinstance(notes, list) and job:
-            _said(argv, "kept in the cache")
+            if not quiet:
+                _said(argv, "kept in the cache")
             return [_place(w, folder) for w in job], notes
     found = expand(argv)
     if found is None:
@@ -139,7 +188,8 @@ def linker_job(argv: Sequence[str], folder: str,
         cache.put(key, {"job": kept, "notes": notes, "watch": stamps}, b"")
     if job is None:
         return None
-    _said(argv, "printed by -###")
+    if not quiet:
+        _said(argv, "printed by -###")
     return job, notes
 
 

@@ -133,6 +133,9 @@ class _Timer:
             print(f"offlink: timing (ms): {parts}  total {total * 1000:.1f}", file=sys.stderr)
 
 
+PLACEHOLDER = "offlink-table.o"  # stage 5's object, in the work folder
+
+
 def link(argv: list[str], options: LinkOptions) -> int:
     timer = _Timer(options.timings)
     plan = plan_link(argv)
@@ -200,6 +203,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         registrations.start(plan, targets, workdir, cache)  # beside the device links
         started = True
+        _expand_host_early(plan, targets, workdir)
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
@@ -237,7 +241,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         names = sorted({n for img in images for n in img.offers})
         layout = reserve(names, [i.target.name for i in images], [len(i.data) for i in images])
-        placeholder = os.path.join(workdir, "offlink-table.o")
+        placeholder = os.path.join(workdir, PLACEHOLDER)
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine(),
                                        origins_content(
@@ -346,6 +350,24 @@ def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
     # architectures, clang's OpenMP targets the line's optimisation level).
     return [t.for_inputs([cu for cu in cus if cu.payload.target == t.name], plan)
             for t in wanted]
+
+
+def _expand_host_early(plan: LinkPlan, targets: list, workdir: str) -> None:
+    """The host link's command as stage 6 will run it, when its added files' names are known
+    now (link/host.py), given to expansion.expand_early: clang's `-###` of it runs beside the
+    device links."""
+    from ..toolchains.registrations import object_names
+
+    names = object_names(targets, workdir)
+    if names is None:
+        return
+    from . import expansion
+    from .host import added_inputs, host_argv
+
+    placeholder = os.path.join(workdir, PLACEHOLDER)
+    staged = os.path.join(workdir, "out", os.path.basename(plan.output))
+    argv = host_argv(plan, staged, added_inputs(plan, placeholder, names, targets), targets)
+    expansion.expand_early(argv, [placeholder, *names])
 
 
 def _probe_early(plan: LinkPlan, options: LinkOptions) -> None:
