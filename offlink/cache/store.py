@@ -231,7 +231,7 @@ class Cache:
         with self._lock:
             if tool in self._identities:
                 return self._identities[tool]
-        early = _EARLY.pop(tool, None)
+        early = _EARLY.get(tool)  # left there: other threads may ask too (join_early ends it)
         if early is not None and early[1] == self.root:
             early[0].join()  # probed beside the link's first stages (probe_early)
             if early[2]:
@@ -377,8 +377,9 @@ class Cache:
     def _path(self, key: str) -> str:
         return os.path.join(self.dir, key[:2], key)
 
-    def get(self, key: str) -> Entry | None:
-        """The entry, or None when missing or corrupt (a corrupt one is removed)."""
+    def get(self, key: str, count: bool = True) -> Entry | None:
+        """The entry, or None when missing or corrupt (a corrupt one is removed); counted in
+        `hits` (the link's "from cache") unless `count` is False."""
         path = self._path(key)
         try:
             with open(path, "rb") as f:
@@ -395,8 +396,9 @@ class Cache:
             os.utime(path)  # least recently used goes first
         except OSError:
             pass
-        with self._lock:
-            self.hits += 1
+        if count:
+            with self._lock:
+                self.hits += 1
         return entry
 
     @staticmethod

@@ -88,13 +88,15 @@ def expand_early(argv: list[str], stand_ins: list[str]) -> None:
 
     from ..cache.store import Done
 
+    def stand_in() -> None:
+        for path in stand_ins:
+            path = path.replace(folder, scratch)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "wb").close()
+
     def ask() -> None:
         try:
-            for path in stand_ins:
-                path = path.replace(folder, scratch)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                open(path, "wb").close()
-            linker_job(moved, scratch, cache, quiet=True)
+            linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in)
         except Exception:
             pass  # the link asks again, and says what fails
         finally:
@@ -149,12 +151,12 @@ def _run(argv: list[str], what: str, here: bool) -> None:
         runner.run(argv, what)
 
 
-def linker_job(argv: Sequence[str], folder: str, cache: Cache | None,
-               quiet: bool = False) -> tuple[list[str], list[str]] | None:
+def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: bool = False,
+               before_asking=None) -> tuple[list[str], list[str]] | None:
     """The one job clang's driver would run for the link `argv` and the other lines it would
     print, from the cache when the files and folders the expansion names are as they were
     (else the driver is asked with `-###` and the answer kept); None when the driver must run
-    itself (see the module's words)."""
+    itself (see the module's words). `before_asking` is called before the driver is."""
     if cache is None or not expandable(argv):
         return None
     ident = cache.tool_identity(argv[0])
@@ -164,9 +166,7 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None,
     env = [f"{k}={v}" for k, v in sorted(os.environ.items())
            if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)]
     key = cache.key("driver job", ident, os.getcwd(), "\0".join(env), str(len(shape)), *shape)
-    hits = cache.hits
-    entry = cache.get(key)
-    cache.hits = hits  # an expansion is not an object or image "from cache"
+    entry = cache.get(key, count=False)  # not an object or image "from cache"
     if entry is not None and _unchanged(entry.meta.get("watch")):
         job, notes = entry.meta.get("job"), entry.meta.get("notes")
         if job is None:
@@ -175,6 +175,8 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None,
             if not quiet:
                 _said(argv, "kept in the cache")
             return [_place(w, folder) for w in job], notes
+    if before_asking is not None:
+        before_asking()
     found = expand(argv)
     if found is None:
         return None

@@ -212,6 +212,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
             found = (cached_image(plan, target, mine, tdir, cache, narrowing) if cache
                      else None)
             if found is None:
+                if cache is not None and not narrowing.words:
+                    _expand_image_early(plan, target, mine, tdir)
                 compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
             else:
                 compiled = found[1]
@@ -350,6 +352,26 @@ def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
     # architectures, clang's OpenMP targets the line's optimisation level).
     return [t.for_inputs([cu for cu in cus if cu.payload.target == t.name], plan)
             for t in wanted]
+
+
+def _expand_image_early(plan: LinkPlan, target, cus: list, tdir: str) -> None:
+    """The image link's command as stage 4 will run it, for a target whose command names its
+    objects and reads none of them (clang's CPU images), given to expansion.expand_early with
+    the objects stage 3 will write: clang's `-###` of it runs beside the compile stage."""
+    from ..model import CompiledCU
+    from ..plugins import Target
+
+    if (type(target).link_image is not Target.link_image or target.image_argv_reads_objects
+            or target.image_argv_reads_offers):
+        return
+    from . import expansion
+    from .compile import object_names
+    from .device import image_path
+
+    compiled = [CompiledCU(cu, target, object_names(i, cu, target, tdir)[1], (), "", cached=True)
+                for i, cu in enumerate(cus)]
+    argv = target.image_argv(plan, compiled, image_path(target, tdir))
+    expansion.expand_early(argv, [c.object_path for c in compiled])
 
 
 def _expand_host_early(plan: LinkPlan, targets: list, workdir: str) -> None:
