@@ -80,9 +80,12 @@ def test_a_relink_with_one_cu_changed_starts_no_clang_driver(offlink, tmp_path):
     link = [offlink, "link", CLANG, *OFFLOAD, *objs, f"-L{LLVM_LIB}", "-o", "app"]
     run_env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB}
 
-    run(link, cwd=d, env=env)
+    said = run(link, cwd=d, env={**env, "OFFLINK_VERBOSE": "1"}).stderr
     first = log.read_text().splitlines()
     assert sum(line.startswith("-### ") for line in first) == 2, first  # image and host
+    # Both asked beside the earlier stages, in a scratch folder (expansion.expand_early), under
+    # the keys the links then found.
+    assert said.count(", kept in the cache:") == 2, said
     assert run(["./app"], cwd=d, env=run_env).stdout == "2.000 6.500\n"
 
     compile_cu(d, 1, 7)  # one CU changed: a new image, a new host link
