@@ -221,8 +221,10 @@ def main() -> None:
                       f"--cuda-path={args.cuda_path}"]
     if not shutil.which(CLANG):
         sys.exit(f"needs {CLANG} (and libomp-19-dev; clang-22: liboffload-22-dev too)")
-    offlinks = parse_offlinks(args.offlink or [f"{sys.executable} -m offlink"])
-    os.environ["PYTHONPATH"] = f"{ROOT}:{os.environ.get('PYTHONPATH', '')}".rstrip(":")
+    # The default offlink is this tree's; a named one runs as given (PYTHONPATH is not set for
+    # it: this tree's package would shadow the one it names).
+    offlinks = parse_offlinks(args.offlink
+                              or [f"env PYTHONPATH={ROOT} {sys.executable} -m offlink"])
     # An installed offlink runs from compiled bytecode (pip writes it). With
     # PYTHONDONTWRITEBYTECODE set and no __pycache__, every offlink process compiles its ~50
     # modules from source first (0.1-0.2 s a link): the untimed first link writes them.

@@ -33,7 +33,7 @@ import os
 import struct
 import sys
 import time
-from _thread import allocate_lock  # threading.Lock itself, without importing threading
+from _thread import allocate_lock, start_new_thread  # threading's, without importing it
 from collections.abc import Sequence
 
 from .. import __version__, settings
@@ -166,6 +166,32 @@ class Entry(NamedTuple):
     data: bytes
 
 
+# Identities being probed by probe_early: tool -> (thread, cache folder, [identity] once done).
+_EARLY: dict[str, tuple[Any, str, list]] = {}
+
+
+class Done:
+    """A thread's end, waited for with join() (threading's import, ~1.5 ms, is not needed
+    for a thread that starts and ends once)."""
+
+    def __init__(self):
+        self._lock = allocate_lock()
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def join(self) -> None:
+        self._lock.acquire()
+        self._lock.release()
+
+
+def join_early() -> None:
+    """Wait for the probes probe_early started (none is left running)."""
+    while _EARLY:
+        _EARLY.popitem()[1][0].join()
+
+
 class Cache:
     def __init__(self, root: str, limit: int = DEFAULT_SIZE):
         self.root = root
@@ -205,6 +231,19 @@ class Cache:
         with self._lock:
             if tool in self._identities:
                 return self._identities[tool]
+        early = _EARLY.get(tool)  # left there: other threads may ask too (join_early ends it)
+        if early is not None and early[1] == self.root:
+            early[0].join()  # probed beside the link's first stages (probe_early)
+            if early[2]:
+                with self._lock:
+                    self._identities[tool] = early[2][0]
+                return early[2][0]
+        return self._identity(tool)
+
+    def _identity(self, tool: str) -> str | None:
+        with self._lock:
+            if tool in self._identities:
+                return self._identities[tool]
         found = runner.which(tool)
         ident = None
         if found is not None:
@@ -221,6 +260,25 @@ class Cache:
         with self._lock:
             self._identities[tool] = ident
         return ident
+
+    def probe_early(self, tool: str) -> None:
+        """Start working out tool_identity(tool) in a thread, so a link whose first stages
+        do not need it does not wait for the tool's `--version` later (~25 ms for clang-22,
+        once per cache: the answer is remembered). The first tool_identity(tool) of any
+        Cache of the same folder takes the answer."""
+        box: list = []
+
+        def probe() -> None:
+            try:
+                box.append(self._identity(tool))
+            except Exception:
+                pass  # tool_identity probes it again, and says what fails
+            finally:
+                done.release()
+
+        done = Done()
+        _EARLY[tool] = (done, self.root, box)
+        start_new_thread(probe, ())
 
     def file_identity(self, path: str) -> str:
         """A SHA-256 of a file's content, remembered across links by its stat stamp (as
@@ -319,8 +377,9 @@ class Cache:
     def _path(self, key: str) -> str:
         return os.path.join(self.dir, key[:2], key)
 
-    def get(self, key: str) -> Entry | None:
-        """The entry, or None when missing or corrupt (a corrupt one is removed)."""
+    def get(self, key: str, count: bool = True) -> Entry | None:
+        """The entry, or None when missing or corrupt (a corrupt one is removed); counted in
+        `hits` (the link's "from cache") unless `count` is False."""
         path = self._path(key)
         try:
             with open(path, "rb") as f:
@@ -337,8 +396,9 @@ class Cache:
             os.utime(path)  # least recently used goes first
         except OSError:
             pass
-        with self._lock:
-            self.hits += 1
+        if count:
+            with self._lock:
+                self.hits += 1
         return entry
 
     @staticmethod

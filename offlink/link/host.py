@@ -86,8 +86,12 @@ def host_link(plan: LinkPlan, staged: str, placeholder: str, images: list[Image]
 
 
 def run_host_link(host: list[str]) -> None:
+    """The host link on offlink's own output; a clang driver's linker job from its expansion
+    kept in the cache (link/expansion.py)."""
+    from .expansion import run_link
+
     try:
-        runner.run_here(host, "host link")
+        run_link(host, "host link", here=True)
     except ToolError as e:
         raise ToolError(f"host link failed (exit status {e.exit_code}): "
                         f"{runner.show(host)}", e.exit_code) from None

@@ -133,6 +133,9 @@ class _Timer:
             print(f"offlink: timing (ms): {parts}  total {total * 1000:.1f}", file=sys.stderr)
 
 
+PLACEHOLDER = "offlink-table.o"  # stage 5's object, in the work folder
+
+
 def link(argv: list[str], options: LinkOptions) -> int:
     timer = _Timer(options.timings)
     plan = plan_link(argv)
@@ -148,6 +151,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     from .relink import extract  # from the last link's record when its inputs are unchanged
 
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
+    _probe_early(plan, options)
     cus = extract(plan, options.offload_options, options.cache, stats)
     if cus:  # GCC's objects build the images GCC's own link would build, and only those
         from ..toolchains.dialects import select
@@ -163,7 +167,9 @@ def link(argv: list[str], options: LinkOptions) -> int:
                             f"without -static")
     import signal
 
+    from ..cache.store import join_early
     from ..jobserver import slots_for, stop_on_signals
+    from . import expansion
     from .staging import OutputSlot, WorkFolder
 
     if options.dry_run:  # before the work folder: a dry run makes nothing
@@ -182,6 +188,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         stop_on_signals()  # SIGTERM unwinds too: tokens back, temporaries removed
         cache = Cache.open(options.cache)
+        expansion.use(cache, workdir)  # clang's links start their linker from the cache
         launcher = target_launcher(options)
         slots = slots_for(options.jobs)
         if runner.VERBOSE:
@@ -196,6 +203,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         registrations.start(plan, targets, workdir, cache)  # beside the device links
         started = True
+        _expand_host_early(plan, targets, workdir)
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
@@ -204,6 +212,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
             found = (cached_image(plan, target, mine, tdir, cache, narrowing) if cache
                      else None)
             if found is None:
+                if cache is not None and not narrowing.words:
+                    _expand_image_early(plan, target, mine, tdir)
                 compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
             else:
                 compiled = found[1]
@@ -233,7 +243,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         names = sorted({n for img in images for n in img.offers})
         layout = reserve(names, [i.target.name for i in images], [len(i.data) for i in images])
-        placeholder = os.path.join(workdir, "offlink-table.o")
+        placeholder = os.path.join(workdir, PLACEHOLDER)
         with open(placeholder, "wb") as f:
             f.write(placeholder_object(layout, [i.data for i in images], host_e_machine(),
                                        origins_content(
@@ -279,6 +289,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
             timer.write_trace(options.time_trace, plan.output)
         return 0
     finally:
+        expansion.use(None)
+        join_early()
         if started:
             from ..toolchains.registrations import discard
 
@@ -342,11 +354,68 @@ def _targets(cus, options: LinkOptions, plan: LinkPlan) -> list[Target]:
             for t in wanted]
 
 
+def _expand_image_early(plan: LinkPlan, target, cus: list, tdir: str) -> None:
+    """The image link's command as stage 4 will run it, for a target whose command names its
+    objects and reads none of them (clang's CPU images), given to expansion.expand_early with
+    the objects stage 3 will write: clang's `-###` of it runs beside the compile stage."""
+    from ..model import CompiledCU
+    from ..plugins import Target
+
+    if (type(target).link_image is not Target.link_image or target.image_argv_reads_objects
+            or target.image_argv_reads_offers):
+        return
+    from . import expansion
+    from .compile import object_names
+    from .device import image_path
+
+    compiled = [CompiledCU(cu, target, object_names(i, cu, target, tdir)[1], (), "", cached=True)
+                for i, cu in enumerate(cus)]
+    argv = target.image_argv(plan, compiled, image_path(target, tdir))
+    expansion.expand_early(argv, [c.object_path for c in compiled])
+
+
+def _expand_host_early(plan: LinkPlan, targets: list, workdir: str) -> None:
+    """The host link's command as stage 6 will run it, when its added files' names are known
+    now (link/host.py), given to expansion.expand_early: clang's `-###` of it runs beside the
+    device links."""
+    from ..toolchains.registrations import object_names
+
+    names = object_names(targets, workdir)
+    if names is None:
+        return
+    from . import expansion
+    from .host import added_inputs, host_argv
+
+    placeholder = os.path.join(workdir, PLACEHOLDER)
+    staged = os.path.join(workdir, "out", os.path.basename(plan.output))
+    argv = host_argv(plan, staged, added_inputs(plan, placeholder, names, targets), targets)
+    expansion.expand_early(argv, [placeholder, *names])
+
+
+def _probe_early(plan: LinkPlan, options: LinkOptions) -> None:
+    """Start the driver's identity probe (its `--version`, once per cache) beside extract,
+    when the link line asks for offloading: the compile stage and the registration need it
+    first."""
+    if options.dry_run or not options.cache:
+        return
+    if not any(w.startswith(("-fopenmp", "-foffload", "-fopenacc", "--offload"))
+               for w in plan.argv[1:]):
+        return
+    from ..cache.store import Cache
+
+    cache = Cache.open(True)
+    if cache is not None:
+        cache.probe_early(plan.driver)
+
+
 def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
     """No target code: the link exactly as given (byte-identical output)."""
     if options.dry_run:
         print(runner.show(plan.argv))
         return 0
+    from ..cache.store import join_early
+
+    join_early()  # no probe left running when offlink becomes the linker
     status = runner.pass_through(plan.argv, "linker")
     if status != 0:
         raise ToolError(f"link failed (exit status {status}): {runner.show(plan.argv)}", status)

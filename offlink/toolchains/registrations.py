@@ -11,6 +11,7 @@ for on the command line; it names no runtime itself.
 from __future__ import annotations
 
 import importlib
+import os
 
 from .. import settings
 
@@ -47,6 +48,19 @@ def start(plan: LinkPlan, targets: list, workdir: str, cache: Cache | None = Non
             from .llvm import omptarget
 
             omptarget.start(plan, targets, indexes, workdir, cache)
+
+
+def object_names(targets: list, workdir: str) -> list[str] | None:
+    """The objects `objects` will return for the images of `targets`, known before they are
+    built (libomptarget's: its file name is fixed), or None where a registration's is not."""
+    out = []
+    for name in _groups(targets):
+        if name != "omptarget":
+            return None
+        from .llvm.omptarget import SOURCE
+
+        out.append(os.path.join(workdir, SOURCE[:-2] + ".o"))
+    return out
 
 
 def discard() -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from ...elf import (
     SHT_RELA,
@@ -35,6 +34,7 @@ from ...formats.offload_binary import (
     ENTRY_LINK,
     parse_binaries,
 )
+from ...records import NamedTuple
 
 TARGET_PREFIX = "openmp-"
 RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)
@@ -46,8 +46,7 @@ ENTRY_SECTIONS = {"openmp": ENTRIES_SECTION, "cuda": "cuda_offloading_entries"}
 CODE_KINDS = {"elf": "object", "bc": "llvm-bc"}
 
 
-@dataclass(frozen=True)
-class OffloadEntry:
+class OffloadEntry(NamedTuple):
     """One `__tgt_offload_entry` row with its name resolved."""
 
     name: str

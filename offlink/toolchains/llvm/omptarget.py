@@ -145,6 +145,7 @@ def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
 # Registration compiles started early (`start`), beside the device links: (work folder, source,
 # C text) -> the running compiler, its output file and the object's cache key.
 _STARTED: dict[tuple[str, str, str], tuple] = {}
+_BEGINNING: list = []  # the threads starting them
 
 
 def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
@@ -153,7 +154,21 @@ def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
     after the device links (~0.1 s of a cold link). `build` takes it when its text is the
     same, and compiles the text it wants otherwise: the object is the same either way."""
     text = c_source(indexes, getattr(targets[indexes[0]], "entry_generation", 1))
-    _begin(plan, text, SOURCE, workdir, cache)
+    # In a thread: its cache key waits for the compiler's identity, whose `--version` a cold
+    # cache runs (cache.probe_early), and the link's next stages do not need it.
+    from _thread import start_new_thread
+
+    from ...cache.store import Done
+
+    done = Done()
+    _BEGINNING.append(done)
+    start_new_thread(_begin_quietly, (plan, text, SOURCE, workdir, cache, done))
+
+
+def _started() -> None:
+    """Wait for the compiles `start` is starting (each then in _STARTED, or not started)."""
+    while _BEGINNING:
+        _BEGINNING.pop().join()
 
 
 def _argv(plan, source: str) -> list[str]:
@@ -162,11 +177,21 @@ def _argv(plan, source: str) -> list[str]:
 
 
 def _key(cache, argv: list[str], text: str) -> str:
-    import hashlib
+    from ...digest import sha256  # not hashlib: ~3 ms of a link's start-up
 
     ident = cache.tool_identity(argv[0]) or argv[0]
-    return hashlib.sha256("\0".join(["omptarget-registration", ident, *argv, text])
+    return sha256("\0".join(["omptarget-registration", ident, *argv, text])
                           .encode()).hexdigest()
+
+
+def _begin_quietly(plan, text: str, source: str, workdir: str, cache, done) -> None:
+    """_begin, in start's thread: what fails there fails again, and is said, in compile_c."""
+    try:
+        _begin(plan, text, source, workdir, cache)
+    except Exception:
+        pass
+    finally:
+        done.release()
 
 
 def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
@@ -195,6 +220,7 @@ def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
 def discard(workdir: str | None = None, source: str | None = None) -> None:
     """End the compiles started early that no `build` took (a link that failed before, or
     one `compile_c` is about to replace: those of `source` in `workdir`)."""
+    _started()
     for k in [k for k in _STARTED if workdir is None or k[:2] == (workdir, source)]:
         proc, said, _ = _STARTED.pop(k)
         if proc.poll() is None:
@@ -209,6 +235,7 @@ def compile_c(plan, text: str, source: str, what: str, workdir: str, cache=None)
     argv = _argv(plan, source)
     obj = argv[-1]
     path = os.path.join(workdir, obj)
+    _started()
     started = _STARTED.pop((workdir, source, text), None)
     if started is not None:
         proc, said, key = started
