@@ -14,9 +14,9 @@ both agree).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from ..errors import FormatError
+from ..records import NamedTuple
 
 SECTION = ".llvm.offloading"
 ENTRIES_SECTION = "omp_offloading_entries"
@@ -41,8 +41,7 @@ STRING = struct.Struct("<QQ")  # key offset, value offset
 OFFLOAD_ENTRY = struct.Struct("<QQQii")  # addr, name, size, flags, reserved
 
 
-@dataclass(frozen=True)
-class OffloadImage:
+class OffloadImage(NamedTuple):
     """One image of an OffloadBinary."""
 
     image_kind: str  # "elf", "bc", "cubin", "fatbin", "ptx"

@@ -16,9 +16,9 @@ else (another section, version or kind) is a FormatError naming what it is.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from ..errors import FormatError
+from ..records import NamedTuple
 
 ENTRY_V1 = struct.Struct("<QQQii")  # addr, name, size, flags, reserved
 ENTRY_V2 = struct.Struct("<QHHIQQQQQ")  # reserved, version, kind, flags, addr, name, size,
@@ -58,8 +58,7 @@ def declarations():
     return {"v1": v1, "v2": v2}
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One entry row: where it is and what it says (its pointer fields by offset, so a caller
     reads them through relocations or loaded words)."""
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from ...elf import (
     SHT_RELA,
@@ -35,6 +34,7 @@ from ...formats.offload_binary import (
     ENTRY_LINK,
     parse_binaries,
 )
+from ...records import NamedTuple
 
 TARGET_PREFIX = "openmp-"
 RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)
@@ -46,8 +46,7 @@ ENTRY_SECTIONS = {"openmp": ENTRIES_SECTION, "cuda": "cuda_offloading_entries"}
 CODE_KINDS = {"elf": "object", "bc": "llvm-bc"}
 
 
-@dataclass(frozen=True)
-class OffloadEntry:
+class OffloadEntry(NamedTuple):
     """One `__tgt_offload_entry` row with its name resolved."""
 
     name: str
@@ -157,6 +156,28 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
                           img.image, offered[img.offload_kind])
         out.append(CU(origin if len(images) == 1 else f"{origin}#{i}", payload))
     return out
+
+
+def relink_state(cu) -> list | None:
+    """What the relink's record (link/relink.py) keeps of a CU `cus_of` made besides its
+    payload: nothing (a plain CU whose code is its image's bytes); None for another
+    dialect's CU."""
+    from ...model import CU
+
+    if type(cu) is CU and cu.payload.target.startswith(_KINDS):
+        return []
+    return None
+
+
+def relink_cu(origin: str, payload, state: list):
+    """The CU `relink_state` recorded, with its payload (whose code is read again only where
+    it is needed)."""
+    from ...model import CU
+
+    return CU(origin, payload)
+
+
+_KINDS = tuple(f"{kind}-" for kind in ENTRY_SECTIONS)
 
 
 # Driver words that make clang run its own device link and libomptarget registration
