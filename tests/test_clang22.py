@@ -278,11 +278,11 @@ def relinked(tmp_path, monkeypatch):
         Path(cu.origin).name) or real_offers(self, cu, obj))
     objs = [str(tmp_path / n) for n in ("main.o", "a.o", "b.o")]
 
-    def linked(output: str, capfd) -> str:
+    def linked(output: str, capfd, inputs: list[str] | None = None) -> str:
         reads.clear()
         offered.clear()
         capfd.readouterr()
-        assert link([CLANG, *OFFLOAD, *LIBS, *objs, "-o", str(tmp_path / output)],
+        assert link([CLANG, *OFFLOAD, *LIBS, *(inputs or objs), "-o", str(tmp_path / output)],
                     LinkOptions(timings=True)) == 0
         return capfd.readouterr().err
 
@@ -351,3 +351,24 @@ def test_a_clang22_relink_reads_again_only_the_changed_object(relinked, tmp_path
     run([sys.executable, "-m", "offlink", "link", "--no-cache", CLANG, *OFFLOAD, *LIBS, *objs,
          "-o", tmp_path / "plain"])
     assert (tmp_path / "plain").read_bytes() == changed
+
+
+@needs_clang22
+def test_a_clang22_relink_with_members_to_choose_reads_every_file_again(relinked, tmp_path,
+                                                                         capfd):
+    """Which archive members a link uses depends on every file's symbols: with members to
+    choose the record is all or nothing, and one file rewritten reads the whole link again."""
+    linked, reads, offered, objs = relinked
+    run(["ar", "rcs", tmp_path / "libab.a", tmp_path / "a.o", tmp_path / "b.o"])
+    inputs = [objs[0], str(tmp_path / "libab.a")]
+    linked("prog", capfd, inputs)
+    first = (tmp_path / "prog").read_bytes()
+    linked("prog", capfd, inputs)
+    assert reads == [] and offered == []
+    time.sleep(0.02)  # past the file system's timestamp tick
+    (tmp_path / "libab.a").write_bytes((tmp_path / "libab.a").read_bytes())
+    said = linked("prog", capfd, inputs)
+    assert reads == ["main.o", "libab.a"] and offered == []
+    assert "3 CUs" in said and (tmp_path / "prog").read_bytes() == first
+    out, own = run_both(tmp_path, "prog", inputs)
+    assert out == own and out.startswith("161\nlaunched __omp_offloading_")
