@@ -73,6 +73,8 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool =
         if rows is not None:
             _record(cache, key, paths, before, now, rows, used)
     return cus
+
+
 def _cache(enabled: bool) -> Cache | None:
     """The link cache, if it is on and its folder is there already (no folder is made here:
     a plain link leaves none)."""
@@ -126,9 +128,9 @@ def _recorded(cache: Cache, key: str, plan: LinkPlan, offload_options: Sequence[
         if not changed:
             return _cus(rows, paths, link_args, plan.lto)
         files = entry.meta.get("files")
-        if files is None or len(entry.meta["stamps"]) != len(stamps):
-            return None  # members were chosen: the whole link is read again
-        kept = [r for r in rows if r[8] not in changed]
+        if files is None:
+            return None  # archive members were chosen: the whole link is read again
+        kept = [r for r in rows if r[_FILE] not in changed]
         cus = _cus(kept, paths, link_args, plan.lto)
         used = [(int(i), str(o), str(d)) for i, o, d in files if i not in changed]
     except (KeyError, TypeError, ValueError, IndexError, ImportError):
@@ -139,17 +141,20 @@ def _recorded(cache: Cache, key: str, plan: LinkPlan, offload_options: Sequence[
     if fresh is None:
         return None
     new_cus, where, new_used = fresh
-    new_rows = _rows(new_cus, where)
-    # In link order: the CUs by file index, each file's own in their order (a stable sort).
-    merged = sorted([*((r[8], r, c) for r, c in zip(kept, cus)),
+    new_rows = _rows(new_cus, where)  # None: a CU its dialect cannot record (not recorded)
+    # In link order: by file index, each file's CUs in their own order (a stable sort).
+    merged = sorted([*((r[_FILE], r, c) for r, c in zip(kept, cus)),
                      *((w[0], r, c) for w, r, c in zip(where, new_rows or [None] * len(where),
                                                          new_cus))], key=lambda x: x[0])
     used_all = sorted([*used, *new_used], key=lambda u: u[0])
     # before any work, as extract_from: two offload runtimes cannot be linked
     check_dialects((origin, d) for _, origin, d in used_all)
-    if new_rows is not None:  # else a CU its dialect cannot record: the link goes on
+    if new_rows is not None:
         _record(cache, key, paths, stats, now, [r for _, r, _ in merged], used_all)
     return [c for _, _, c in merged]
+
+
+_FILE = 8  # a row's file index (its provenance's first: `_rows`)
 
 
 def _cus(rows: list, paths: list[str], link_args: list[str], lto: bool) -> list[CU] | None:
