@@ -121,14 +121,18 @@ class CompiledCU(NamedTuple):
     data: bytes | None = None
     warnings: str = ""  # what the target compiler said (shown by show_warnings)
     span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
+    # The object is the CU's code itself (clang's device object without -foffload-lto), not
+    # written yet: write_objects writes it when something reads the file, as `data`.
+    from_code: bool = False
 
 
 def write_objects(compiled: Sequence[CompiledCU]) -> None:
-    """Write the cached objects that are not in the work folder yet (CompiledCU.data)."""
+    """Write the cached objects that are not in the work folder yet (CompiledCU.data), and
+    the CUs' codes that are their objects (CompiledCU.from_code)."""
     for c in compiled:
-        if c.data is not None and not os.path.exists(c.object_path):
+        if (c.data is not None or c.from_code) and not os.path.exists(c.object_path):
             with open(c.object_path, "wb") as f:
-                f.write(c.data)
+                f.write(c.data if c.data is not None else c.cu.payload.code)
 
 
 # -- stage 4, device link --------------------------------------------------------------------

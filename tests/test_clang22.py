@@ -15,10 +15,12 @@ import json
 import os
 import re
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import copy_sample, make_sample, needs_tool, run
+from conftest import IMPORTS_SAID, copy_sample, make_sample, needs_tool, run
 
 from offlink.elf import ElfFile
 
@@ -225,3 +227,165 @@ def test_inspect_reads_clang22s_own_link(offlink, sample):
             listed = run(["llvm-objdump-22", "--offloading", own]).stdout
             assert listed.count("OFFLOADING IMAGE") == len(llvm["images"])
             assert all(i["triple"] in listed for i in llvm["images"])
+
+
+# -- relinks (link/relink.py's record of LLVM CUs, compile.as_is's kept offers) --------------
+
+RELINK_MAIN = """#include <stdio.h>
+#pragma omp declare target
+int scale(int x);
+int offset(int x);
+#pragma omp end declare target
+int main(void) {
+  int r = 0;
+#pragma omp target map(from: r)
+  r = scale(20) + offset(1);
+  printf("%d\\n", r);
+  return 0;
+}
+"""
+
+
+def declared(body: str) -> str:
+    return f"#pragma omp declare target\n{body}\n#pragma omp end declare target\n"
+
+
+@pytest.fixture
+def relinked(tmp_path, monkeypatch):
+    """Three clang-22 CUs (main.o, a.o, b.o) in tmp_path, and an in-process `offlink link`
+    of them with the cache in tmp_path/cache, stamps trusted at once (relink._SETTLED 0):
+    link(output) -> what --timings said. `reads`: the input files extract opened,
+    `offered`: the CUs whose device object's symbols were read (OpenMPTarget.offers)."""
+    from offlink.link import extract, relink
+    from offlink.link.pipeline import LinkOptions, link
+    from offlink.toolchains.llvm.openmp import OpenMPTarget
+
+    sources = {"main.c": RELINK_MAIN, "a.c": declared("int scale(int x) { return 3 * x; }"),
+               "b.c": declared("int offset(int x) { return x + 100; }")}
+    for name, text in sources.items():
+        (tmp_path / name).write_text(text)
+        run([CLANG, "-O2", *OFFLOAD, "-c", name, "-o", name[:-2] + ".o"], cwd=tmp_path)
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OFFLINK_PROGRESS", "0")
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+    monkeypatch.setattr(relink, "_SETTLED", 0.0)
+    (tmp_path / "cache").mkdir()
+    reads: list[str] = []
+    offered: list[str] = []
+    real_read, real_offers = extract._read, OpenMPTarget.offers
+    monkeypatch.setattr(extract, "_read", lambda p: reads.append(Path(p).name) or real_read(p))
+    monkeypatch.setattr(OpenMPTarget, "offers", lambda self, cu, obj: offered.append(
+        Path(cu.origin).name) or real_offers(self, cu, obj))
+    objs = [str(tmp_path / n) for n in ("main.o", "a.o", "b.o")]
+
+    def linked(output: str, capfd, inputs: list[str] | None = None) -> str:
+        reads.clear()
+        offered.clear()
+        capfd.readouterr()
+        assert link([CLANG, *OFFLOAD, *LIBS, *(inputs or objs), "-o", str(tmp_path / output)],
+                    LinkOptions(timings=True)) == 0
+        return capfd.readouterr().err
+
+    return linked, reads, offered, objs
+
+
+def run_both(tmp_path: Path, output: str, objs: list[str]) -> tuple[str, str]:
+    """The program offlink linked and clang-22's own link of the same objects, run on
+    libomptarget 22's x86_64 plugin: their outputs, each with its kernel launches."""
+    run([CLANG, *OFFLOAD, *LIBS, *objs, "-o", tmp_path / f"{output}.clang"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "LIBOMPTARGET_INFO": "16"}
+    said = []
+    for prog in (output, f"{output}.clang"):
+        proc = run([tmp_path / prog], env=env)
+        said.append(proc.stdout + "".join(f"launched {k}\n" for k in launches_of(proc.stderr)))
+    return said[0], said[1]
+
+
+def launches_of(text: str) -> list[str]:
+    return re.findall(r"Launching kernel (\S+)", text)
+
+
+@needs_clang22
+def test_a_clang22_relink_with_nothing_changed_reads_no_object(relinked, tmp_path, capfd):
+    """clang-22's CUs are in the relink's record of its inputs and their device objects'
+    offers in the cache: a relink with nothing changed opens no input object, reads no device
+    object's symbols and writes none, and links the same bytes (before: every object read and
+    every device object's symbols, on every link)."""
+    linked, reads, offered, objs = relinked
+    said = linked("first", capfd)  # records the inputs and the offers
+    assert "3 CUs, 0 compiled, 0 from cache, 3 used as they are; image linked" in said
+    assert sorted(reads) == ["a.o", "b.o", "main.o"] and sorted(offered) == sorted(reads)
+    said = linked("second", capfd)
+    assert reads == [] and offered == []
+    assert "3 CUs, 0 compiled, 0 from cache, 3 used as they are; image from cache" in said
+    assert (tmp_path / "second").read_bytes() == (tmp_path / "first").read_bytes()
+    out, own = run_both(tmp_path, "second", objs)
+    assert out == own and out.startswith("161\nlaunched __omp_offloading_")
+
+
+@needs_clang22
+def test_a_clang22_relink_reads_again_only_the_changed_object(relinked, tmp_path, capfd):
+    """One object rewritten with the same code is read again alone (the record is per file)
+    and its offers come from the cache; rewritten with other code, it alone is read and its
+    offers taken, the image is linked again and the program prints what clang-22's own link
+    of the same objects prints, on libomptarget 22's plugin; a link with no cache (no
+    record) makes the same bytes."""
+    linked, reads, offered, objs = relinked
+    linked("prog", capfd)
+    first = (tmp_path / "prog").read_bytes()
+    time.sleep(0.02)  # past the file system's timestamp tick
+    (tmp_path / "a.o").write_bytes((tmp_path / "a.o").read_bytes())  # another stamp
+    said = linked("prog", capfd)
+    assert reads == ["a.o"] and offered == []
+    assert "image from cache" in said and (tmp_path / "prog").read_bytes() == first
+    (tmp_path / "a.c").write_text(declared("int scale(int x) { return 5 * x; }"))
+    run([CLANG, "-O2", *OFFLOAD, "-c", "a.c", "-o", "a.o"], cwd=tmp_path)
+    said = linked("prog", capfd)
+    # extract reads a.o alone; the image link then takes the others' device code from
+    # their objects (its only reader of them)
+    assert reads == ["a.o", "main.o", "b.o"] and offered == ["a.o"]
+    assert "3 CUs, 0 compiled, 0 from cache, 3 used as they are; image linked" in said
+    out, own = run_both(tmp_path, "prog", objs)
+    assert out == own and out.startswith("201\nlaunched __omp_offloading_")
+    changed = (tmp_path / "prog").read_bytes()
+    run([sys.executable, "-m", "offlink", "link", "--no-cache", CLANG, *OFFLOAD, *LIBS, *objs,
+         "-o", tmp_path / "plain"])
+    assert (tmp_path / "plain").read_bytes() == changed
+
+
+@needs_clang22
+def test_a_clang22_relink_with_members_to_choose_reads_every_file_again(relinked, tmp_path,
+                                                                         capfd):
+    """Which archive members a link uses depends on every file's symbols: with members to
+    choose the record is all or nothing, and one file rewritten reads the whole link again."""
+    linked, reads, offered, objs = relinked
+    run(["ar", "rcs", tmp_path / "libab.a", tmp_path / "a.o", tmp_path / "b.o"])
+    inputs = [objs[0], str(tmp_path / "libab.a")]
+    linked("prog", capfd, inputs)
+    first = (tmp_path / "prog").read_bytes()
+    linked("prog", capfd, inputs)
+    assert reads == [] and offered == []
+    time.sleep(0.02)  # past the file system's timestamp tick
+    (tmp_path / "libab.a").write_bytes((tmp_path / "libab.a").read_bytes())
+    said = linked("prog", capfd, inputs)
+    assert reads == ["main.o", "libab.a"] and offered == []
+    assert "3 CUs" in said and (tmp_path / "prog").read_bytes() == first
+    out, own = run_both(tmp_path, "prog", inputs)
+    assert out == own and out.startswith("161\nlaunched __omp_offloading_")
+
+
+@needs_clang22
+def test_a_clang22_relink_with_nothing_changed_imports_no_dataclasses(relinked, tmp_path):
+    """A relink of clang's objects with nothing changed imports no dataclasses (with inspect:
+    ~10-15 ms of each relink; the offload formats' rows are offlink.records named tuples),
+    lief or construct."""
+    objs = relinked[3]
+    env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
+    env.update(OFFLINK_CACHE_DIR=str(tmp_path / "cache"), OFFLINK_PROGRESS="0",
+               PYTHONPATH=str(ROOT))
+    said = tmp_path / "said"
+    time.sleep(2.1)  # the inputs settled (link/relink.py): the first link writes the record
+    for _ in range(3):  # the record and the image written, then used
+        run([sys.executable, "-c", IMPORTS_SAID, "dataclasses,lief,construct", said, "link",
+             CLANG, *OFFLOAD, *LIBS, *objs, "-o", tmp_path / "prog"], env=env)
+    assert said.read_text().strip() == "[]"

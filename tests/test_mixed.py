@@ -111,3 +111,36 @@ def test_offlink_and_clang_offload_objects_link_and_run_together(offlink, object
     assert "Launching kernel __omp_offloading_" in r.stdout + r.stderr  # on libomptarget
     shown = run([offlink, "inspect", "prog"], cwd=objects).stdout
     assert f"openmp-{TRIPLE}" in shown and "osq" in shown
+
+
+@needs_gcc_offload
+@needs_clang
+def test_a_relink_reading_one_file_again_checks_the_runtimes_of_all(offlink, objects,
+                                                                     monkeypatch):
+    """A relink that reads a rewritten file alone (link/relink.py keeps its record per file)
+    checks the runtimes of every file, as a whole link does: offlink's object rewritten as a
+    GCC offload object beside clang's is refused."""
+    from offlink.errors import LinkError
+    from offlink.link import extract, relink
+    from offlink.link.pipeline import LinkOptions, link
+
+    c, o = clang_object(objects), own_object(offlink, objects)
+    (objects / "main.c").write_text(main_calling("csq", "osq"))
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(objects / "cache"))
+    monkeypatch.setenv("OFFLINK_PROGRESS", "0")
+    monkeypatch.setattr(relink, "_SETTLED", 0.0)  # stamps trusted at once
+    monkeypatch.chdir(objects)
+    argv = [CLANG, "-fopenmp", f"-fopenmp-targets={TRIPLE}", "main.c", c, o, "-o", "prog"]
+    (objects / "cache").mkdir()
+    for _ in range(2):  # the second records the inputs
+        assert link(argv, LinkOptions()) == 0
+    reads: list[str] = []
+    real = extract._read
+    monkeypatch.setattr(extract, "_read", lambda p: reads.append(p) or real(p))
+    shutil.copy(objects / gcc_object(objects), objects / "own_part.new")
+    os.replace(objects / "own_part.new", objects / o)
+    with pytest.raises(LinkError, match=r"^clang_part.o is an LLVM offload object .* and "
+                                        r"own_part.o is a GCC offload object .*one program "
+                                        r"cannot use both"):
+        link(argv, LinkOptions())
+    assert reads == [o]

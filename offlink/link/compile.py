@@ -62,6 +62,45 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
     return out
 
 
+def as_is(cu: CU, target: Target, obj: str, cache: Cache | None) -> CompiledCU:
+    """A CU whose code is its target object already (clang's device object without
+    -foffload-lto): nothing to compile. With a cache it gets a key all the same, so the image
+    can come from the cache, made from the code's SHA-256 (Payload.code_id, which a relink's
+    record knows without reading the object: link/relink.py), and its offers are kept in the
+    cache under that key: a relink reads no symbol of the object again. Where the target's
+    image command only names the objects (image_argv_reads_objects) and its link is given
+    them by write_objects (link_image_reads_objects), the object is not even written until
+    the image is linked (device.device_link); a cached image needs none."""
+    if cache is None:
+        with open(obj, "wb") as f:
+            f.write(cu.payload.code)
+        return CompiledCU(cu, target, obj, target.offers(cu, obj))
+    p = cu.payload
+    key = cache.key("object as is", type(target).__qualname__, target.name, p.code_kind,
+                    "\0".join(p.options), "\0".join(p.offered), p.code_id)
+    offers = _kept_offers(cache.get(key))
+    if offers is not None and not target.image_argv_reads_objects \
+            and target.link_image_reads_objects:
+        return CompiledCU(cu, target, obj, offers, key, from_code=True)
+    with open(obj, "wb") as f:
+        f.write(p.code)
+    if offers is None:
+        offers = target.offers(cu, obj)
+        cache.put(key, {"offers": [list(o) for o in offers]}, b"")
+    return CompiledCU(cu, target, obj, offers, key)
+
+
+def _kept_offers(entry) -> tuple[Offer, ...] | None:
+    """The offers `as_is` kept in a cache entry (ours: its SHA-256 checked), None if none."""
+    if entry is None:
+        return None
+    try:
+        return tuple(Offer(str(n), str(k), int(s), bool(st))
+                     for n, k, s, st in entry.meta["offers"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def native_words(cu: CU, argv: list[str]) -> list[str]:
     """The words of a CU's target compile `argv` that ask for this machine's CPU, as its
     payload's driver takes them (cache.native_options): llvm-lto2's `--mcpu=native`
@@ -105,14 +144,8 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
     for i, (cu, (src, obj, argv, key)) in enumerate(zip(cus, planned(cus, target, workdir,
                                                                        cache))):
         what = f"target compile of {cu.label} for {target.name}"
-        if not argv:  # the CU's code is its target object already: nothing to run or cache
-            with open(obj, "wb") as f:
-                f.write(cu.payload.code)
-            if cache is not None:  # a key all the same, so the image can come from the cache
-                import hashlib
-
-                key = hashlib.sha256(b"object\0" + cu.payload.code).hexdigest()
-            results[i] = CompiledCU(cu, target, obj, target.offers(cu, obj), key)
+        if not argv:  # the CU's code is its target object already: nothing to run
+            results[i] = as_is(cu, target, obj, cache)
             continue
         if cache is not None:
             hit = cache.get_object(key)

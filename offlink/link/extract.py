@@ -140,27 +140,28 @@ def _files(plan: LinkPlan) -> list[_File]:
     Only relocatable ELF64 little-endian objects are kept: anything else carries no target
     code offlink reads (32-bit objects, shared libraries, scripts), and the linker judges it.
     """
-    out = []
-    for index, (inp, path) in enumerate(input_paths(plan)):
-        data = _read(path)
-        if is_archive(bytes(data[:8])):
-            members = [(n, f"{path}({m.name})", e)
-                       for n, m in enumerate(archive_members(data, path))
-                       if (e := _object(m.data, f"{path}({m.name})"))]
-            out.append(_File(inp, path, True, [(o, e) for _, o, e in members], index,
-                             tuple(n for n, _, _ in members), bytes(data[:8]) == THIN_AR_MAGIC))
-            continue
-        if bytes(data[:4]) != ELF_MAGIC:
-            if is_bitcode(bytes(data[:4])):
-                _check_bitcode(data, path)
-                continue  # an LTO object with no target code: the linker's plugin reads it
-            if path.endswith(OBJECT_SUFFIXES):
-                raise FormatError(f"{path}: not an ELF object file")
-            continue  # a linker script, a shared library stub, ...
-        elf = _object(data, path)
-        if elf is not None:
-            out.append(_File(inp, path, False, [(path, elf)], index))
-    return out
+    return [f for index, (inp, path) in enumerate(input_paths(plan))
+            if (f := _file(index, inp, path)) is not None]
+
+
+def _file(index: int, inp: Input, path: str) -> _File | None:
+    """One file of `_files`, None for one that holds no object offlink reads."""
+    data = _read(path)
+    if is_archive(bytes(data[:8])):
+        members = [(n, f"{path}({m.name})", e)
+                   for n, m in enumerate(archive_members(data, path))
+                   if (e := _object(m.data, f"{path}({m.name})"))]
+        return _File(inp, path, True, [(o, e) for _, o, e in members], index,
+                     tuple(n for n, _, _ in members), bytes(data[:8]) == THIN_AR_MAGIC)
+    if bytes(data[:4]) != ELF_MAGIC:
+        if is_bitcode(bytes(data[:4])):
+            _check_bitcode(data, path)
+            return None  # an LTO object with no target code: the linker's plugin reads it
+        if path.endswith(OBJECT_SUFFIXES):
+            raise FormatError(f"{path}: not an ELF object file")
+        return None  # a linker script, a shared library stub, ...
+    elf = _object(data, path)
+    return _File(inp, path, False, [(path, elf)], index) if elf is not None else None
 
 
 def object_at(path: str, place: int) -> tuple[str, ElfFile]:
@@ -202,6 +203,11 @@ def _check_bitcode(data, name: str) -> None:
 Provenance = tuple[int, int, int]
 
 
+# The dialects of each object a link uses that carries target code, by file (its index in
+# input_paths, the object's origin, the dialect: toolchains/dialects.py), for check_runtimes.
+Used = list[tuple[int, str, str]]
+
+
 def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
     """All CUs with target code that the host link uses, in link order.
 
@@ -211,24 +217,28 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = ()) -> list[CU]:
 
 
 def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
-                 ) -> tuple[list[CU], list[Provenance] | None]:
-    """`extract`, and where each CU was read (None where a thin archive has some: its
-    members are files of their own)."""
+                 ) -> tuple[list[CU], list[Provenance] | None, Used | None]:
+    """`extract`, where each CU was read (None where a thin archive has some: its members
+    are files of their own), and the dialects of the objects used, when each file's CUs are
+    its own alone (no archive member was chosen by the others' symbols: `extract_files` can
+    read one file again on its own), else None."""
     files = _files(plan)
     fat = {id(elf) for f in files for _, elf in f.objects if dialects.is_fat(elf)}
     if not fat:
-        return [], []  # a plain link: no symbol table needs reading
+        return [], [], []  # a plain link: no symbol table needs reading
     link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
     cus: list[CU] = []
     where: list[Provenance] = []
     thin = any(f.thin for f in files)
 
     used: list[tuple[str, ElfFile]] = []  # the objects used that carry target code
+    used_in: list[int] = []  # the index of each one's file
 
     def read(f: _File, place: int, origin: str, elf: ElfFile) -> None:
         found = cus_of(elf, origin, link_args, plan.lto)
         if found:
             used.append((origin, elf))
+            used_in.append(f.index)
         cus.extend(found)
         where.extend((f.index, place, k) for k in range(len(found)))
 
@@ -240,8 +250,10 @@ def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
             for place, (origin, elf) in zip(f.places, f.objects):
                 if id(elf) in fat:
                     read(f, place, origin, elf)
-        dialects.check_runtimes(used)  # before any work: two offload runtimes cannot be linked
-        return cus, None if thin else where
+        found = _used(used, used_in)
+        # before any work: two offload runtimes cannot be linked
+        dialects.check_dialects((origin, d) for _, origin, d in found)
+        return cus, None if thin else where, found
     defined: set[str] = set()
     undefined: set[str] = set()
     pending: list[tuple[Input, str, list[_Obj]]] = []  # archives, for member selection
@@ -263,7 +275,44 @@ def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
             pending.append((f.inp, f.path, objs))
             _select(pending, defined, undefined, add)
     dialects.check_runtimes(used)  # before any work: two offload runtimes cannot be linked
-    return cus, None if thin else where
+    return cus, None if thin else where, None
+
+
+def _used(used: list[tuple[str, ElfFile]], used_in: list[int]) -> Used:
+    return [(index, origin, d) for index, (origin, elf) in zip(used_in, used)
+            for d in dialects.dialects_in(elf)]
+
+
+def extract_files(plan: LinkPlan, offload_options: Sequence[str], indices: set[int]
+                  ) -> tuple[list[CU], list[Provenance], Used] | None:
+    """The CUs of the files at `indices` of input_paths(plan) alone, with extract_from's
+    provenance and dialects of them, as extract_from reads them where no archive member is
+    chosen; None when one of them is a thin archive or an archive whose members would be
+    chosen (not --whole-archive, with target code): then the whole link is read again. The
+    runtimes are not checked here (the caller checks them with the other files')."""
+    link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
+    cus: list[CU] = []
+    where: list[Provenance] = []
+    used: list[tuple[str, ElfFile]] = []
+    used_in: list[int] = []
+    for index, (inp, path) in enumerate(input_paths(plan)):
+        if index not in indices:
+            continue
+        f = _file(index, inp, path)
+        if f is None:
+            continue
+        fat = [(place, origin, elf) for place, (origin, elf) in zip(f.places, f.objects)
+               if dialects.is_fat(elf)]
+        if f.thin or (fat and f.archive and not f.inp.whole_archive):
+            return None
+        for place, origin, elf in fat:
+            found = cus_of(elf, origin, link_args, plan.lto)
+            if found:
+                used.append((origin, elf))
+                used_in.append(index)
+            cus.extend(found)
+            where.extend((index, place, k) for k in range(len(found)))
+    return cus, where, _used(used, used_in)
 
 
 def _select(pending, defined: set[str], undefined: set[str], add) -> None:

@@ -1,13 +1,23 @@
 """Stage 2 for a relink: the CUs of the last link of the same command, when its inputs are as
-they were, without opening one of them.
+they were, without opening one of them; when some are not, only those are read again.
 
 The extract stage reads every object and archive a link names (headers, payload records and,
-for archive member choice, symbol tables): ~0.1 ms an object, 100 ms at 1000 CUs. A link
-whose CUs are all offlink payload records or GCC offload objects (whose dialect records what it
-read besides the payload: toolchains/gcc/dialect.py `relink_state`) leaves a record of them in
-the cache, keyed by what extract depends on (the command as planned, the working directory,
-PATH, offlink's code identity) and holding each file's stamp; the next link with the same key
-uses it when every file it would read has the same stamp. LLVM's CUs are not recorded.
+for archive member choice, symbol tables): ~0.1 ms an object, 100 ms at 1000 CUs; ~0.5 ms an
+LLVM offload object. A link whose CUs are all offlink payload records or CUs their dialect
+records (GCC's offload objects, whose dialect records what it read besides the payload, and
+LLVM's, whose CU is its image alone: `relink_state` in toolchains/gcc/dialect.py and
+toolchains/llvm/dialect.py) leaves a record of them in the cache, keyed by what extract
+depends on (the command as planned, the working directory, PATH, offlink's code identity)
+and holding each file's stamp; the next link with the same key uses it when every file it
+would read has the same stamp.
+
+The record is kept per file where each file's CUs are its own (extract.extract_files): no
+archive member was chosen by the symbols of the others (the usual case: objects, and
+--whole-archive). Then a link where some files have another stamp reads those alone, takes
+the others' CUs from the record, checks the runtimes of all (the record keeps each used
+object's dialects) and records the whole again. Where members were chosen (an archive with
+target code, not --whole-archive), which members count depends on every file's symbols: any
+file with another stamp reads the whole link again, as before.
 
 A stamp is the file's device, inode, size, and mtime and ctime in nanoseconds (cache.file_stamp):
 stricter than make and ld's users expect (make compares mtimes alone). A rewrite of any
@@ -19,13 +29,16 @@ was read; otherwise the next link reads the files and writes the record. Nothing
 a stamp for more than the extract stage: the CUs' codes are keyed by their SHA-256 as before
 (Payload.code_id, recorded), and a CU that must be compiled (its object not in the cache)
 reads its record (a GCC CU: its object) from the file again, refused unless it has the
-recorded SHA-256.
+recorded SHA-256. A CU whose code is its device object (clang's, without -foffload-lto) is
+keyed by that SHA-256 too, and its offers are kept under that key (compile.as_is): a relink
+reads neither the object nor its symbols.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 
@@ -33,7 +46,8 @@ from ..cache.keys import file_stamp
 from ..cache.store import _SETTLED, Cache
 from ..errors import FormatError, UsageError
 from ..formats.payload import Deferred, Payload, Stored
-from .extract import CU, cus_of, extract_from, input_paths, object_at
+from ..toolchains.dialects import SECTIONS, check_dialects
+from .extract import CU, cus_of, extract_files, extract_from, input_paths, object_at
 from .plan import LinkPlan
 
 
@@ -48,14 +62,16 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool =
     paths = [p for _, p in input_paths(plan)]
     link_args = _link_args(plan, offload_options)
     stats = _stats(paths, known)
-    found = _recorded(cache, key, paths, stats, link_args, plan.lto)
+    now = time.time_ns()
+    found = _recorded(cache, key, plan, offload_options, paths, stats, link_args, now)
     if found is not None:
         return found
-    now = time.time_ns()
     before = stats
-    cus, where = extract_from(plan, offload_options)
+    cus, where, used = extract_from(plan, offload_options)
     if before is not None and where is not None:
-        _record(cache, key, paths, before, now, cus, where)
+        rows = _rows(cus, where)
+        if rows is not None:
+            _record(cache, key, paths, before, now, rows, used)
     return cus
 
 
@@ -93,20 +109,62 @@ def _stats(paths: list[str], known: Mapping[str, os.stat_result] | None = None
         return None  # extract reports what is missing
 
 
-def _recorded(cache: Cache, key: str, paths: list[str], stats: list[os.stat_result] | None,
-              link_args: list[str], lto: bool) -> list[CU] | None:
+def _recorded(cache: Cache, key: str, plan: LinkPlan, offload_options: Sequence[str],
+              paths: list[str], stats: list[os.stat_result] | None, link_args: list[str],
+              now: int) -> list[CU] | None:
+    """The CUs of the record, where every file has its stamp; where some have another one
+    and the record says each file's CUs are its own (`files`), the CUs of the others and
+    those of the changed files read again (and recorded in turn)."""
     entry = cache.get(key)
-    if entry is None:
+    if entry is None or stats is None:
         return None
     try:
-        if stats is None or entry.meta["paths"] != paths or \
-                entry.meta["stamps"] != [file_stamp(st) for st in stats]:
+        if entry.meta["paths"] != paths:
             return None
-        # The entry is ours (its SHA-256 checked, its layout fixed by the key's FORMAT): the
-        # values are taken as JSON gave them; a file index out of range fails below.
+        stamps = [file_stamp(st) for st in stats]
+        changed = {i for i, (old, new) in enumerate(zip(entry.meta["stamps"], stamps))
+                   if old != new}
+        rows = entry.meta["cus"]
+        if not changed:
+            return _cus(rows, paths, link_args, plan.lto)
+        files = entry.meta.get("files")
+        if files is None:
+            return None  # archive members were chosen: the whole link is read again
+        kept = [r for r in rows if r[_FILE] not in changed]
+        cus = _cus(kept, paths, link_args, plan.lto)
+        used = [(int(i), str(o), str(d)) for i, o, d in files if i not in changed]
+    except (KeyError, TypeError, ValueError, IndexError, ImportError):
+        return None
+    if cus is None:
+        return None
+    fresh = extract_files(plan, offload_options, changed)
+    if fresh is None:
+        return None
+    new_cus, where, new_used = fresh
+    new_rows = _rows(new_cus, where)  # None: a CU its dialect cannot record (not recorded)
+    # In link order: by file index, each file's CUs in their own order (a stable sort).
+    merged = sorted([*((r[_FILE], r, c) for r, c in zip(kept, cus)),
+                     *((w[0], r, c) for w, r, c in zip(where, new_rows or [None] * len(where),
+                                                         new_cus))], key=lambda x: x[0])
+    used_all = sorted([*used, *new_used], key=lambda u: u[0])
+    # before any work, as extract_from: two offload runtimes cannot be linked
+    check_dialects((origin, d) for _, origin, d in used_all)
+    if new_rows is not None:
+        _record(cache, key, paths, stats, now, [r for _, r, _ in merged], used_all)
+    return [c for _, _, c in merged]
+
+
+_FILE = 8  # a row's file index (its provenance's first: `_rows`)
+
+
+def _cus(rows: list, paths: list[str], link_args: list[str], lto: bool) -> list[CU] | None:
+    """The CUs of a record's rows, each one's code read again only where it is needed."""
+    # The entry is ours (its SHA-256 checked, its layout fixed by the key's FORMAT): the
+    # values are taken as JSON gave them; a file index out of range fails below.
+    try:
         cus = []
         for (origin, target, kind, source, compiler, options, offered, code_id, file, place,
-             k, dialect) in entry.meta["cus"]:
+             k, dialect) in rows:
             load = _loader(paths[file], place, k, link_args, lto)
             code = Deferred(code_id, load, origin) if not dialect else \
                 _DeferredBytes(code_id, load, origin)
@@ -119,13 +177,14 @@ def _recorded(cache: Cache, key: str, paths: list[str], stats: list[os.stat_resu
         return None
 
 
+_TOOLCHAINS = __package__.rsplit(".", 1)[0] + ".toolchains"
+
+
 @functools.cache
 def _dialect(name: str):
     """The dialect module (offlink/toolchains/NAME/dialect.py) that recorded a CU's own state (once
     per name: import_module costs ~20 us a call)."""
     import importlib
-
-    from ..toolchains.dialects import SECTIONS
 
     if name not in SECTIONS.values():
         raise ValueError(name)
@@ -157,13 +216,27 @@ def _loader(path: str, place: int, k: int, link_args: list[str], lto: bool):
     return load
 
 
+def _rows(cus: list[CU], where: list[tuple[int, int, int]]) -> list[list] | None:
+    """The record's rows of CUs read from their files, None when one is a CU that cannot
+    be recorded (an offlink payload record or a CU its dialect can record: `_state`)."""
+    rows = []
+    for cu, w in zip(cus, where):
+        d = _state(cu)
+        if d is None:
+            return None
+        p = cu.payload
+        rows.append([cu.origin, p.target, p.code_kind, p.source, p.compiler, list(p.options),
+                     list(p.offered), p.code_id, *w, d])
+    return rows
+
+
 def _record(cache: Cache, key: str, paths: list[str], before: list[os.stat_result], now: int,
-            cus: list[CU], where: list[tuple[int, int, int]]) -> None:
-    """Keep the CUs for the next link, if every file was settled and none moved meanwhile,
-    and every CU is an offlink payload record or a CU its dialect can record (GCC's:
-    `relink_state`); LLVM's read their objects anew."""
-    dialects = [_state(cu) for cu in cus]
-    if not cus or any(d is None for d in dialects):
+            rows: list[list], used: list[tuple[int, str, str]] | None) -> None:
+    """Keep the CUs' rows for the next link, if every file was settled and none moved
+    meanwhile. `used` (extract.Used): the dialects of the objects used, by file, when each
+    file's CUs are its own (no archive member chosen), so a file whose stamp changes is read
+    again alone; None: any change reads the whole link again."""
+    if not rows:
         return
     if any(now - st.st_ctime_ns <= _SETTLED * 1e9 for st in before):
         return
@@ -171,12 +244,10 @@ def _record(cache: Cache, key: str, paths: list[str], before: list[os.stat_resul
     stamps = [file_stamp(st) for st in before]
     if after is None or [file_stamp(st) for st in after] != stamps:
         return
-    rows = []
-    for cu, w, d in zip(cus, where, dialects):
-        p = cu.payload
-        rows.append([cu.origin, p.target, p.code_kind, p.source, p.compiler, list(p.options),
-                     list(p.offered), p.code_id, *w, d])
-    cache.put(key, {"paths": paths, "stamps": stamps, "cus": rows}, b"")
+    meta: dict = {"paths": paths, "stamps": stamps, "cus": rows}
+    if used is not None:
+        meta["files"] = [list(u) for u in used]
+    cache.put(key, meta, b"")
 
 
 def _state(cu: CU) -> list | str | None:
@@ -185,9 +256,16 @@ def _state(cu: CU) -> list | str | None:
     None for one that cannot be recorded."""
     p = cu.payload
     code = p.__dict__.get("_code") if isinstance(p, Payload) else None
-    if type(cu) is CU:
-        return "" if isinstance(code, Stored) else None
+    if type(cu) is CU and isinstance(code, Stored):
+        return ""
     if not isinstance(code, bytes):
+        return None
+    if type(cu) is CU:  # a dialect's plain CU (LLVM's): the one that read it records it
+        for name in SECTIONS.values():
+            reader = sys.modules.get(f"{_TOOLCHAINS}.{name}.dialect")  # read it: imported
+            state = getattr(reader, "relink_state", lambda cu: None)(cu)
+            if state is not None:
+                return [name, state]
         return None
     # offlink.toolchains.<name>.dialect: the toolchain's folder names the dialect.
     module = type(cu).__module__.split(".")

@@ -77,12 +77,17 @@ def check_runtimes(objects: Iterable[tuple[str, ElfFile]]) -> None:
     """Refuse, naming one object of each, a link whose objects' host code calls two OpenMP
     offload runtimes: one program cannot hold libgomp and libomptarget (libomp) at once.
     offlink's own fat objects call neither, so they link beside either."""
+    check_dialects((origin, d) for origin, elf in objects for d in dialects_in(elf))
+
+
+def check_dialects(found: Iterable[tuple[str, str]]) -> None:
+    """check_runtimes of the objects' (origin, dialect) pairs, in link order (a relink's
+    record keeps them: link/relink.py)."""
     first: dict[str, tuple[str, str]] = {}  # runtime -> (object, dialect)
-    for origin, elf in objects:
-        for dialect in dialects_in(elf):
-            runtime = _module(dialect).RUNTIME
-            if runtime:
-                first.setdefault(runtime, (origin, dialect))
+    for origin, dialect in found:
+        runtime = _module(dialect).RUNTIME
+        if runtime:
+            first.setdefault(runtime, (origin, dialect))
     if len(first) > 1:
         (ra, (a, da)), (rb, (b, db)) = list(first.items())[:2]  # in link order
         raise LinkError(f"{a} is {_module(da).MADE_BY}, whose host code calls {ra}, and {b} "

@@ -158,6 +158,28 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     return out
 
 
+def relink_state(cu) -> list | None:
+    """What the relink's record (link/relink.py) keeps of a CU `cus_of` made besides its
+    payload: nothing (a plain CU whose code is its image's bytes); None for another
+    dialect's CU."""
+    from ...model import CU
+
+    if type(cu) is CU and cu.payload.target.startswith(_KINDS):
+        return []
+    return None
+
+
+def relink_cu(origin: str, payload, state: list):
+    """The CU `relink_state` recorded, with its payload (whose code is read again only where
+    it is needed)."""
+    from ...model import CU
+
+    return CU(origin, payload)
+
+
+_KINDS = tuple(f"{kind}-" for kind in ENTRY_SECTIONS)
+
+
 # Driver words that make clang run its own device link and libomptarget registration
 # (clang-linker-wrapper), at a final link and, since clang 19, at `-r` too.
 DRIVER_OFFLOAD_WORDS = ("-fopenmp-targets=", "--offload-arch=", "-foffload-lto",
