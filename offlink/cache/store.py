@@ -262,6 +262,23 @@ class Cache:
             self._identities[tool] = ident
         return ident
 
+    def knows_tool(self, tool: str) -> bool:
+        """Whether tool_identity(tool) is known without running the tool (found before, or
+        remembered by its stamp). A tool this cache does not know keys no entry in it yet:
+        what a link would look up under its identity can start before the probe ends."""
+        with self._lock:
+            if tool in self._identities:
+                return True
+        found = runner.which(tool)
+        if found is None:
+            return True  # nothing to probe: tool_identity says None at once
+        try:
+            real = os.path.realpath(found)
+            stamp = hash_parts(found, real, file_stamp(os.stat(real)))
+        except OSError:
+            return True
+        return self.known_tool(stamp) is not None
+
     def probe_early(self, tool: str) -> None:
         """Start working out tool_identity(tool) in a thread, so a link whose first stages
         do not need it does not wait for the tool's `--version` later (~25 ms for clang-22,
