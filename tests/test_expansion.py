@@ -112,9 +112,9 @@ def counting(monkeypatch, tmp_path):
     calls = []
     real = expansion.expand
 
-    def expand(argv):
+    def expand(argv, asked=None):
         calls.append(list(argv))
-        return real(argv)
+        return real(argv, asked)
 
     monkeypatch.setattr(expansion, "expand", expand)
     return Cache.open(True), calls

@@ -203,6 +203,7 @@ class Cache:
         self._prefixes: dict[tuple, Any] = {}  # hash objects, by what object_key hashed
         self._debug: dict[tuple, bool] = {}  # whether a command records the working directory
         self._lock = allocate_lock()
+        self._later: list[tuple[str, dict, bytes]] = []  # put_later's entries, not written yet
 
     @classmethod
     def open(cls, enabled: bool = True) -> Cache | None:
@@ -260,6 +261,23 @@ class Cache:
         with self._lock:
             self._identities[tool] = ident
         return ident
+
+    def knows_tool(self, tool: str) -> bool:
+        """Whether tool_identity(tool) is known without running the tool (found before, or
+        remembered by its stamp). A tool this cache does not know keys no entry in it yet:
+        what a link would look up under its identity can start before the probe ends."""
+        with self._lock:
+            if tool in self._identities:
+                return True
+        found = runner.which(tool)
+        if found is None:
+            return True  # nothing to probe: tool_identity says None at once
+        try:
+            real = os.path.realpath(found)
+            stamp = hash_parts(found, real, file_stamp(os.stat(real)))
+        except OSError:
+            return True
+        return self.known_tool(stamp) is not None
 
     def probe_early(self, tool: str) -> None:
         """Start working out tool_identity(tool) in a thread, so a link whose first stages
@@ -428,6 +446,31 @@ class Cache:
             self.stored += len(blob)
 
     # -- objects and images --------------------------------------------------------------
+    def put_later(self, key: str, meta: dict, data: bytes) -> None:
+        """An entry this link will not read again, kept until write_later writes it (the
+        pipeline: while the host link runs); one no write_later writes is lost (a miss)."""
+        with self._lock:
+            self._later.append((key, meta, data))
+
+    def write_later(self) -> Done:
+        """Write put_later's entries in a thread (put's rules: skipped when the cache cannot
+        be written); join() the result before the link ends."""
+        with self._lock:
+            entries, self._later = self._later, []
+        done = Done()
+
+        def write() -> None:
+            try:
+                for key, meta, data in entries:
+                    self.put(key, meta, data)
+            except Exception:
+                pass  # an entry not written is a miss next time, never an error
+            finally:
+                done.release()
+
+        start_new_thread(write, ())
+        return done
+
     def get_object(self, key: str) -> tuple[bytes, tuple] | None:
         from ..model import Offer
 

@@ -86,7 +86,8 @@ def as_is(cu: CU, target: Target, obj: str, cache: Cache | None) -> CompiledCU:
         f.write(p.code)
     if offers is None:
         offers = target.offers(cu, obj)
-        cache.put(key, {"offers": [list(o) for o in offers]}, b"")
+        # written while the host link runs (pipeline): a cold link of many CUs does not wait
+        cache.put_later(key, {"offers": [list(o) for o in offers]}, b"")
     return CompiledCU(cu, target, obj, offers, key)
 
 
@@ -218,6 +219,7 @@ def fill_cache(cus: list[CU], target: Target, workdir: str, cache: Cache,
     have without this step."""
     try:
         compiled = compile_all(cus, target, workdir, 1, cache, launcher, show_progress=False)
+        cache.write_later().join()
     except OfflinkError as e:  # a compile that failed, offers the link refuses, ...
         if runner.VERBOSE:
             print(f"offlink: {e.args[0] if e.args else e}; left to the link", file=sys.stderr)

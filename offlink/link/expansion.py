@@ -94,17 +94,24 @@ def expand_early(argv: list[str], stand_ins: list[str]) -> None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             open(path, "wb").close()
 
-    def ask() -> None:
+    def early() -> None:
+        asked = None
         try:
-            linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in)
+            if not cache.knows_tool(moved[0]):  # no answer kept under it: asked at once
+                stand_in()
+                asked = ask(moved)
+            linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in, asked=asked)
         except Exception:
             pass  # the link asks again, and says what fails
         finally:
+            if asked is not None and asked.returncode is None:
+                asked.kill()  # the cache had it after all, or the thread failed
+                asked.wait()
             done.release()
 
     done = Done()
     _EARLY.append((tuple(_shape(w, folder) for w in argv), done))
-    start_new_thread(ask, ())
+    start_new_thread(early, ())
 
 
 def join_early(argv: Sequence[str] | None = None) -> None:
@@ -152,11 +159,12 @@ def _run(argv: list[str], what: str, here: bool) -> None:
 
 
 def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: bool = False,
-               before_asking=None) -> tuple[list[str], list[str]] | None:
+               before_asking=None, asked=None) -> tuple[list[str], list[str]] | None:
     """The one job clang's driver would run for the link `argv` and the other lines it would
     print, from the cache when the files and folders the expansion names are as they were
     (else the driver is asked with `-###` and the answer kept); None when the driver must run
-    itself (see the module's words). `before_asking` is called before the driver is."""
+    itself (see the module's words). `before_asking` is called before the driver is; `asked`
+    is its `-###` started already (ask), taken when the cache has no answer."""
     if cache is None or not expandable(argv):
         return None
     ident = cache.tool_identity(argv[0])
@@ -175,9 +183,9 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: boo
             if not quiet:
                 _said(argv, "kept in the cache")
             return [_place(w, folder) for w in job], notes
-    if before_asking is not None:
+    if before_asking is not None and asked is None:
         before_asking()
-    found = expand(argv)
+    found = expand(argv, asked)
     if found is None:
         return None
     job, notes, header = found
@@ -201,18 +209,29 @@ def _said(argv: Sequence[str], how: str) -> None:
               flush=True)
 
 
-def expand(argv: Sequence[str]) -> tuple[list[str] | None, list[str], list[str]] | None:
-    """clang's `-###` answer for `argv`: its one job (None when it has another number, or a
-    response file), its diagnostics' lines and its header lines; None when the driver fails."""
+def ask(argv: Sequence[str]):
+    """Start clang's `-###` for `argv` (expand takes its answer); None if it cannot start."""
     import subprocess
 
     try:
-        proc = subprocess.run([argv[0], "-###", *argv[1:]], capture_output=True)
+        return subprocess.Popen([argv[0], "-###", *argv[1:]], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
     except OSError:
         return None
+
+
+def expand(argv: Sequence[str], asked=None) -> tuple[list[str] | None, list[str],
+                                                     list[str]] | None:
+    """clang's `-###` answer for `argv` (from `asked`, ask's process, when started already):
+    its one job (None when it has another number, or a response file), its diagnostics' lines
+    and its header lines; None when the driver fails."""
+    proc = asked if asked is not None else ask(argv)
+    if proc is None:
+        return None
+    out, err = proc.communicate()
     if proc.returncode != 0:
         return None
-    lines = (proc.stderr + proc.stdout).decode(errors="surrogateescape").splitlines()
+    lines = (err + out).decode(errors="surrogateescape").splitlines()
     jobs, notes, header = [], [], []
     for line in lines:
         if line.startswith(' "'):

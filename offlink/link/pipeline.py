@@ -258,8 +258,13 @@ def link(argv: list[str], options: LinkOptions) -> int:
         staged = os.path.join(workdir, "out", os.path.basename(plan.output))
         from .host import host_link
 
-        host_link(plan, staged, placeholder, images, targets, workdir, cache,
-                  options.gomp_register)
+        later = cache.write_later() if cache is not None else None
+        try:
+            host_link(plan, staged, placeholder, images, targets, workdir, cache,
+                      options.gomp_register)
+        finally:
+            if later is not None:
+                later.join()
         timer.stage("host")
         from .fill import fill
         from .verify import verify

@@ -197,7 +197,10 @@ def _begin_quietly(plan, text: str, source: str, workdir: str, cache, done) -> N
 def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
     """Start compiling `text` in the work folder unless the cache has its object."""
     argv = _argv(plan, source)
-    key = _key(cache, argv, text) if cache is not None else None
+    # A compiler the cache does not know has no object in it: the compile starts at once
+    # (its key, which waits for the compiler's `--version`, is made after).
+    known = cache is not None and cache.knows_tool(argv[0])
+    key = _key(cache, argv, text) if known else None
     if key is not None and os.path.exists(cache._path(key)):
         return  # compile_c takes it from the cache (or compiles it, the entry being corrupt)
     import subprocess
@@ -214,6 +217,8 @@ def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
     except OSError:
         said.close()
         return  # compile_c runs it and says why it cannot
+    if cache is not None and key is None:
+        key = _key(cache, argv, text)
     _STARTED[(workdir, source, text)] = (proc, said, key)
 
 
