@@ -186,6 +186,23 @@ class Done:
         self._lock.release()
 
 
+def in_thread(work) -> Done:
+    """Run work() in a thread of its own; what it raises is dropped (each caller's work is
+    one a later step does again, and says what fails, when it is not done); its Done."""
+    done = Done()
+
+    def run() -> None:
+        try:
+            work()
+        except Exception:
+            pass
+        finally:
+            done.release()
+
+    start_new_thread(run, ())
+    return done
+
+
 def join_early() -> None:
     """Wait for the probes probe_early started (none is left running)."""
     while _EARLY:
@@ -248,9 +265,7 @@ class Cache:
         found = runner.which(tool)
         ident = None
         if found is not None:
-            real = os.path.realpath(found)
-            st = os.stat(real)
-            stamp = hash_parts(found, real, file_stamp(st))
+            real, st, stamp = _tool_stamp(found)
             ident = self.known_tool(stamp)
             if ident is None:
                 ident = hash_parts(real, _content_hash(real), _version(found))
@@ -273,30 +288,17 @@ class Cache:
         if found is None:
             return True  # nothing to probe: tool_identity says None at once
         try:
-            real = os.path.realpath(found)
-            stamp = hash_parts(found, real, file_stamp(os.stat(real)))
+            return self.known_tool(_tool_stamp(found)[2]) is not None
         except OSError:
             return True
-        return self.known_tool(stamp) is not None
 
     def probe_early(self, tool: str) -> None:
         """Start working out tool_identity(tool) in a thread, so a link whose first stages
         do not need it does not wait for the tool's `--version` later (~25 ms for clang-22,
         once per cache: the answer is remembered). The first tool_identity(tool) of any
         Cache of the same folder takes the answer."""
-        box: list = []
-
-        def probe() -> None:
-            try:
-                box.append(self._identity(tool))
-            except Exception:
-                pass  # tool_identity probes it again, and says what fails
-            finally:
-                done.release()
-
-        done = Done()
-        _EARLY[tool] = (done, self.root, box)
-        start_new_thread(probe, ())
+        box: list = []  # empty if the probe failed: tool_identity probes again, and says why
+        _EARLY[tool] = (in_thread(lambda: box.append(self._identity(tool))), self.root, box)
 
     def file_identity(self, path: str) -> str:
         """A SHA-256 of a file's content, remembered across links by its stat stamp (as
@@ -457,19 +459,8 @@ class Cache:
         be written); join() the result before the link ends."""
         with self._lock:
             entries, self._later = self._later, []
-        done = Done()
-
-        def write() -> None:
-            try:
-                for key, meta, data in entries:
-                    self.put(key, meta, data)
-            except Exception:
-                pass  # an entry not written is a miss next time, never an error
-            finally:
-                done.release()
-
-        start_new_thread(write, ())
-        return done
+        # an entry not written is a miss next time, never an error
+        return in_thread(lambda: [self.put(key, meta, data) for key, meta, data in entries])
 
     def get_object(self, key: str) -> tuple[bytes, tuple] | None:
         from ..model import Offer
@@ -560,6 +551,14 @@ class Cache:
             if _unlink(path):
                 total -= size
         return total
+
+
+def _tool_stamp(found: str) -> tuple[str, os.stat_result, str]:
+    """A tool's resolved path, its stat and the stamp its identity is remembered by (the
+    path it was found at, the resolved one, file_stamp). Raises OSError."""
+    real = os.path.realpath(found)
+    st = os.stat(real)
+    return real, st, hash_parts(found, real, file_stamp(st))
 
 
 def _version(tool: str) -> bytes:

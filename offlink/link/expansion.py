@@ -39,6 +39,7 @@ from collections.abc import Sequence
 
 from .. import run as runner
 from ..cache.keys import file_stamp
+from ..cache.store import _SETTLED, in_thread
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,7 +57,6 @@ _PRINTING = ("-v", "-###", "--verbose", "--help", "-help", "--version", "-save-t
 _HEADER = ("Target: ", "Thread model: ", "InstalledDir: ", "Configuration file: ",
            "Build config: ", "System configuration file directory: ",
            "User configuration file directory: ")
-_SETTLED = 2.0  # as cache.store._SETTLED (not imported: store costs every import of this)
 
 
 _CONTEXT: tuple[Cache, str] | None = None  # the link under way: its cache and work folder
@@ -84,9 +84,6 @@ def expand_early(argv: list[str], stand_ins: list[str]) -> None:
     cache, folder = _CONTEXT
     scratch = os.path.join(folder, ".expand")
     moved = [w.replace(folder, scratch) for w in argv]
-    from _thread import start_new_thread
-
-    from ..cache.store import Done
 
     def stand_in() -> None:
         for path in stand_ins:
@@ -94,24 +91,19 @@ def expand_early(argv: list[str], stand_ins: list[str]) -> None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             open(path, "wb").close()
 
-    def early() -> None:
+    def early() -> None:  # what fails here, the link asks again, and says
         asked = None
         try:
             if not cache.knows_tool(moved[0]):  # no answer kept under it: asked at once
                 stand_in()
                 asked = ask(moved)
             linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in, asked=asked)
-        except Exception:
-            pass  # the link asks again, and says what fails
         finally:
             if asked is not None and asked.returncode is None:
                 asked.kill()  # the cache had it after all, or the thread failed
                 asked.wait()
-            done.release()
 
-    done = Done()
-    _EARLY.append((tuple(_shape(w, folder) for w in argv), done))
-    start_new_thread(early, ())
+    _EARLY.append((tuple(_shape(w, folder) for w in argv), in_thread(early)))
 
 
 def join_early(argv: Sequence[str] | None = None) -> None:

@@ -464,7 +464,7 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
         else:
             image_argv = target.image_argv(plan, compiled, image)
         print(_show_dry(image_argv))
-    placeholder = os.path.join(DRY_RUN_WORK, "offlink-table.o")
+    placeholder = os.path.join(DRY_RUN_WORK, PLACEHOLDER)
     registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
                      for r in dict.fromkeys(t.registration for t in targets if t.registration)]
     from ..toolchains.registrations import enabled

@@ -57,9 +57,9 @@ def object_names(targets: list, workdir: str) -> list[str] | None:
     for name in _groups(targets):
         if name != "omptarget":
             return None
-        from .llvm.omptarget import SOURCE
+        from .llvm.omptarget import SOURCE, object_name
 
-        out.append(os.path.join(workdir, SOURCE[:-2] + ".o"))
+        out.append(os.path.join(workdir, object_name(SOURCE)))
     return out
 
 

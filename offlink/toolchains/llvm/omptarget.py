@@ -156,13 +156,10 @@ def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
     text = c_source(indexes, getattr(targets[indexes[0]], "entry_generation", 1))
     # In a thread: its cache key waits for the compiler's identity, whose `--version` a cold
     # cache runs (cache.probe_early), and the link's next stages do not need it.
-    from _thread import start_new_thread
+    from ...cache.store import in_thread
 
-    from ...cache.store import Done
-
-    done = Done()
-    _BEGINNING.append(done)
-    start_new_thread(_begin_quietly, (plan, text, SOURCE, workdir, cache, done))
+    # what fails there fails again, and is said, in compile_c
+    _BEGINNING.append(in_thread(lambda: _begin(plan, text, SOURCE, workdir, cache)))
 
 
 def _started() -> None:
@@ -173,7 +170,12 @@ def _started() -> None:
 
 def _argv(plan, source: str) -> list[str]:
     return [c_compiler(plan.driver), "-c", "-O2", "-fPIC", "-fno-lto", "-w", source, "-o",
-            source[:-2] + ".o"]
+            object_name(source)]
+
+
+def object_name(source: str) -> str:
+    """The object a registration's source `source` compiles to (in the work folder)."""
+    return source[:-2] + ".o"
 
 
 def _key(cache, argv: list[str], text: str) -> str:
@@ -182,16 +184,6 @@ def _key(cache, argv: list[str], text: str) -> str:
     ident = cache.tool_identity(argv[0]) or argv[0]
     return sha256("\0".join(["omptarget-registration", ident, *argv, text])
                           .encode()).hexdigest()
-
-
-def _begin_quietly(plan, text: str, source: str, workdir: str, cache, done) -> None:
-    """_begin, in start's thread: what fails there fails again, and is said, in compile_c."""
-    try:
-        _begin(plan, text, source, workdir, cache)
-    except Exception:
-        pass
-    finally:
-        done.release()
 
 
 def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
