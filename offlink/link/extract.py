@@ -226,21 +226,8 @@ def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
     fat = {id(elf) for f in files for _, elf in f.objects if dialects.is_fat(elf)}
     if not fat:
         return [], [], []  # a plain link: no symbol table needs reading
-    link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
-    cus: list[CU] = []
-    where: list[Provenance] = []
+    r = _Reader(plan, offload_options)
     thin = any(f.thin for f in files)
-
-    used: list[tuple[str, ElfFile]] = []  # the objects used that carry target code
-    used_in: list[int] = []  # the index of each one's file
-
-    def read(f: _File, place: int, origin: str, elf: ElfFile) -> None:
-        found = cus_of(elf, origin, link_args, plan.lto)
-        if found:
-            used.append((origin, elf))
-            used_in.append(f.index)
-        cus.extend(found)
-        where.extend((f.index, place, k) for k in range(len(found)))
 
     if not any(f.archive and not f.inp.whole_archive and any(id(e) in fat for _, e in f.objects)
                for f in files):
@@ -249,11 +236,11 @@ def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
         for f in files:
             for place, (origin, elf) in zip(f.places, f.objects):
                 if id(elf) in fat:
-                    read(f, place, origin, elf)
-        found = _used(used, used_in)
+                    r.read(f.index, place, origin, elf)
+        found = r.dialects()
         # before any work: two offload runtimes cannot be linked
         dialects.check_dialects((origin, d) for _, origin, d in found)
-        return cus, None if thin else where, found
+        return r.cus, None if thin else r.where, found
     defined: set[str] = set()
     undefined: set[str] = set()
     pending: list[tuple[Input, str, list[_Obj]]] = []  # archives, for member selection
@@ -263,7 +250,7 @@ def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
         defined.update(obj.defined)
         undefined.update(obj.undefined)
         f, place = files_of[id(obj.elf)]
-        read(f, place, obj.origin, obj.elf)
+        r.read(f.index, place, obj.origin, obj.elf)
 
     for f in files:
         objs = [_Obj(origin, elf, *_symbols(elf)) for origin, elf in f.objects]
@@ -274,13 +261,34 @@ def extract_from(plan: LinkPlan, offload_options: Sequence[str] = ()
         else:
             pending.append((f.inp, f.path, objs))
             _select(pending, defined, undefined, add)
-    dialects.check_runtimes(used)  # before any work: two offload runtimes cannot be linked
-    return cus, None if thin else where, None
+    dialects.check_runtimes(r.used)  # before any work: two offload runtimes cannot be linked
+    return r.cus, None if thin else r.where, None
 
 
-def _used(used: list[tuple[str, ElfFile]], used_in: list[int]) -> Used:
-    return [(index, origin, d) for index, (origin, elf) in zip(used_in, used)
-            for d in dialects.dialects_in(elf)]
+class _Reader:
+    """The CUs of the objects read, in the order read, where each was read, and the objects
+    used that carry target code with the index of each one's file."""
+
+    def __init__(self, plan: LinkPlan, offload_options: Sequence[str]):
+        self.link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
+        self.lto = plan.lto
+        self.cus: list[CU] = []
+        self.where: list[Provenance] = []
+        self.used: list[tuple[str, ElfFile]] = []
+        self.used_in: list[int] = []
+
+    def read(self, index: int, place: int, origin: str, elf: ElfFile) -> None:
+        found = cus_of(elf, origin, self.link_args, self.lto)
+        if found:
+            self.used.append((origin, elf))
+            self.used_in.append(index)
+        self.cus.extend(found)
+        self.where.extend((index, place, k) for k in range(len(found)))
+
+    def dialects(self) -> Used:
+        """Each used object's dialects, with its file's index and its origin."""
+        return [(index, origin, d) for index, (origin, elf) in zip(self.used_in, self.used)
+                for d in dialects.dialects_in(elf)]
 
 
 def extract_files(plan: LinkPlan, offload_options: Sequence[str], indices: set[int]
@@ -290,11 +298,7 @@ def extract_files(plan: LinkPlan, offload_options: Sequence[str], indices: set[i
     chosen; None when one of them is a thin archive or an archive whose members would be
     chosen (not --whole-archive, with target code): then the whole link is read again. The
     runtimes are not checked here (the caller checks them with the other files')."""
-    link_args = [*plan.base_args, *(f"-foffload-options={o}" for o in offload_options)]
-    cus: list[CU] = []
-    where: list[Provenance] = []
-    used: list[tuple[str, ElfFile]] = []
-    used_in: list[int] = []
+    r = _Reader(plan, offload_options)
     for index, (inp, path) in enumerate(input_paths(plan)):
         if index not in indices:
             continue
@@ -306,13 +310,8 @@ def extract_files(plan: LinkPlan, offload_options: Sequence[str], indices: set[i
         if f.thin or (fat and f.archive and not f.inp.whole_archive):
             return None
         for place, origin, elf in fat:
-            found = cus_of(elf, origin, link_args, plan.lto)
-            if found:
-                used.append((origin, elf))
-                used_in.append(index)
-            cus.extend(found)
-            where.extend((index, place, k) for k in range(len(found)))
-    return cus, where, _used(used, used_in)
+            r.read(index, place, origin, elf)
+    return r.cus, r.where, r.dialects()
 
 
 def _select(pending, defined: set[str], undefined: set[str], add) -> None:
