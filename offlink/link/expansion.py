@@ -60,6 +60,9 @@ _HEADER = ("Target: ", "Thread model: ", "InstalledDir: ", "Configuration file: 
 
 
 _CONTEXT: tuple[Cache, str] | None = None  # the link under way: its cache and work folder
+# The answers the link under way was given by a driver the cache does not know (kept there
+# only while the host link runs: put_later), by the words' shape and the environment read.
+_ANSWERS: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str] | None, list[str]]] = {}
 
 
 def use(cache: Cache | None, folder: str = "") -> None:
@@ -67,20 +70,24 @@ def use(cache: Cache | None, folder: str = "") -> None:
     run_link's links go through their kept expansions only then."""
     global _CONTEXT
     join_early()
+    _ANSWERS.clear()
     _CONTEXT = (cache, folder) if cache is not None and folder else None
 
 
 _EARLY: list = []  # expand_early's (words, thread's cache.store.Done), joined before its link
 
 
-def expand_early(argv: list[str], stand_ins: list[str]) -> None:
+def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = False) -> None:
     """Start asking the driver (in a thread) for the expansion of a link the link under way
     (`use`) will run later, whose files `stand_ins` (in its work folder) are not written yet:
     the driver is asked in a scratch folder inside the work folder, where empty files stand in
     for them (it checks that its inputs exist, never reads them), and its answer kept under
-    the key the link will look for. A cold link then does not wait for `-###` there."""
+    the key the link will look for. A cold link then does not wait for `-###` there.
+    `after_others`: asked once those started before have their answers (the host link's,
+    needed last, does not take a CPU from the image link's on the way)."""
     if _CONTEXT is None or not expandable(argv):
         return
+    before = [done for _, done in _EARLY] if after_others else []
     cache, folder = _CONTEXT
     scratch = os.path.join(folder, ".expand")
     moved = [w.replace(folder, scratch) for w in argv]
@@ -92,6 +99,8 @@ def expand_early(argv: list[str], stand_ins: list[str]) -> None:
             open(path, "wb").close()
 
     def early() -> None:  # what fails here, the link asks again, and says
+        for done in before:
+            done.join()
         asked = None
         try:
             if not cache.knows_tool(moved[0]):  # no answer kept under it: asked at once
@@ -159,22 +168,39 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: boo
     is its `-###` started already (ask), taken when the cache has no answer."""
     if cache is None or not expandable(argv):
         return None
-    ident = cache.tool_identity(argv[0])
-    if ident is None:
-        return None
     shape = [_shape(w, folder) for w in argv]
     env = [f"{k}={v}" for k, v in sorted(os.environ.items())
            if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)]
-    key = cache.key("driver job", ident, os.getcwd(), "\0".join(env), str(len(shape)), *shape)
-    entry = cache.get(key, count=False)  # not an object or image "from cache"
-    if entry is not None and _unchanged(entry.meta.get("watch")):
-        job, notes = entry.meta.get("job"), entry.meta.get("notes")
-        if job is None:
+    answered = _ANSWERS.get((tuple(shape), tuple(env)))
+    if answered is not None:  # asked in this link already (expand_early)
+        kept, notes = answered
+        if kept is None:
             return None
-        if isinstance(job, list) and isinstance(notes, list) and job:
-            if not quiet:
-                _said(argv, "kept in the cache")
-            return [_place(w, folder) for w in job], notes
+        if not quiet:
+            _said(argv, "printed by -###")
+        return [_place(w, folder) for w in kept], notes
+
+    def key() -> str | None:
+        ident = cache.tool_identity(argv[0])
+        return None if ident is None else cache.key(
+            "driver job", ident, os.getcwd(), "\0".join(env), str(len(shape)), *shape)
+
+    # A driver the cache does not know has no expansion kept in it: asked at once, and the
+    # answer's key (which waits for the driver's `--version`) made while the host link runs.
+    known = cache.knows_tool(argv[0])
+    if known:
+        found_key = key()
+        if found_key is None:
+            return None
+        entry = cache.get(found_key, count=False)  # not an object or image "from cache"
+        if entry is not None and _unchanged(entry.meta.get("watch")):
+            job, notes = entry.meta.get("job"), entry.meta.get("notes")
+            if job is None:
+                return None
+            if isinstance(job, list) and isinstance(notes, list) and job:
+                if not quiet:
+                    _said(argv, "kept in the cache")
+                return [_place(w, folder) for w in job], notes
     if before_asking is not None and asked is None:
         before_asking()
     found = expand(argv, asked)
@@ -185,9 +211,15 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: boo
     watch = _watched(job, given, header)
     stamps = [[p, _stamp(p)] for p in watch]
     now = time.time()
+    kept = None if job is None else [_shape(w, folder) for w in job]
+    if not known:
+        _ANSWERS[tuple(shape), tuple(env)] = (kept, notes)
     if all(_settled(p, now) for p in watch):
-        kept = None if job is None else [_shape(w, folder) for w in job]
-        cache.put(key, {"job": kept, "notes": notes, "watch": stamps}, b"")
+        meta = {"job": kept, "notes": notes, "watch": stamps}
+        if known:
+            cache.put(found_key, meta, b"")
+        else:
+            cache.put_later(key, meta, b"")
     if job is None:
         return None
     if not quiet:
