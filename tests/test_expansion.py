@@ -83,9 +83,14 @@ def test_a_relink_with_one_cu_changed_starts_no_clang_driver(offlink, tmp_path):
     said = run(link, cwd=d, env={**env, "OFFLINK_VERBOSE": "1"}).stderr
     first = log.read_text().splitlines()
     assert sum(line.startswith("-### ") for line in first) == 2, first  # image and host
-    # Both asked beside the earlier stages, in a scratch folder (expansion.expand_early), under
-    # the keys the links then found.
-    assert said.count(", kept in the cache:") == 2, said
+    # The image link's asked first; the driver's identity (its --version, a cache key's) only
+    # once both answers are in: nothing on the way to the host link waits for it.
+    asked = [i for i, line in enumerate(first) if line.startswith("-### ")]
+    assert "--target=" in first[asked[0]] and "--target=" not in first[asked[1]], first
+    assert first.index("--version") > asked[1], first
+    # Both asked beside the earlier stages, in a scratch folder (expansion.expand_early), and
+    # given to the links; kept in the cache while the host link ran (the next link finds them).
+    assert said.count(", printed by -### beside the earlier stages:") == 2, said
     assert run(["./app"], cwd=d, env=run_env).stdout == "2.000 6.500\n"
 
     compile_cu(d, 1, 7)  # one CU changed: a new image, a new host link

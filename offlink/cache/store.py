@@ -465,7 +465,10 @@ class Cache:
 
         def write() -> None:  # an entry not written is a miss next time, never an error
             for key, meta, data in entries:
-                key = key() if callable(key) else key
+                try:
+                    key = key() if callable(key) else key
+                except Exception:
+                    continue
                 if key is not None:
                     self.put(key, meta, data)
 

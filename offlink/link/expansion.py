@@ -78,13 +78,15 @@ _EARLY: list = []  # expand_early's (words, thread's cache.store.Done), joined b
 
 
 def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = False) -> None:
-    """Start asking the driver (in a thread) for the expansion of a link the link under way
-    (`use`) will run later, whose files `stand_ins` (in its work folder) are not written yet:
-    the driver is asked in a scratch folder inside the work folder, where empty files stand in
-    for them (it checks that its inputs exist, never reads them), and its answer kept under
-    the key the link will look for. A cold link then does not wait for `-###` there.
-    `after_others`: asked once those started before have their answers (the host link's,
-    needed last, does not take a CPU from the image link's on the way)."""
+    """Start asking the driver for the expansion of a link the link under way (`use`) will
+    run later, whose files `stand_ins` (in its work folder) are not written yet: the driver is
+    asked in a scratch folder inside the work folder, where empty files stand in for them (it
+    checks that its inputs exist, never reads them), and its answer waited for in a thread:
+    kept under the key the link will look for, or, from a driver the cache does not know (so
+    keys no entry yet), given to the link as it is (its entry kept while the host link runs).
+    A cold link then does not wait for `-###` there. `after_others`: asked once those started
+    before have their answers (the host link's, needed last, does not take a CPU from the
+    image link's on the way)."""
     if _CONTEXT is None or not expandable(argv):
         return
     before = [done for _, done in _EARLY] if after_others else []
@@ -98,19 +100,28 @@ def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = Fal
             os.makedirs(os.path.dirname(path), exist_ok=True)
             open(path, "wb").close()
 
+    def start() -> Asked | None:
+        if cache.knows_tool(moved[0]):
+            return None  # its answer may be kept: linker_job looks first
+        try:
+            stand_in()
+        except OSError:
+            return None  # the thread's linker_job tries again, and the link then says why
+        return Asked.start(moved)
+
+    # Started here, not in the thread, where it would wait for the interpreter's lock.
+    first = None if before else start()
+
     def early() -> None:  # what fails here, the link asks again, and says
         for done in before:
             done.join()
-        asked = None
+        asked = first if not before else start()
         try:
-            if not cache.knows_tool(moved[0]):  # no answer kept under it: asked at once
-                stand_in()
-                asked = ask(moved)
-            linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in, asked=asked)
+            linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in, asked=asked,
+                       early=True)
         finally:
-            if asked is not None and asked.returncode is None:
-                asked.kill()  # the cache had it after all, or the thread failed
-                asked.wait()
+            if asked is not None:
+                asked.end()  # the cache had it after all, or the thread failed
 
     _EARLY.append((tuple(_shape(w, folder) for w in argv), in_thread(early)))
 
@@ -160,24 +171,27 @@ def _run(argv: list[str], what: str, here: bool) -> None:
 
 
 def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: bool = False,
-               before_asking=None, asked=None) -> tuple[list[str], list[str]] | None:
+               before_asking=None, asked: Asked | None = None, early: bool = False
+               ) -> tuple[list[str], list[str]] | None:
     """The one job clang's driver would run for the link `argv` and the other lines it would
     print, from the cache when the files and folders the expansion names are as they were
     (else the driver is asked with `-###` and the answer kept); None when the driver must run
     itself (see the module's words). `before_asking` is called before the driver is; `asked`
-    is its `-###` started already (ask), taken when the cache has no answer."""
+    is its `-###` started already (Asked.start), taken when the cache has no answer. `early`
+    (expand_early): from a driver the cache does not know, the answer is given to this link's
+    own linker_job of the same words and kept in the cache while the host link runs."""
     if cache is None or not expandable(argv):
         return None
     shape = [_shape(w, folder) for w in argv]
     env = [f"{k}={v}" for k, v in sorted(os.environ.items())
            if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)]
-    answered = _ANSWERS.get((tuple(shape), tuple(env)))
-    if answered is not None:  # asked in this link already (expand_early)
+    answered = _ANSWERS.pop((tuple(shape), tuple(env)), None)
+    if answered is not None:  # expand_early's, for this link
         kept, notes = answered
         if kept is None:
             return None
         if not quiet:
-            _said(argv, "printed by -###")
+            _said(argv, "printed by -### beside the earlier stages")
         return [_place(w, folder) for w in kept], notes
 
     def key() -> str | None:
@@ -185,9 +199,10 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: boo
         return None if ident is None else cache.key(
             "driver job", ident, os.getcwd(), "\0".join(env), str(len(shape)), *shape)
 
-    # A driver the cache does not know has no expansion kept in it: asked at once, and the
-    # answer's key (which waits for the driver's `--version`) made while the host link runs.
-    known = cache.knows_tool(argv[0])
+    # Early, a driver the cache does not know has no expansion in it: its answer's key (which
+    # waits for the driver's `--version`) is made while the host link runs.
+    known = not early or cache.knows_tool(argv[0])
+    found_key = None
     if known:
         found_key = key()
         if found_key is None:
@@ -216,7 +231,7 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: boo
         _ANSWERS[tuple(shape), tuple(env)] = (kept, notes)
     if all(_settled(p, now) for p in watch):
         meta = {"job": kept, "notes": notes, "watch": stamps}
-        if known:
+        if found_key is not None:
             cache.put(found_key, meta, b"")
         else:
             cache.put_later(key, meta, b"")
@@ -233,29 +248,66 @@ def _said(argv: Sequence[str], how: str) -> None:
               flush=True)
 
 
-def ask(argv: Sequence[str]):
-    """Start clang's `-###` for `argv` (expand takes its answer); None if it cannot start."""
-    import subprocess
+class Asked:
+    """A driver's `-###` running, its output and diagnostics into one pipe, read to its end
+    (started with posix_spawn: subprocess's import, ~9 ms, is not on a cold link's way)."""
 
-    try:
-        return subprocess.Popen([argv[0], "-###", *argv[1:]], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-    except OSError:
-        return None
+    def __init__(self, pid: int, pipe: int):
+        self.pid, self.pipe, self.status = pid, pipe, None
+
+    @classmethod
+    def start(cls, argv: Sequence[str]) -> Asked | None:
+        """clang's `-###` for `argv`; None if it cannot start."""
+        read, write = os.pipe()
+        try:
+            pid = runner.spawn([argv[0], "-###", *argv[1:]],
+                               [(os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, write, 2)])
+        except OSError:
+            os.close(read)
+            return None
+        finally:
+            os.close(write)
+        return cls(pid, read)
+
+    def wait(self) -> tuple[int, bytes]:
+        """Its exit status and all it printed."""
+        parts = []
+        try:
+            while chunk := os.read(self.pipe, 1 << 16):
+                parts.append(chunk)
+            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        finally:
+            self.end()
+        return self.status, b"".join(parts)
+
+    def end(self) -> None:
+        """Ended (killed where not waited for yet) and its pipe closed."""
+        if self.status is None:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.status = -signal.SIGKILL
+        if self.pipe >= 0:
+            os.close(self.pipe)
+            self.pipe = -1
 
 
-def expand(argv: Sequence[str], asked=None) -> tuple[list[str] | None, list[str],
-                                                     list[str]] | None:
-    """clang's `-###` answer for `argv` (from `asked`, ask's process, when started already):
-    its one job (None when it has another number, or a response file), its diagnostics' lines
-    and its header lines; None when the driver fails."""
-    proc = asked if asked is not None else ask(argv)
+def expand(argv: Sequence[str], asked: Asked | None = None
+           ) -> tuple[list[str] | None, list[str], list[str]] | None:
+    """clang's `-###` answer for `argv` (from `asked`, when started already): its one job
+    (None when it has another number, or a response file), its diagnostics' lines and its
+    header lines; None when the driver fails."""
+    proc = asked if asked is not None else Asked.start(argv)
     if proc is None:
         return None
-    out, err = proc.communicate()
-    if proc.returncode != 0:
+    status, said = proc.wait()
+    if status != 0:
         return None
-    lines = (err + out).decode(errors="surrogateescape").splitlines()
+    lines = said.decode(errors="surrogateescape").splitlines()
     jobs, notes, header = [], [], []
     for line in lines:
         if line.startswith(' "'):
