@@ -138,33 +138,57 @@ class Completed:
         self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, None
 
 
-def _captured(argv: Sequence[str]) -> Completed:
-    """subprocess.run(argv, stdout=PIPE, stderr=STDOUT) without subprocess (its import, with
-    locale, selectors and threading, is ~9 ms of a cold link's way to its image link): the
-    tool started with posix_spawn, its output and diagnostics into one pipe read to its end.
-    An exception while waiting kills the tool and waits for it, as subprocess.run does."""
-    read, write = os.pipe()
-    try:
-        pid = spawn(argv, [(os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, write, 2)])
-    except BaseException:
-        os.close(read)
-        raise
-    finally:
-        os.close(write)
-    parts = []
-    try:
-        while chunk := os.read(read, 1 << 16):
-            parts.append(chunk)
-        status = os.waitpid(pid, 0)[1]
-    except BaseException:
-        import signal
+class Captured:
+    """A tool started with posix_spawn, its output and diagnostics into one pipe, which
+    `wait` reads to its end: subprocess.Popen(argv, stdout=PIPE, stderr=STDOUT) without
+    subprocess (its import, with locale, selectors and threading, is ~9 ms of a cold link's
+    way to its image link). Raises OSError (FileNotFoundError, ...) where it cannot start."""
 
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        raise
-    finally:
-        os.close(read)
-    return Completed(list(argv), os.waitstatus_to_exitcode(status), b"".join(parts))
+    def __init__(self, argv: Sequence[str]):
+        read, write = os.pipe()
+        try:
+            self.pid = spawn(argv, [(os.POSIX_SPAWN_DUP2, write, 1),
+                                    (os.POSIX_SPAWN_DUP2, write, 2)])
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        self.pipe, self.status = read, None
+
+    def wait(self) -> tuple[int, bytes]:
+        """Its exit status (negative: the signal that ended it) and all it printed. An
+        exception while waiting (Ctrl-C, SIGTERM) kills it and waits for it, as
+        subprocess.run does."""
+        parts = []
+        try:
+            while chunk := os.read(self.pipe, 1 << 16):
+                parts.append(chunk)
+            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        finally:
+            self.end()
+        return self.status, b"".join(parts)
+
+    def end(self) -> None:
+        """Ended (killed where not waited for yet) and its pipe closed."""
+        if self.status is None:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.status = -signal.SIGKILL
+        if self.pipe >= 0:
+            os.close(self.pipe)
+            self.pipe = -1
+
+
+def _captured(argv: Sequence[str]) -> Completed:
+    """subprocess.run(argv, stdout=PIPE, stderr=STDOUT), through Captured."""
+    status, out = Captured(argv).wait()
+    return Completed(list(argv), status, out)
 
 
 def run_here(argv: Sequence[str], what: str) -> None:

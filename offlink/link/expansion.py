@@ -100,14 +100,14 @@ def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = Fal
             os.makedirs(os.path.dirname(path), exist_ok=True)
             open(path, "wb").close()
 
-    def start() -> Asked | None:
+    def start() -> runner.Captured | None:
         if cache.knows_tool(moved[0]):
             return None  # its answer may be kept: linker_job looks first
         try:
             stand_in()
         except OSError:
             return None  # the thread's linker_job tries again, and the link then says why
-        return Asked.start(moved)
+        return ask(moved)
 
     # Started here, not in the thread, where it would wait for the interpreter's lock.
     first = None if before else start()
@@ -171,13 +171,13 @@ def _run(argv: list[str], what: str, here: bool) -> None:
 
 
 def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: bool = False,
-               before_asking=None, asked: Asked | None = None, early: bool = False
+               before_asking=None, asked: runner.Captured | None = None, early: bool = False
                ) -> tuple[list[str], list[str]] | None:
     """The one job clang's driver would run for the link `argv` and the other lines it would
     print, from the cache when the files and folders the expansion names are as they were
     (else the driver is asked with `-###` and the answer kept); None when the driver must run
     itself (see the module's words). `before_asking` is called before the driver is; `asked`
-    is its `-###` started already (Asked.start), taken when the cache has no answer. `early`
+    is its `-###` started already (ask), taken when the cache has no answer. `early`
     (expand_early): from a driver the cache does not know, the answer is given to this link's
     own linker_job of the same words and kept in the cache while the host link runs."""
     if cache is None or not expandable(argv):
@@ -248,60 +248,20 @@ def _said(argv: Sequence[str], how: str) -> None:
               flush=True)
 
 
-class Asked:
-    """A driver's `-###` running, its output and diagnostics into one pipe, read to its end
-    (started with posix_spawn: subprocess's import, ~9 ms, is not on a cold link's way)."""
-
-    def __init__(self, pid: int, pipe: int):
-        self.pid, self.pipe, self.status = pid, pipe, None
-
-    @classmethod
-    def start(cls, argv: Sequence[str]) -> Asked | None:
-        """clang's `-###` for `argv`; None if it cannot start."""
-        read, write = os.pipe()
-        try:
-            pid = runner.spawn([argv[0], "-###", *argv[1:]],
-                               [(os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_DUP2, write, 2)])
-        except OSError:
-            os.close(read)
-            return None
-        finally:
-            os.close(write)
-        return cls(pid, read)
-
-    def wait(self) -> tuple[int, bytes]:
-        """Its exit status and all it printed."""
-        parts = []
-        try:
-            while chunk := os.read(self.pipe, 1 << 16):
-                parts.append(chunk)
-            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
-        finally:
-            self.end()
-        return self.status, b"".join(parts)
-
-    def end(self) -> None:
-        """Ended (killed where not waited for yet) and its pipe closed."""
-        if self.status is None:
-            import signal
-
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self.pid, 0)
-            self.status = -signal.SIGKILL
-        if self.pipe >= 0:
-            os.close(self.pipe)
-            self.pipe = -1
+def ask(argv: Sequence[str]) -> runner.Captured | None:
+    """clang's `-###` for `argv`, started (expand takes its answer); None if it cannot start."""
+    try:
+        return runner.Captured([argv[0], "-###", *argv[1:]])
+    except OSError:
+        return None
 
 
-def expand(argv: Sequence[str], asked: Asked | None = None
+def expand(argv: Sequence[str], asked: runner.Captured | None = None
            ) -> tuple[list[str] | None, list[str], list[str]] | None:
     """clang's `-###` answer for `argv` (from `asked`, when started already): its one job
     (None when it has another number, or a response file), its diagnostics' lines and its
     header lines; None when the driver fails."""
-    proc = asked if asked is not None else Asked.start(argv)
+    proc = asked if asked is not None else ask(argv)
     if proc is None:
         return None
     status, said = proc.wait()
