@@ -176,7 +176,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if options.dry_run:  # before the work folder: a dry run makes nothing
         return _dry_run(plan, cus, targets, options, narrowing)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    work = WorkFolder(options.save_temps)
+    work = WorkFolder(options.save_temps, sweep_now=False)  # swept while the host link runs
     workdir = work.path
     slot = None
     slots = None
@@ -266,10 +266,14 @@ def link(argv: list[str], options: LinkOptions) -> int:
         # the entry it keeps for the next link is among those written while the link runs.
         expansion.join_early()
         later = cache.write_later() if cache is not None else None
+        from ..cache.store import in_thread
+
+        swept = in_thread(work.sweep)
         try:
             host_link(plan, staged, placeholder, images, targets, workdir, cache,
                       options.gomp_register)
         finally:
+            swept.join()
             if later is not None:
                 later.join()
         timer.stage("host")
