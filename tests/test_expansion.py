@@ -195,6 +195,36 @@ def test_the_drivers_warnings_are_shown_from_the_cache_too(counting, tmp_path, m
     assert any("argument unused during compilation: '-Wa,-nothing'" in n for n in first[1])
 
 
+@needs_clang
+def test_a_run_of_objects_asked_as_its_first_is_the_drivers_own_answer(counting, tmp_path,
+                                                                        monkeypatch):
+    """expand_early asks for an image link's objects (one run of its words, not written yet)
+    with the first alone standing for them, and puts the run back in its answer's place: the
+    same job as the driver's own answer for the whole link, with one stand-in made."""
+    cache, calls = counting
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "w"
+    work.mkdir()
+    objs = [str(work / "t" / f"{k:04d}-cu{k}.o") for k in range(4)]
+    argv = [CLANG, "--target=x86_64-pc-linux-gnu", "-O2", "-Wl,--no-undefined", *objs,
+            "-shared", "-lm", "-o", str(work / "t" / "image")]
+    expansion.use(cache, str(work))
+    try:
+        expansion.expand_early(argv, objs)
+        expansion.join_early()
+        early = expansion.linker_job(argv, str(work), cache)
+        made = sorted(p.name for p in (work / ".expand" / "t").iterdir())
+    finally:
+        expansion.use(None)
+    assert made == ["0000-cu0.o"]  # the first stood for the run
+    assert len(calls) == 1 and len(calls[0]) == len(argv) - 3
+    for o in objs:
+        Path(o).parent.mkdir(exist_ok=True)
+        Path(o).write_bytes(b"")
+    own = expansion.expand(argv)[0]
+    assert early[0] == own and [w for w in own if w in objs] == objs
+
+
 def test_job_lines_are_read_as_clang_quotes_them():
     line = r' "/usr/bin/ld" "a b" "q\"uote" "back\\slash" "\$HOME" ""'
     assert expansion.parse_job(line) == ["/usr/bin/ld", "a b", 'q"uote', "back\\slash",

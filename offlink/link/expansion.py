@@ -84,18 +84,27 @@ def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = Fal
     checks that its inputs exist, never reads them), and its answer waited for in a thread:
     kept under the key the link will look for, or, from a driver the cache does not know (so
     keys no entry yet), given to the link as it is (its entry kept while the host link runs).
-    A cold link then does not wait for `-###` there. `after_others`: asked once those started
-    before have their answers (the host link's, needed last, does not take a CPU from the
-    image link's on the way)."""
+    A cold link then does not wait for `-###` there. Stand-ins that are one run of the link's
+    words (an image link's objects) are asked as their first alone, whose word in the answer
+    is then the run (a link's driver passes its inputs on in order; a file made is ~0.4 ms on
+    some disks). `after_others`: asked once those started before have their answers (the host
+    link's, needed last, does not take a CPU from the image link's on the way)."""
     if _CONTEXT is None or not expandable(argv):
         return
     before = [done for _, done in _EARLY] if after_others else []
     cache, folder = _CONTEXT
     scratch = os.path.join(folder, ".expand")
     moved = [w.replace(folder, scratch) for w in argv]
+    asked_words, made, splice = moved, stand_ins, None
+    standing = set(stand_ins)
+    at = [i for i, w in enumerate(argv) if w in standing]
+    if len(at) == len(stand_ins) > 1 and at == list(range(at[0], at[0] + len(at))):
+        run = moved[at[0]:at[-1] + 1]
+        asked_words = moved[:at[0] + 1] + moved[at[-1] + 1:]
+        made, splice = [argv[at[0]]], (run[0], run)
 
     def stand_in() -> None:
-        for path in stand_ins:
+        for path in made:
             path = path.replace(folder, scratch)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             open(path, "wb").close()
@@ -107,7 +116,7 @@ def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = Fal
             stand_in()
         except OSError:
             return None  # the thread's linker_job tries again, and the link then says why
-        return ask(moved)
+        return ask(asked_words)
 
     # Started here, not in the thread, where it would wait for the interpreter's lock.
     first = None if before else start()
@@ -118,7 +127,7 @@ def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = Fal
         asked = first if not before else start()
         try:
             linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in, asked=asked,
-                       early=True)
+                       early=True, asked_words=asked_words, splice=splice)
         finally:
             if asked is not None:
                 asked.end()  # the cache had it after all, or the thread failed
@@ -171,7 +180,9 @@ def _run(argv: list[str], what: str, here: bool) -> None:
 
 
 def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: bool = False,
-               before_asking=None, asked: runner.Captured | None = None, early: bool = False
+               before_asking=None, asked: runner.Captured | None = None, early: bool = False,
+               asked_words: Sequence[str] | None = None,
+               splice: tuple[str, list[str]] | None = None
                ) -> tuple[list[str], list[str]] | None:
     """The one job clang's driver would run for the link `argv` and the other lines it would
     print, from the cache when the files and folders the expansion names are as they were
@@ -179,7 +190,9 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: boo
     itself (see the module's words). `before_asking` is called before the driver is; `asked`
     is its `-###` started already (ask), taken when the cache has no answer. `early`
     (expand_early): from a driver the cache does not know, the answer is given to this link's
-    own linker_job of the same words and kept in the cache while the host link runs."""
+    own linker_job of the same words and kept in the cache while the host link runs.
+    `asked_words`: the words the driver is asked with, where `splice` (word, run) says the
+    answer's one `word` stands for `run` (expand_early's; no answer without that one word)."""
     if cache is None or not expandable(argv):
         return None
     shape = [_shape(w, folder) for w in argv]
@@ -218,10 +231,16 @@ def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: boo
                 return [_place(w, folder) for w in job], notes
     if before_asking is not None and asked is None:
         before_asking()
-    found = expand(argv, asked)
+    found = expand(asked_words or argv, asked)
     if found is None:
         return None
     job, notes, header = found
+    if job is not None and splice is not None:
+        word, run = splice
+        if job.count(word) != 1:
+            return None  # not the answer for the whole run: the link asks for its own
+        at = job.index(word)
+        job = [*job[:at], *run, *job[at + 1:]]
     given = _given(argv)
     watch = _watched(job, given, header)
     stamps = [[p, _stamp(p)] for p in watch]
