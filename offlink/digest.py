@@ -26,11 +26,29 @@ def without_openssl() -> None:
     """Hash with Python's own SHA-256 from now on, where the interpreter has it (CPython's
     `_sha2` from 3.12, `_sha256` before); else as before."""
     global _sha256
+    own = _own()
+    if own is not None:
+        _sha256 = own
+
+
+def sha256_small(data: bytes):
+    """sha256(data) for a few KB: Python's own SHA-256 while OpenSSL's is not loaded yet, so
+    a link's first small hashes (a tool's stamp, before clang's `-###` starts) do not wait
+    for libcrypto's load (~3-8 ms); the same digest either way."""
+    if _sha256 is None:
+        own = _own()
+        if own is not None:
+            return own(data)
+    return sha256(data)
+
+
+def _own():
+    """Python's own SHA-256 (CPython's `_sha2` from 3.12, `_sha256` before), or None."""
     try:
         from _sha2 import sha256 as own  # type: ignore[import-not-found]
     except ImportError:
         try:
             from _sha256 import sha256 as own  # type: ignore[import-not-found,no-redef]
         except ImportError:
-            return
-    _sha256 = own
+            return None
+    return own

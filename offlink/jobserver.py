@@ -266,15 +266,19 @@ def _raise_interrupted(signum, frame):
 
 
 def stop_on_signals() -> None:
-    """Make SIGTERM and SIGHUP unwind like Ctrl-C does (main thread only)."""
-    import signal
-    import threading
+    """Make SIGTERM and SIGHUP unwind like Ctrl-C does (main thread only: elsewhere
+    signal.signal refuses, and nothing is changed). Not threading.main_thread(): where a
+    thread offlink started (cache.store.in_thread, with _thread) imported threading first,
+    say through subprocess, threading takes that thread for the main one while it runs.
+    _signal: signal's own C module (signal.py's enums cost a link ~1.5 ms)."""
+    import _signal as signal
 
-    if threading.current_thread() is not threading.main_thread():
-        return
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            signal.signal(sig, _raise_interrupted)
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _raise_interrupted)
+        except ValueError:  # not the main thread
+            return
 
 
 class Children:

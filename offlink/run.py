@@ -97,20 +97,24 @@ def exec_tool(argv: Sequence[str]) -> None:
 
 
 def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None = None,
-        stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+        stdin: bytes | None = None, env: dict | None = None
+        ) -> subprocess.CompletedProcess | Completed:
     """Run a tool; a missing tool or a failure becomes one ToolError naming `what`.
 
     With capture, the tool's output is kept and attached to the error (the CLI prints it
     before the one-line error), so a failing compile shows the compiler's own diagnostics.
     """
-    import subprocess
-
     if VERBOSE:
         print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
     try:
-        proc = subprocess.run(list(argv), input=stdin, cwd=cwd, env=env,
-                              stdout=subprocess.PIPE if capture else None,
-                              stderr=subprocess.STDOUT if capture else None)
+        if capture and cwd is None and stdin is None and env is None:
+            proc = _captured(argv)
+        else:
+            import subprocess
+
+            proc = subprocess.run(list(argv), input=stdin, cwd=cwd, env=env,
+                                  stdout=subprocess.PIPE if capture else None,
+                                  stderr=subprocess.STDOUT if capture else None)
     except FileNotFoundError:
         raise ToolError(f"{what}: '{argv[0]}' not found") from None
     except PermissionError:
@@ -121,6 +125,70 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
         raise ToolError(f"{what} failed (exit status {proc.returncode}): {show(argv)}",
                         exit_code=status, output=out)
     return proc
+
+
+class Completed:
+    """What `run` returns where it runs the tool itself: subprocess.CompletedProcess's
+    fields, the output and diagnostics together in stdout (a plain class: a named tuple's
+    making is start-up time of every `offlink cc`)."""
+
+    __slots__ = ("args", "returncode", "stdout", "stderr")
+
+    def __init__(self, args: list[str], returncode: int, stdout: bytes):
+        self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, None
+
+
+class Captured:
+    """A tool started with posix_spawn, its output and diagnostics into one pipe, which
+    `wait` reads to its end: subprocess.Popen(argv, stdout=PIPE, stderr=STDOUT) without
+    subprocess (its import, with locale, selectors and threading, is ~9 ms of a cold link's
+    way to its image link). Raises OSError (FileNotFoundError, ...) where it cannot start."""
+
+    def __init__(self, argv: Sequence[str]):
+        read, write = os.pipe()
+        try:
+            self.pid = spawn(argv, [(os.POSIX_SPAWN_DUP2, write, 1),
+                                    (os.POSIX_SPAWN_DUP2, write, 2)])
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        self.pipe, self.status = read, None
+
+    def wait(self) -> tuple[int, bytes]:
+        """Its exit status (negative: the signal that ended it) and all it printed. An
+        exception while waiting (Ctrl-C, SIGTERM) kills it and waits for it, as
+        subprocess.run does."""
+        parts = []
+        try:
+            while chunk := os.read(self.pipe, 1 << 16):
+                parts.append(chunk)
+            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        finally:
+            self.end()
+        return self.status, b"".join(parts)
+
+    def end(self) -> None:
+        """Ended (killed where not waited for yet) and its pipe closed."""
+        if self.status is None:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.status = -signal.SIGKILL
+        if self.pipe >= 0:
+            os.close(self.pipe)
+            self.pipe = -1
+
+
+def _captured(argv: Sequence[str]) -> Completed:
+    """subprocess.run(argv, stdout=PIPE, stderr=STDOUT), through Captured."""
+    status, out = Captured(argv).wait()
+    return Completed(list(argv), status, out)
 
 
 def run_here(argv: Sequence[str], what: str) -> None:

@@ -416,6 +416,53 @@ def test_compiler_identity_follows_the_compiler(tmp_path):
     assert Cache(str(tmp_path)).tool_identity(str(tmp_path / "missing")) is None
 
 
+def test_small_hashes_are_the_same_without_openssl_loaded():
+    """keys.hash_parts of a few KB (a tool's stamp, before clang's -### starts) uses Python's
+    own SHA-256 while OpenSSL's is not loaded (its load is ~3-8 ms of a cold link's way):
+    the same digests as the OpenSSL hasher, and libcrypto not loaded by it."""
+    import sys
+
+    from offlink.cache.keys import hash_parts, hasher
+
+    for parts in [("a", b"b"), ("",), (), (b"x" * 20000, "y"), ("\u00e9" * 9000,)]:
+        assert hash_parts(*parts) == hasher(*parts).hexdigest() == \
+            hashlib.sha256(b"".join(len(p).to_bytes(8, "little") + p for p in
+                                    (q.encode() if isinstance(q, str) else q
+                                     for q in parts))).hexdigest()
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom offlink.cache.keys import hash_parts\n"
+         "hash_parts('clang-22', '/usr/bin/clang-22', '1 2 3')\n"
+         "print('_hashlib' in sys.modules)"], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "False"
+
+
+def test_entries_put_later_are_written_with_their_keys_made_then(tmp_path):
+    """cache.put_later: a key given as a function is made when write_later writes the entry
+    (a cold link makes the keys that wait for a driver's --version while its host link runs);
+    None keeps nothing, and a key that fails loses its entry alone."""
+    cache = Cache(str(tmp_path / "c"))
+    made = []
+
+    def later_key() -> str:
+        made.append("key")
+        return cache.key("test", "later")
+
+    def failing() -> str:
+        raise OSError("gone")
+
+    cache.put_later(later_key, {"n": 1}, b"one")
+    cache.put_later(failing, {"n": 2}, b"two")
+    cache.put_later(lambda: None, {"n": 3}, b"three")
+    cache.put_later(cache.key("test", "now"), {"n": 4}, b"four")
+    assert made == []  # nothing made before write_later
+    cache.write_later().join()
+    assert made == ["key"]
+    assert cache.get(cache.key("test", "later")).data == b"one"
+    assert cache.get(cache.key("test", "now")).data == b"four"
+    assert len(list((tmp_path / "c" / "objects").rglob("*"))) - \
+        len([p for p in (tmp_path / "c" / "objects").rglob("*") if p.is_dir()]) == 2
+
+
 def test_compiler_version_is_probed_once_across_links(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_module, "_SETTLED", -1.0)  # as if the tool were installed long ago
     log = tmp_path / "probes"

@@ -183,8 +183,9 @@ def resized_c(functions: int) -> str:
 @needs_clang
 def test_relink_with_a_resized_image_takes_the_registration_from_the_cache(offlink, tmp_path):
     """The libomptarget registration names its image by the placeholder's symbols, not by
-    offset and size: a relink whose image changed size compiles no new registration, and the
-    program it makes runs on libomptarget with the new image."""
+    offset and size: a relink whose image changed size compiles no new registration (on an
+    x86-64 host none is ever compiled: offlink writes it), and the program it makes runs on
+    libomptarget with the new image."""
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache"),
            "LD_LIBRARY_PATH": LLVM_LIB}
     said, sizes = [], []
@@ -198,8 +199,11 @@ def test_relink_with_a_resized_image_takes_the_registration_from_the_cache(offli
         proc = run([tmp_path / "app"], env={**env, "LIBOMPTARGET_INFO": "16"})
         assert proc.stdout == "41\n" and len(launches_of(proc.stderr)) == 1
     assert sizes[0] != sizes[1]  # the second image is another size
-    assert len(_verbose_commands(said[0], "offlink-omptarget-register.c")) == 1
-    assert not _verbose_commands(said[1], "offlink-omptarget-register.c")
+    if os.uname().machine == "x86_64":  # written by offlink (omptarget_x86_64.py) each time
+        assert not any(_verbose_commands(s, "offlink-omptarget-register.c") for s in said)
+    else:
+        assert len(_verbose_commands(said[0], "offlink-omptarget-register.c")) == 1
+        assert not _verbose_commands(said[1], "offlink-omptarget-register.c")
 
 
 @needs_clang

@@ -371,3 +371,46 @@ def test_extract_to_a_directory_is_one_line(ws):
     assert list((ws.root / "out").iterdir()) == []
     litter = [p.name for p in ws.root.iterdir() if p.name.startswith(".")]
     assert litter == [], litter
+
+
+def test_a_tool_run_for_its_output_says_what_it_printed_and_how_it_ended(tmp_path):
+    """run.run with the output captured (started with posix_spawn, not subprocess: the
+    image link of a cold clang link): its output and diagnostics together, its exit status
+    in one ToolError naming what it was, a missing tool named, a tool killed by a signal
+    said as such, and a tool still running when offlink is interrupted killed and waited
+    for."""
+    import signal
+    import time
+
+    from offlink import run as runner
+    from offlink.errors import ToolError
+
+    done = runner.run(["sh", "-c", "echo out; echo err >&2"], "saying")
+    assert done.returncode == 0 and done.stdout == b"out\nerr\n"
+    with pytest.raises(ToolError) as failed:
+        runner.run(["sh", "-c", "echo why >&2; exit 3"], "failing")
+    assert failed.value.exit_code == 3 and "failing failed (exit status 3)" in str(failed.value)
+    assert failed.value.output == "why\n"
+    with pytest.raises(ToolError, match="'no-such-tool-here' not found"):
+        runner.run(["no-such-tool-here"], "missing")
+    with pytest.raises(ToolError) as killed:
+        runner.run(["sh", "-c", "kill -9 $$"], "killed")
+    assert killed.value.exit_code == 128 + 9 and "exit status -9" in str(killed.value)
+
+    pid_file = tmp_path / "pid"
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(["sh", "-c", f"echo $$ > {pid_file}; exec sleep 30"], "sleeping")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    pid = int(pid_file.read_text())
+    time.sleep(0.1)
+    with pytest.raises(ProcessLookupError):  # killed, and waited for (no zombie left)
+        os.kill(pid, 0)

@@ -83,9 +83,14 @@ def test_a_relink_with_one_cu_changed_starts_no_clang_driver(offlink, tmp_path):
     said = run(link, cwd=d, env={**env, "OFFLINK_VERBOSE": "1"}).stderr
     first = log.read_text().splitlines()
     assert sum(line.startswith("-### ") for line in first) == 2, first  # image and host
-    # Both asked beside the earlier stages, in a scratch folder (expansion.expand_early), under
-    # the keys the links then found.
-    assert said.count(", kept in the cache:") == 2, said
+    # The image link's asked first; the driver's identity (its --version, a cache key's) only
+    # once both answers are in: nothing on the way to the host link waits for it.
+    asked = [i for i, line in enumerate(first) if line.startswith("-### ")]
+    assert "--target=" in first[asked[0]] and "--target=" not in first[asked[1]], first
+    assert first.index("--version") > asked[1], first
+    # Both asked beside the earlier stages, in a scratch folder (expansion.expand_early), and
+    # given to the links; kept in the cache while the host link ran (the next link finds them).
+    assert said.count(", printed by -### beside the earlier stages:") == 2, said
     assert run(["./app"], cwd=d, env=run_env).stdout == "2.000 6.500\n"
 
     compile_cu(d, 1, 7)  # one CU changed: a new image, a new host link
@@ -188,6 +193,36 @@ def test_the_drivers_warnings_are_shown_from_the_cache_too(counting, tmp_path, m
     second = expansion.linker_job(argv, str(tmp_path / "w"), cache)
     assert len(calls) == 1 and first == second
     assert any("argument unused during compilation: '-Wa,-nothing'" in n for n in first[1])
+
+
+@needs_clang
+def test_a_run_of_objects_asked_as_its_first_is_the_drivers_own_answer(counting, tmp_path,
+                                                                        monkeypatch):
+    """expand_early asks for an image link's objects (one run of its words, not written yet)
+    with the first alone standing for them, and puts the run back in its answer's place: the
+    same job as the driver's own answer for the whole link, with one stand-in made."""
+    cache, calls = counting
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "w"
+    work.mkdir()
+    objs = [str(work / "t" / f"{k:04d}-cu{k}.o") for k in range(4)]
+    argv = [CLANG, "--target=x86_64-pc-linux-gnu", "-O2", "-Wl,--no-undefined", *objs,
+            "-shared", "-lm", "-o", str(work / "t" / "image")]
+    expansion.use(cache, str(work))
+    try:
+        expansion.expand_early(argv, objs)
+        expansion.join_early()
+        early = expansion.linker_job(argv, str(work), cache)
+        made = sorted(p.name for p in (work / ".expand" / "t").iterdir())
+    finally:
+        expansion.use(None)
+    assert made == ["0000-cu0.o"]  # the first stood for the run
+    assert len(calls) == 1 and len(calls[0]) == len(argv) - 3
+    for o in objs:
+        Path(o).parent.mkdir(exist_ok=True)
+        Path(o).write_bytes(b"")
+    own = expansion.expand(argv)[0]
+    assert early[0] == own and [w for w in own if w in objs] == objs
 
 
 def test_job_lines_are_read_as_clang_quotes_them():

@@ -252,6 +252,27 @@ def test_origins_round_trip_and_every_truncation_is_a_format_error():
             decode(blob[:end], "f")
 
 
+def test_origins_are_the_json_text_json_dumps_writes():
+    """encode writes its JSON itself (json's import is start-up time of every link): the same
+    text as json.dumps(compact, ensure_ascii=False), for names and CUs that need escapes."""
+    import json
+
+    from offlink.formats.origins import MAGIC, VERSION, encode
+
+    rows = {'q"uote': "dir\\a.o", "tab\tnew\nline": "\x01ctl.o", "\u00e9t\u00e9": "\U0001f600.o",
+            "plain": "libx.a(m.o)", "\x7f\u2028": "b.o"}
+    left = {"\x1f": "b.o", "": "a.o"}
+    order = ["a.o", "b.o", "dir\\a.o", "\x01ctl.o"]
+    blob = encode(rows, left, order)
+    named = set(rows.values()) | set(left.values())
+    cus = [c for c in dict.fromkeys(order) if c in named] + sorted(named - set(order))
+    index = {c: i for i, c in enumerate(cus)}
+    body = {"cus": cus, "rows": [[n, index[rows[n]]] for n in sorted(rows)],
+            "left_out": [[n, index[left[n]]] for n in sorted(left)]}
+    expected = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    assert blob == MAGIC + f"{VERSION}\n".encode() + expected.encode()
+
+
 def test_binary_without_origins_shows_rows_as_before(offlink, built, tmp_path):
     run(["objcopy", "-R", ".offlink.origins", built / "multi_cu", tmp_path / "old"])
     proc = run([offlink, "inspect", tmp_path / "old"])

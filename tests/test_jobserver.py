@@ -8,6 +8,7 @@ import pty
 import select
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -450,3 +451,39 @@ def test_one_job_runs_in_the_calling_thread():
         run_jobs(1, fail, slots)
     assert slots.running == 0
     assert threading.active_count() == 1
+
+
+def test_sigterm_unwinds_even_where_a_thread_imported_threading_first():
+    """stop_on_signals in the main thread while a thread offlink started with _thread (as
+    cache.store.in_thread does) is running, having imported threading first (a cold link's
+    cache thread runs a tool's --version through subprocess): threading then takes that thread
+    for the main one, and a check through it left SIGTERM at its default, so a SIGTERM during
+    the host link killed offlink and left the linker running. The handler is installed; from
+    a thread it is not."""
+    script = """
+import _thread, signal, sys
+imported, stay = _thread.allocate_lock(), _thread.allocate_lock()
+imported.acquire(); stay.acquire()
+def worker():
+    import threading  # first here, as subprocess's import does in a cache thread
+    imported.release()
+    stay.acquire()
+_thread.start_new_thread(worker, ())
+imported.acquire()
+from offlink.jobserver import stop_on_signals, _raise_interrupted
+said = []
+done = _thread.allocate_lock(); done.acquire()
+def from_thread():
+    stop_on_signals()  # a thread changes nothing
+    said.append(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+    done.release()
+_thread.start_new_thread(from_thread, ())
+done.acquire()
+stop_on_signals()
+said.append(signal.getsignal(signal.SIGTERM) is _raise_interrupted)
+print(said)
+stay.release()  # the worker ends (threading, taking it for the main one, waits for it)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.strip() == "[True, True]"

@@ -7,7 +7,7 @@ import os
 import struct
 from collections.abc import Sequence
 
-from ..digest import sha256
+from ..digest import sha256, sha256_small
 
 # In every key: raised when what an entry holds changes meaning under the same offlink version
 # (2: a variable's offer is as strong as its binding; image entries keep their offers).
@@ -25,7 +25,13 @@ def hasher(*parts: str | bytes):
 
 def hash_parts(*parts: str | bytes) -> str:
     """A SHA-256 of the parts, each with its length (no two lists of parts hash alike)."""
-    return hasher(*parts).hexdigest()
+    data = [p.encode() if isinstance(p, str) else p for p in parts]
+    if sum(map(len, data)) < _SMALL:  # a stamp, a short key: digest.sha256_small
+        return sha256_small(b"".join(struct.pack("<Q", len(d)) + d for d in data)).hexdigest()
+    return hasher(*data).hexdigest()
+
+
+_SMALL = 1 << 14
 
 
 def hash_from(prefix, *parts: str | bytes) -> str:

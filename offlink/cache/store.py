@@ -34,7 +34,7 @@ import struct
 import sys
 import time
 from _thread import allocate_lock, start_new_thread  # threading's, without importing it
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .. import __version__, settings
 from .. import run as runner
@@ -220,7 +220,8 @@ class Cache:
         self._prefixes: dict[tuple, Any] = {}  # hash objects, by what object_key hashed
         self._debug: dict[tuple, bool] = {}  # whether a command records the working directory
         self._lock = allocate_lock()
-        self._later: list[tuple[str, dict, bytes]] = []  # put_later's entries, not written yet
+        # put_later's entries, not written yet
+        self._later: list[tuple[str | Callable[[], str | None], dict, bytes]] = []
 
     @classmethod
     def open(cls, enabled: bool = True) -> Cache | None:
@@ -448,9 +449,11 @@ class Cache:
             self.stored += len(blob)
 
     # -- objects and images --------------------------------------------------------------
-    def put_later(self, key: str, meta: dict, data: bytes) -> None:
+    def put_later(self, key: str | Callable[[], str | None], meta: dict, data: bytes) -> None:
         """An entry this link will not read again, kept until write_later writes it (the
-        pipeline: while the host link runs); one no write_later writes is lost (a miss)."""
+        pipeline: while the host link runs); one no write_later writes is lost (a miss).
+        `key` may be a function making it there (None: not kept): a key that waits for a
+        tool's identity, whose `--version` then runs beside the host link, not before it."""
         with self._lock:
             self._later.append((key, meta, data))
 
@@ -459,8 +462,17 @@ class Cache:
         be written); join() the result before the link ends."""
         with self._lock:
             entries, self._later = self._later, []
-        # an entry not written is a miss next time, never an error
-        return in_thread(lambda: [self.put(key, meta, data) for key, meta, data in entries])
+
+        def write() -> None:  # an entry not written is a miss next time, never an error
+            for key, meta, data in entries:
+                try:
+                    key = key() if callable(key) else key
+                except Exception:
+                    continue
+                if key is not None:
+                    self.put(key, meta, data)
+
+        return in_thread(write)
 
     def get_object(self, key: str) -> tuple[bytes, tuple] | None:
         from ..model import Offer

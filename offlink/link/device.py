@@ -117,6 +117,15 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     target.prepare_image(plan, compiled, workdir, cache)
     cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
     argv, files = image_command(plan, target, compiled, out, narrowing)
+    if not cache.knows_tool(argv[0]):
+        # A linker the cache does not know keys no image in it: linked at once, and its key
+        # (which waits for the linker's `--version`) made while the host link runs.
+        if target.link_image_reads_objects:
+            write_objects(compiled)
+        image = run_link(plan, target, compiled, workdir, narrowing, (argv, files))
+        cache.put_later(lambda: _image_key(cache, target, compiled, argv, out, workdir, files,
+                                           plan), _image_meta(image, compiled, whole), image.data)
+        return image
     key = _image_key(cache, target, compiled, argv, out, workdir, files, plan)
     if key is None:
         write_objects(compiled)

@@ -60,6 +60,9 @@ _HEADER = ("Target: ", "Thread model: ", "InstalledDir: ", "Configuration file: 
 
 
 _CONTEXT: tuple[Cache, str] | None = None  # the link under way: its cache and work folder
+# The answers the link under way was given by a driver the cache does not know (kept there
+# only while the host link runs: put_later), by the words' shape and the environment read.
+_ANSWERS: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str] | None, list[str]]] = {}
 
 
 def use(cache: Cache | None, folder: str = "") -> None:
@@ -67,41 +70,67 @@ def use(cache: Cache | None, folder: str = "") -> None:
     run_link's links go through their kept expansions only then."""
     global _CONTEXT
     join_early()
+    _ANSWERS.clear()
     _CONTEXT = (cache, folder) if cache is not None and folder else None
 
 
 _EARLY: list = []  # expand_early's (words, thread's cache.store.Done), joined before its link
 
 
-def expand_early(argv: list[str], stand_ins: list[str]) -> None:
-    """Start asking the driver (in a thread) for the expansion of a link the link under way
-    (`use`) will run later, whose files `stand_ins` (in its work folder) are not written yet:
-    the driver is asked in a scratch folder inside the work folder, where empty files stand in
-    for them (it checks that its inputs exist, never reads them), and its answer kept under
-    the key the link will look for. A cold link then does not wait for `-###` there."""
+def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = False) -> None:
+    """Start asking the driver for the expansion of a link the link under way (`use`) will
+    run later, whose files `stand_ins` (in its work folder) are not written yet: the driver is
+    asked in a scratch folder inside the work folder, where empty files stand in for them (it
+    checks that its inputs exist, never reads them), and its answer waited for in a thread:
+    kept under the key the link will look for, or, from a driver the cache does not know (so
+    keys no entry yet), given to the link as it is (its entry kept while the host link runs).
+    A cold link then does not wait for `-###` there. Stand-ins that are one run of the link's
+    words (an image link's objects) are asked as their first alone, whose word in the answer
+    is then the run (a link's driver passes its inputs on in order; a file made is ~0.4 ms on
+    some disks). `after_others`: asked once those started before have their answers (the host
+    link's, needed last, does not take a CPU from the image link's on the way)."""
     if _CONTEXT is None or not expandable(argv):
         return
+    before = [done for _, done in _EARLY] if after_others else []
     cache, folder = _CONTEXT
     scratch = os.path.join(folder, ".expand")
     moved = [w.replace(folder, scratch) for w in argv]
+    asked_words, made, splice = moved, stand_ins, None
+    standing = set(stand_ins)
+    at = [i for i, w in enumerate(argv) if w in standing]
+    if len(at) == len(stand_ins) > 1 and at == list(range(at[0], at[0] + len(at))):
+        run = moved[at[0]:at[-1] + 1]
+        asked_words = moved[:at[0] + 1] + moved[at[-1] + 1:]
+        made, splice = [argv[at[0]]], (run[0], run)
 
     def stand_in() -> None:
-        for path in stand_ins:
+        for path in made:
             path = path.replace(folder, scratch)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             open(path, "wb").close()
 
-    def early() -> None:  # what fails here, the link asks again, and says
-        asked = None
+    def start() -> runner.Captured | None:
+        if cache.knows_tool(moved[0]):
+            return None  # its answer may be kept: linker_job looks first
         try:
-            if not cache.knows_tool(moved[0]):  # no answer kept under it: asked at once
-                stand_in()
-                asked = ask(moved)
-            linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in, asked=asked)
+            stand_in()
+        except OSError:
+            return None  # the thread's linker_job tries again, and the link then says why
+        return ask(asked_words)
+
+    # Started here, not in the thread, where it would wait for the interpreter's lock.
+    first = None if before else start()
+
+    def early() -> None:  # what fails here, the link asks again, and says
+        for done in before:
+            done.join()
+        asked = first if not before else start()
+        try:
+            linker_job(moved, scratch, cache, quiet=True, before_asking=stand_in, asked=asked,
+                       early=True, asked_words=asked_words, splice=splice)
         finally:
-            if asked is not None and asked.returncode is None:
-                asked.kill()  # the cache had it after all, or the thread failed
-                asked.wait()
+            if asked is not None:
+                asked.end()  # the cache had it after all, or the thread failed
 
     _EARLY.append((tuple(_shape(w, folder) for w in argv), in_thread(early)))
 
@@ -151,43 +180,80 @@ def _run(argv: list[str], what: str, here: bool) -> None:
 
 
 def linker_job(argv: Sequence[str], folder: str, cache: Cache | None, quiet: bool = False,
-               before_asking=None, asked=None) -> tuple[list[str], list[str]] | None:
+               before_asking=None, asked: runner.Captured | None = None, early: bool = False,
+               asked_words: Sequence[str] | None = None,
+               splice: tuple[str, list[str]] | None = None
+               ) -> tuple[list[str], list[str]] | None:
     """The one job clang's driver would run for the link `argv` and the other lines it would
     print, from the cache when the files and folders the expansion names are as they were
     (else the driver is asked with `-###` and the answer kept); None when the driver must run
     itself (see the module's words). `before_asking` is called before the driver is; `asked`
-    is its `-###` started already (ask), taken when the cache has no answer."""
+    is its `-###` started already (ask), taken when the cache has no answer. `early`
+    (expand_early): from a driver the cache does not know, the answer is given to this link's
+    own linker_job of the same words and kept in the cache while the host link runs.
+    `asked_words`: the words the driver is asked with, where `splice` (word, run) says the
+    answer's one `word` stands for `run` (expand_early's; no answer without that one word)."""
     if cache is None or not expandable(argv):
-        return None
-    ident = cache.tool_identity(argv[0])
-    if ident is None:
         return None
     shape = [_shape(w, folder) for w in argv]
     env = [f"{k}={v}" for k, v in sorted(os.environ.items())
            if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)]
-    key = cache.key("driver job", ident, os.getcwd(), "\0".join(env), str(len(shape)), *shape)
-    entry = cache.get(key, count=False)  # not an object or image "from cache"
-    if entry is not None and _unchanged(entry.meta.get("watch")):
-        job, notes = entry.meta.get("job"), entry.meta.get("notes")
-        if job is None:
+    answered = _ANSWERS.pop((tuple(shape), tuple(env)), None)
+    if answered is not None:  # expand_early's, for this link
+        kept, notes = answered
+        if kept is None:
             return None
-        if isinstance(job, list) and isinstance(notes, list) and job:
-            if not quiet:
-                _said(argv, "kept in the cache")
-            return [_place(w, folder) for w in job], notes
+        if not quiet:
+            _said(argv, "printed by -### beside the earlier stages")
+        return [_place(w, folder) for w in kept], notes
+
+    def key() -> str | None:
+        ident = cache.tool_identity(argv[0])
+        return None if ident is None else cache.key(
+            "driver job", ident, os.getcwd(), "\0".join(env), str(len(shape)), *shape)
+
+    # Early, a driver the cache does not know has no expansion in it: its answer's key (which
+    # waits for the driver's `--version`) is made while the host link runs.
+    known = not early or cache.knows_tool(argv[0])
+    found_key = None
+    if known:
+        found_key = key()
+        if found_key is None:
+            return None
+        entry = cache.get(found_key, count=False)  # not an object or image "from cache"
+        if entry is not None and _unchanged(entry.meta.get("watch")):
+            job, notes = entry.meta.get("job"), entry.meta.get("notes")
+            if job is None:
+                return None
+            if isinstance(job, list) and isinstance(notes, list) and job:
+                if not quiet:
+                    _said(argv, "kept in the cache")
+                return [_place(w, folder) for w in job], notes
     if before_asking is not None and asked is None:
         before_asking()
-    found = expand(argv, asked)
+    found = expand(asked_words or argv, asked)
     if found is None:
         return None
     job, notes, header = found
+    if job is not None and splice is not None:
+        word, run = splice
+        if job.count(word) != 1:
+            return None  # not the answer for the whole run: the link asks for its own
+        at = job.index(word)
+        job = [*job[:at], *run, *job[at + 1:]]
     given = _given(argv)
     watch = _watched(job, given, header)
     stamps = [[p, _stamp(p)] for p in watch]
     now = time.time()
+    kept = None if job is None else [_shape(w, folder) for w in job]
+    if not known:
+        _ANSWERS[tuple(shape), tuple(env)] = (kept, notes)
     if all(_settled(p, now) for p in watch):
-        kept = None if job is None else [_shape(w, folder) for w in job]
-        cache.put(key, {"job": kept, "notes": notes, "watch": stamps}, b"")
+        meta = {"job": kept, "notes": notes, "watch": stamps}
+        if found_key is not None:
+            cache.put(found_key, meta, b"")
+        else:
+            cache.put_later(key, meta, b"")
     if job is None:
         return None
     if not quiet:
@@ -201,29 +267,26 @@ def _said(argv: Sequence[str], how: str) -> None:
               flush=True)
 
 
-def ask(argv: Sequence[str]):
-    """Start clang's `-###` for `argv` (expand takes its answer); None if it cannot start."""
-    import subprocess
-
+def ask(argv: Sequence[str]) -> runner.Captured | None:
+    """clang's `-###` for `argv`, started (expand takes its answer); None if it cannot start."""
     try:
-        return subprocess.Popen([argv[0], "-###", *argv[1:]], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        return runner.Captured([argv[0], "-###", *argv[1:]])
     except OSError:
         return None
 
 
-def expand(argv: Sequence[str], asked=None) -> tuple[list[str] | None, list[str],
-                                                     list[str]] | None:
-    """clang's `-###` answer for `argv` (from `asked`, ask's process, when started already):
-    its one job (None when it has another number, or a response file), its diagnostics' lines
-    and its header lines; None when the driver fails."""
+def expand(argv: Sequence[str], asked: runner.Captured | None = None
+           ) -> tuple[list[str] | None, list[str], list[str]] | None:
+    """clang's `-###` answer for `argv` (from `asked`, when started already): its one job
+    (None when it has another number, or a response file), its diagnostics' lines and its
+    header lines; None when the driver fails."""
     proc = asked if asked is not None else ask(argv)
     if proc is None:
         return None
-    out, err = proc.communicate()
-    if proc.returncode != 0:
+    status, said = proc.wait()
+    if status != 0:
         return None
-    lines = (err + out).decode(errors="surrogateescape").splitlines()
+    lines = said.decode(errors="surrogateescape").splitlines()
     jobs, notes, header = [], [], []
     for line in lines:
         if line.startswith(' "'):

@@ -151,7 +151,6 @@ def link(argv: list[str], options: LinkOptions) -> int:
     from .relink import extract  # from the last link's record when its inputs are unchanged
 
     narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
-    _probe_early(plan, options)
     cus = extract(plan, options.offload_options, options.cache, stats)
     if cus:  # GCC's objects build the images GCC's own link would build, and only those
         from ..toolchains.dialects import select
@@ -160,12 +159,14 @@ def link(argv: list[str], options: LinkOptions) -> int:
     timer.stage("extract")
     if not cus:
         return _plain(plan, options, timer)
+    _probe_early(plan, options, cus)
     targets = _targets(cus, options, plan)
     for t in targets:
         if plan.static and t.static_link_problem:
             raise LinkError(f"-static: target {t.name}: {t.static_link_problem}; link "
                             f"without -static")
-    import signal
+    # _signal, not signal: the module over it, with the enum it imports, costs a link ~1.5 ms
+    import _signal as signal
 
     from ..cache.store import join_early
     from ..jobserver import slots_for, stop_on_signals
@@ -175,7 +176,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     if options.dry_run:  # before the work folder: a dry run makes nothing
         return _dry_run(plan, cus, targets, options, narrowing)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    work = WorkFolder(options.save_temps)
+    work = WorkFolder(options.save_temps, sweep_now=False)  # swept while the host link runs
     workdir = work.path
     slot = None
     slots = None
@@ -203,7 +204,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
         registrations.start(plan, targets, workdir, cache)  # beside the device links
         started = True
-        _expand_host_early(plan, targets, workdir)
+        host_early = False
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
             tdir = os.path.join(workdir, target.name)
@@ -211,9 +212,12 @@ def link(argv: list[str], options: LinkOptions) -> int:
             # Nothing changed: the image from the cache, no object entry read.
             found = (cached_image(plan, target, mine, tdir, cache, narrowing) if cache
                      else None)
+            if found is None and cache is not None and not narrowing.words:
+                _expand_image_early(plan, target, mine, tdir)
+            if not host_early:  # asked once the image link's is answered
+                _expand_host_early(plan, targets, workdir)
+                host_early = True
             if found is None:
-                if cache is not None and not narrowing.words:
-                    _expand_image_early(plan, target, mine, tdir)
                 compiled = compile_all(mine, target, tdir, slots, cache, launcher, plan.output)
             else:
                 compiled = found[1]
@@ -258,11 +262,18 @@ def link(argv: list[str], options: LinkOptions) -> int:
         staged = os.path.join(workdir, "out", os.path.basename(plan.output))
         from .host import host_link
 
+        # The host link's early `-###` (its answer is the host link's command) ends first, so
+        # the entry it keeps for the next link is among those written while the link runs.
+        expansion.join_early()
         later = cache.write_later() if cache is not None else None
+        from ..cache.store import in_thread
+
+        swept = in_thread(work.sweep)
         try:
             host_link(plan, staged, placeholder, images, targets, workdir, cache,
                       options.gomp_register)
         finally:
+            swept.join()
             if later is not None:
                 later.join()
         timer.stage("host")
@@ -394,17 +405,17 @@ def _expand_host_early(plan: LinkPlan, targets: list, workdir: str) -> None:
     placeholder = os.path.join(workdir, PLACEHOLDER)
     staged = os.path.join(workdir, "out", os.path.basename(plan.output))
     argv = host_argv(plan, staged, added_inputs(plan, placeholder, names, targets), targets)
-    expansion.expand_early(argv, [placeholder, *names])
+    expansion.expand_early(argv, [placeholder, *names], after_others=True)
 
 
-def _probe_early(plan: LinkPlan, options: LinkOptions) -> None:
-    """Start the driver's identity probe (its `--version`, once per cache) beside extract,
-    when the link line asks for offloading: the compile stage and the registration need it
-    first."""
+def _probe_early(plan: LinkPlan, options: LinkOptions, cus: list) -> None:
+    """Start the driver's identity probe (its `--version`, once per cache) beside the first
+    compiles, whose keys need it, when some CU is compiled here. Where none is (clang's
+    device objects as they are), nothing waits for the driver's identity: the keys that
+    take it are made while the host link runs (cache.put_later), and so is the probe."""
     if options.dry_run or not options.cache:
         return
-    if not any(w.startswith(("-fopenmp", "-foffload", "-fopenacc", "--offload"))
-               for w in plan.argv[1:]):
+    if all(cu.payload.code_kind == "object" for cu in cus):
         return
     from ..cache.store import Cache
 

@@ -171,11 +171,14 @@ def sweep_due(folder: str, kind: str) -> bool:
 class WorkFolder:
     """A link's or compile's temporary folder, locked while it runs."""
 
-    def __init__(self, keep: bool, kind: str = "link"):
+    def __init__(self, keep: bool, kind: str = "link", sweep_now: bool = True):
+        """`sweep_now` False: what killed offlinks left is swept by `sweep`, later (a link
+        sweeps while its host link runs: a shared /tmp of thousands of entries is ~5 ms)."""
         self.keep = keep
-        parent = temp_folder()
-        if not keep and sweep_due(parent, kind):
-            _sweep(parent, tuple(WORK_PREFIXES.values()), want_dir=True)
+        self.parent = parent = temp_folder()
+        self._sweep = not keep and sweep_due(parent, kind)
+        if self._sweep and sweep_now:
+            self.sweep()
         while True:
             # Another offlink's sweep may take the folder between its making and the lock
             # (it is not locked yet): then it is gone, and this takes another.
@@ -191,6 +194,13 @@ class WorkFolder:
             except FileNotFoundError:
                 pass
             os.close(self._fd)
+
+    def sweep(self) -> None:
+        """Remove the work folders killed offlinks left beside this one (once; this one is
+        locked, as every running offlink's is)."""
+        if self._sweep:
+            self._sweep = False
+            _sweep(self.parent, tuple(WORK_PREFIXES.values()), want_dir=True)
 
     def close(self) -> None:
         if not self.keep:

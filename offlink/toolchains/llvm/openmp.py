@@ -20,12 +20,11 @@ run by a worker that loads LLVM's libLTO once per link and makes the same object
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import sys
-import threading
+from _thread import allocate_lock  # threading's Lock, without importing threading
 from collections import Counter
 
+from ... import run as runner
 from ...elf import AR_MAGIC, ET_DYN, STB_GLOBAL, THIN_AR_MAGIC, ElfFile, elf_type
 from ...errors import FormatError, LinkError, ToolError, UsageError
 from ...plugins import Target
@@ -33,7 +32,7 @@ from ...plugins import Target
 
 def llvm_lib_dir(compiler: str) -> str:
     """The LLVM install's lib folder beside a clang (libomp, libomptarget live there)."""
-    path = shutil.which(compiler)
+    path = runner.which(compiler)
     if path is None:
         raise ToolError(f"clang '{compiler}' not found (it made the offload objects)")
     return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(path))), "lib")
@@ -45,7 +44,11 @@ def row_size(entry) -> int:
     return entry.size if entry.kind in ("variable", "link-variable") else 1
 
 
-_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+def _c_identifier(name: str) -> bool:
+    """Whether `name` is a C identifier (what a __start_/__stop_ symbol can name); not re:
+    its import is start-up time of every clang link."""
+    return (name[:1].isascii() and (name[:1].isalpha() or name[:1] == "_")
+            and all(c.isascii() and (c.isalnum() or c == "_") for c in name))
 
 
 def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str]]]:
@@ -79,7 +82,7 @@ def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str
             visibility = flags & 3  # default, hidden, protected
             r = "pl" if visibility and not flags & FB_COMMON else "p"
             if (name in keep or (visibility != 1 and not flags & FB_MAY_OMIT)
-                    or (section and _C_IDENTIFIER.fullmatch(section))):
+                    or (section and _c_identifier(section))):
                 r += "x"
             res.append((name, r))
         out.append(res)
@@ -183,10 +186,11 @@ _GPU_TRIPLES = {"nvptx": "nvptx-nvidia-cuda", "nvptx64": "nvptx64-nvidia-cuda",
 def _llvm_arch(triple: str) -> str:
     """The architecture LLVM's Triple reads from a triple's first component ('' if none)."""
     arch = triple.split("-", 1)[0]
-    if arch in _LLVM_ARCHS or re.fullmatch(r"(armv|thumbv|aarch64v|arm64v)[0-9a-z.]+(eb)?",
-                                           arch):
+    if arch in _LLVM_ARCHS:
         return arch
-    return ""
+    import re  # only here: its import is start-up time of every clang link
+
+    return arch if re.fullmatch(r"(armv|thumbv|aarch64v|arm64v)[0-9a-z.]+(eb)?", arch) else ""
 
 
 def device_linker_words(args, triple: str) -> list[str]:
@@ -371,7 +375,7 @@ class OpenMPTarget(Target):
         self.opt_level = 2  # the link line's (link_opt_level), as clang's link uses it
         self.llvm_options: list[str] = []  # the link line's -mllvm values (llvm_options)
         self._worker = None  # its liblto.Worker, started by the first command
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
 
     def for_inputs(self, cus, plan=None):
         from .llvm_release import of_link
@@ -427,7 +431,6 @@ class OpenMPTarget(Target):
     def run_compile(self, children, argv, what):
         """llvm-lto2's command done by the libLTO worker (the same object, without starting
         LLVM once per CU); the command itself where the worker does not take it or fails."""
-        from ... import run as runner
         from .liblto import Worker, parse_lto2
 
         request = parse_lto2(argv) if self.liblto else None
