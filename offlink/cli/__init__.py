@@ -310,8 +310,12 @@ def _end_link(code: int) -> None:
     """End a link's own process now, with its status, where nothing is left to do: its
     output is in place, its work folder gone, its cache written and every thread it started
     joined (the link's `finally`). The interpreter's teardown of the modules a link imports
-    (~5 ms) is skipped; a thread still running (the libLTO worker's reader) lets it run."""
-    if len(sys._current_frames()) != 1:
+    (~5 ms) is skipped; a thread still running (the libLTO worker's reader) lets it run, and
+    so does a function registered with atexit (coverage, a profiler, a test's hook: theirs run
+    at the usual end)."""
+    import atexit
+
+    if len(sys._current_frames()) != 1 or getattr(atexit, "_ncallbacks", lambda: 1)() != 0:
         return
     for stream in (sys.stdout, sys.stderr):
         try:
