@@ -74,12 +74,12 @@ def registration_object(image_symbols: list[tuple[str, str]], section: str,
     n = len(image_symbols)
     desc_at = 32 * n
 
-    # Sections, in clang's order; their indices are fixed below.
-    TEXT_I, TEXT_RELA, ENTRIES, DATA, DATA_RELA, INIT, INIT_RELA, STACK, EH, EH_RELA, SYMTAB, \
-        STRTAB, SHSTRTAB = range(1, 14)
+    # The sections' indices, in clang's order (`names` and `sections` below list them so).
+    TEXT_I, _, ENTRIES, DATA, _, INIT, _, _, EH, _, SYMTAB, STRTAB, SHSTRTAB = range(1, 14)
 
-    # Symbols: the locals, then the globals (first_global), each (name, info, other, shndx,
-    # value, size).
+    # Symbols: the locals (.text's section symbol at 1, .data's at 4: relocations name those
+    # places by them), then the globals; each (name, type, other, section, value, size).
+    text_sym, data_sym = 1, 4
     locals_ = [("", STT_SECTION, 0, TEXT_I, 0, 0),
                ("register_lib", STT_FUNC, 0, TEXT_I, 0, REGISTER_SIZE),
                ("unregister_lib", STT_FUNC, 0, TEXT_I, UNREGISTER_AT, UNREGISTER_SIZE),
@@ -104,7 +104,6 @@ def registration_object(image_symbols: list[tuple[str, str]], section: str,
             index[name] = k
         bind = STB_LOCAL if k <= len(locals_) else STB_GLOBAL
         symtab += sym.pack(at, (bind << 4) | kind, other, shndx, value, size)
-    text_sym, data_sym = 1, 4
 
     rela = struct.Struct("<QQq")
 
@@ -152,8 +151,6 @@ def registration_object(image_symbols: list[tuple[str, str]], section: str,
         (SHT_STRTAB, 0, bytes(strtab), 0, 0, 1, 0),
         (SHT_STRTAB, 0, bytes(shstrtab), 0, 0, 1, 0),
     ]
-    assert len(sections) == SHSTRTAB and names[STACK] == ".note.GNU-stack" \
-        and names[EH_RELA] == ".rela.eh_frame"
     out = bytearray(64)
     headers = [bytes(64)]
     shdr = struct.Struct("<IIQQQQIIQQ")
