@@ -117,25 +117,27 @@ def device_link(plan, target: Target, compiled, workdir: str, cache: Cache | Non
     target.prepare_image(plan, compiled, workdir, cache)
     cache.hits = hits  # what the target took from the cache is not the image ("image from cache")
     argv, files = image_command(plan, target, compiled, out, narrowing)
-    if not cache.knows_tool(argv[0]):
-        # A linker the cache does not know keys no image in it: linked at once, and its key
-        # (which waits for the linker's `--version`) made while the host link runs.
-        if target.link_image_reads_objects:
-            write_objects(compiled)
-        image = run_link(plan, target, compiled, workdir, narrowing, (argv, files))
-        cache.put_later(lambda: _image_key(cache, target, compiled, argv, out, workdir, files,
-                                           plan), _image_meta(image, compiled, whole), image.data)
-        return image
-    key = _image_key(cache, target, compiled, argv, out, workdir, files, plan)
-    if key is None:
+
+    def make_key() -> str | None:
+        return _image_key(cache, target, compiled, argv, out, workdir, files, plan)
+
+    # A linker the cache does not know keys no image in it: linked at once, and its key
+    # (which waits for the linker's `--version`) made while the host link runs.
+    known = cache.knows_tool(argv[0])
+    key = make_key() if known else None
+    if known and key is None:
         write_objects(compiled)
         return run_link(plan, target, compiled, workdir, narrowing)  # reports it
-    entry = cache.get(key)
+    entry = cache.get(key) if key is not None else None
     if entry is None:
         if target.link_image_reads_objects:
             write_objects(compiled)  # only now: a cached image needs none of them
         image = run_link(plan, target, compiled, workdir, narrowing, (argv, files))
-        cache.put(key, _image_meta(image, compiled, whole), image.data)
+        meta = _image_meta(image, compiled, whole)
+        if key is not None:
+            cache.put(key, meta, image.data)
+        else:
+            cache.put_later(make_key, meta, image.data)
         return image
     with open(out, "wb") as f:
         f.write(entry.data)

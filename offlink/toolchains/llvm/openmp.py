@@ -44,9 +44,10 @@ def row_size(entry) -> int:
     return entry.size if entry.kind in ("variable", "link-variable") else 1
 
 
-def _c_identifier(name: str) -> bool:
-    """Whether `name` is a C identifier (what a __start_/__stop_ symbol can name); not re:
-    its import is start-up time of every clang link."""
+def c_identifier(name: str) -> bool:
+    """Whether `name` is a C identifier (what a __start_/__stop_ symbol can name: a section
+    so named stays visible in a device LTO); not re: its import is start-up time of every
+    clang link."""
     return (name[:1].isascii() and (name[:1].isalpha() or name[:1] == "_")
             and all(c.isascii() and (c.isalnum() or c == "_") for c in name))
 
@@ -82,7 +83,7 @@ def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str
             visibility = flags & 3  # default, hidden, protected
             r = "pl" if visibility and not flags & FB_COMMON else "p"
             if (name in keep or (visibility != 1 and not flags & FB_MAY_OMIT)
-                    or (section and _c_identifier(section))):
+                    or (section and c_identifier(section))):
                 r += "x"
             res.append((name, r))
         out.append(res)

@@ -27,14 +27,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 
 from ...errors import LinkError, UsageError
-from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
+from .openmp import (
+    OpenMPTarget,
+    c_identifier,
+    device_linker_words,
+    llvm_lib_dir,
+    lto_level_words,
+)
 from .openmp_nvptx import calls_runtime_across_cus, cu_arch, llvm_tool, read_runtime
 
 TRIPLE = "amdgcn-amd-amdhsa"
-_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
@@ -54,7 +58,7 @@ def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
         visibility = flags & 3
         r = "pl" if visibility and not flags & FB_COMMON else "p"
         if (visibility != 1 and not flags & FB_MAY_OMIT) or \
-                (section and _C_IDENTIFIER.fullmatch(section)):
+                (section and c_identifier(section)):
             r += "x"
         out.append((name, r))
     return out
