@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterator
 
 from .errors import FormatError
-from .records import NamedTuple
+from typing import NamedTuple
 
 ELF_MAGIC = b"\x7fELF"
 AR_MAGIC = b"!<arch>\n"

@@ -17,11 +17,11 @@ from _thread import allocate_lock  # threading.Lock itself, without importing th
 
 from . import settings
 from .errors import ToolError
-from .records import NamedTuple
+from typing import NamedTuple
 
 # typing, threading, signal and select are imported where needed: an `offlink cc` runs one
 # target compile in its own thread (run_jobs), and each import is start-up time of every cc.
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import threading
     from collections.abc import Sequence

@@ -15,9 +15,9 @@ import os
 from collections.abc import Sequence
 
 from .formats import Frozen
-from .records import NamedTuple
+from typing import NamedTuple
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .formats.payload import Payload
     from .plugins import Target

@@ -14,7 +14,7 @@ import os
 from .elf import EM_AARCH64, EM_X86_64
 from .errors import UsageError
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .cache.store import Cache
     from .elf import ElfFile

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from . import settings
 from .errors import ToolError
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
 

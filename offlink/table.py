@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from . import settings
 from .errors import FormatError, TableError
 from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
-from .records import NamedTuple
+from typing import NamedTuple
 
 
 def _load_core():

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IMPORTS_SAID, needs_tool, run
+from conftest import needs_tool, run
 
 from offlink.cache import native as native_module
 from offlink.cache import store as cache_module
@@ -722,27 +722,6 @@ def test_relink_with_nothing_changed_opens_no_input_and_reads_no_object_entry(
         capfd.readouterr().err
     assert len(got) == 2  # the record of the inputs and the image: no object entry
     assert (tmp_path / "third").read_bytes() == (tmp_path / "first").read_bytes()
-
-
-def test_relink_with_nothing_changed_imports_neither_subprocess_nor_typing(offlink, forty,
-                                                                          tmp_path):
-    """The host link is the only tool a relink with nothing changed starts: posix_spawn
-    starts it (run.run_here), so the relink imports no subprocess (with locale and
-    selectors: ~3 ms of each relink, issue 11); its named tuples are offlink.records' (typing
-    and its ~20 NamedTuples: ~4 ms)."""
-    import sys
-
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    env = env_for(cache, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    args = inputs(forty, offlink)
-    said = tmp_path / "said"
-    time.sleep(2.1)  # the inputs settled (link/relink.py): the first link writes the record
-    for _ in range(3):  # the record and the image written, then used
-        run([sys.executable, "-c", IMPORTS_SAID, "subprocess,typing", said, "link", "--timings",
-             "gcc", *args, "-o", tmp_path / "prog"], env=env)
-    assert said.read_text().strip() == "[]"
-    assert run([tmp_path / "prog"]).stdout == "53 53 table\n"
 
 
 def test_relink_over_its_output_stats_each_input_once(offlink, forty, tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import os
 
 from .keys import hash_parts
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .store import Cache
 

@@ -40,12 +40,12 @@ from .. import __version__, settings
 from .. import run as runner
 from ..digest import sha256
 from ..errors import UsageError
-from ..records import NamedTuple
+from typing import NamedTuple
 from .compact_json import json_text, json_value
 from .keys import file_stamp, hash_from, hash_parts, key_prefix, normalise, uses_debug_info
 from .keys import key as entry_key
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 

@@ -44,7 +44,7 @@ import sys
 from .. import settings
 from ..run import spawn
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
     from ..link.staging import OutputSlot, WorkFolder

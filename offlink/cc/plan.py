@@ -30,7 +30,7 @@ from . import fatcache as objcache
 from .fatcache import Job
 from .toolchain_offload import offload_word
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
     from ..formats.payload import Payload

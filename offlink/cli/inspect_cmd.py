@@ -18,7 +18,7 @@ from ..errors import FormatError, TableError, UsageError
 from ..formats.origins import SECTION as ORIGINS_SECTION
 from ..formats.table import SECTION
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..elf import Section
     from ..formats.origins import Origins

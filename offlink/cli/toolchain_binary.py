@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..elf import STT_FILE, STT_SECTION, ElfFile, Symbol, loaded_words
 from ..errors import FormatError
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..toolchains.llvm.dialect import OffloadEntry
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 
 from ..errors import FormatError
-from ..records import NamedTuple
+from typing import NamedTuple
 
 MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"  # Darwin's wrapper header (magic, version, offset, size)

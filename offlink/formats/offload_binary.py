@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 
 from ..errors import FormatError
-from ..records import NamedTuple
+from typing import NamedTuple
 
 SECTION = ".llvm.offloading"
 ENTRIES_SECTION = "omp_offloading_entries"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 
 from ..errors import FormatError
-from ..records import NamedTuple
+from typing import NamedTuple
 
 ENTRY_V1 = struct.Struct("<QQQii")  # addr, name, size, flags, reserved
 ENTRY_V2 = struct.Struct("<QHHIQQQQQ")  # reserved, version, kind, flags, addr, name, size,

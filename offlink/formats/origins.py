@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from ..errors import FormatError
-from ..records import NamedTuple
+from typing import NamedTuple
 
 SECTION = ".offlink.origins"
 MAGIC = b"offlink.origins "  # then the version in decimal and a newline, then JSON

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ..digest import sha256
 from ..errors import FormatError
-from ..records import NamedTuple
+from typing import NamedTuple
 from . import PAYLOAD_SECTION_PREFIX, Frozen
 
 MAGIC = b"OFLKCU\0\1"

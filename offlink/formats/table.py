@@ -11,7 +11,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 
-from ..records import NamedTuple
+from typing import NamedTuple
 
 MAGIC = b"OFFLINK\0"
 VERSION = 1

@@ -19,7 +19,7 @@ from ..model import Offer as Offer  # re-exported: these lived here before model
 from ..model import write_objects as write_objects
 from ..plugins import Target
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
 

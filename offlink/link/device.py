@@ -13,7 +13,7 @@ from ..model import CompiledCU, Image, LinkPlan, Offer, write_objects
 from ..plugins import Target
 from .narrow import EVERY, Narrowing
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
 

@@ -41,7 +41,7 @@ from .. import run as runner
 from ..cache.keys import file_stamp
 from ..cache.store import _SETTLED, in_thread
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
 

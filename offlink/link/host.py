@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import run as runner
 from ..errors import LinkError, ToolError
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
     from ..model import Image, LinkPlan

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..errors import LinkError, UsageError
-from ..records import NamedTuple
+from typing import NamedTuple
 
 GLOB_CHARACTERS = frozenset("*?[")
 

@@ -16,7 +16,7 @@ from .. import settings
 from ..errors import LinkError, ToolError, UsageError
 from .plan import LinkPlan, plan_link
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..plugins import Target
 

@@ -35,7 +35,7 @@ from ..elf import (
 from ..formats import origins as origins_format
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 

@@ -8,7 +8,7 @@ from .. import settings
 from ..errors import UsageError
 from ..plugins import host_triple
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..plugins import Target
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from ..errors import LinkError
 from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from types import ModuleType
 

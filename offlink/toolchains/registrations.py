@@ -15,7 +15,7 @@ import os
 
 from .. import settings
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
     from ..model import Image, LinkPlan

@@ -32,7 +32,7 @@ from ...elf import (
 )
 from ...errors import FormatError, LinkError
 from ...model import CU
-from ...records import NamedTuple
+from typing import NamedTuple
 from .link_words import CONFIGURED, GCN, check_buildable, read_words, wanted
 
 TARGET = "nvptx-none"  # the target of its CUs (toolchains/gcc/nvptx.py)

@@ -23,7 +23,7 @@ import functools
 import os
 
 from ...errors import UsageError
-from ...records import NamedTuple
+from typing import NamedTuple
 
 # What Debian's GCC 12 is configured for (OFFLOAD_TARGET_NAMES under `gcc -v`), in that order.
 CONFIGURED = ("nvptx-none", "amdgcn-amdhsa")

@@ -23,7 +23,7 @@ from ...errors import ToolError, UsageError
 from ...plugins import Target
 from . import dialect as gcc
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ...cache.store import Cache
 

@@ -34,7 +34,7 @@ from ...formats.offload_binary import (
     ENTRY_LINK,
     parse_binaries,
 )
-from ...records import NamedTuple
+from typing import NamedTuple
 
 TARGET_PREFIX = "openmp-"
 RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)

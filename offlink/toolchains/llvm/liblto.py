@@ -42,7 +42,7 @@ import threading
 from ... import settings
 from .liblto_worker import decode_reply, encode_request
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
 

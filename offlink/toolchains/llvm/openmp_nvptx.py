@@ -40,7 +40,7 @@ from ...errors import LinkError, ToolError, UsageError
 from ..cuda_toolkit import cuda_bin, cuda_home
 from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ...cache.store import Cache
 

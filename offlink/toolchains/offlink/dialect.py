@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...errors import FormatError
 from ...formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
 
-TYPE_CHECKING = False  # typing's costs every `offlink cc` start-up time (records.py)
+from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ...elf import ElfFile, Section
     from ...model import CU
