@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -693,3 +694,46 @@ def test_first_use_of_a_big_table_resolves_every_row(tmp_path: Path, mode: str) 
         exe = tmp_path / "main"
         cc(main, module.path, f"-Wl,-rpath,{tmp_path}", "-o", exe)
     assert run(exe) == {"target": HOST, "bad": "0", "stderr": ""}
+
+
+# ---- the registry: tables registered lazily, modules unregistered ------------------------
+
+# tests/runtime/rekey.c's two tables and what each says: A has an image no loader takes, B
+# no target; the program copies A, B, A, B, A over one address, four threads using each.
+REKEY_TABLES = {
+    "TABLE_A": ([ImageSpec("nvptx64-nvidia-cuda", "ptx", b"// ptx\n")],
+                "target 'nvptx64-nvidia-cuda': this runtime cannot load ptx images"),
+    "TABLE_B": ([], "the offload table has no targets"),
+}
+
+
+def rekey_program(tmp: Path, compiler: str, *link_args: object) -> Path:
+    exe = tmp / "rekey"
+    defines = [f"-D{name}={{{','.join(map(str, build_table(images, [])))}}}"
+               for name, (images, _) in REKEY_TABLES.items()]
+    cc("-g", "-O1", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", *build.cflags(),
+       *defines, SRC / "rekey.c", *link_args, "-o", exe, compiler=compiler)
+    return exe
+
+
+def check_rekey(exe: Path) -> None:
+    errors = [message for _, message in REKEY_TABLES.values()]
+    assert run_lines(exe) == [f"{r} {t}: {exe}: {errors[r % 2]}"
+                              for r in range(5) for t in range(4)]
+
+
+def test_a_table_replaced_at_its_address_is_told_apart(tmp_path: Path) -> None:
+    """A table no constructor registered is known by its address and its key (total_size
+    and meta_crc32 from its header): another table later at that address is set up afresh,
+    whichever of the threads using it at once comes first."""
+    check_rekey(rekey_program(tmp_path, CC, *build.libs()))
+
+
+def test_the_runtime_reads_the_header_through_its_field_offsets() -> None:
+    """table.h's OFL_HDR_* say where each header field lies (tests/test_ctable.py checks
+    them against the format's declaration); no field is read at a number of its own (the
+    lazy key was read at table + 16 and table + 32)."""
+    for src in build.sources():
+        found = re.findall(r"\b(?:table|base)\s*\+\s*[0-9]+", src.read_text())
+        assert not found, f"{src.name}: {found}"
+

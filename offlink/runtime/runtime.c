@@ -866,12 +866,12 @@ void __offlink_unregister_module(const void *table) {
   discard(m); /* no runtime lock held: unloading runs the image's destructors */
 }
 
-static const unsigned char *key_of(const void *table, uint64_t *total, uint32_t *crc) {
-  /* Read only once the bytes are known to be mapped (the header is at least 36 bytes). */
-  if (locate(table, NULL) < 36)
+static const unsigned char *key_of(const unsigned char *table, uint64_t *total, uint32_t *crc) {
+  /* Read only once the bytes are known to be mapped, up to the end of meta_crc32. */
+  if (locate(table, NULL) < OFL_HDR_META_CRC32 + 4)
     return NULL;
-  memcpy(total, (const unsigned char *)table + 16, sizeof *total);
-  memcpy(crc, (const unsigned char *)table + 32, sizeof *crc);
+  *total = ofl_le(table + OFL_HDR_TOTAL_SIZE, 8);
+  *crc = (uint32_t)ofl_le(table + OFL_HDR_META_CRC32, 4);
   return table;
 }
 
