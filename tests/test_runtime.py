@@ -737,3 +737,18 @@ def test_the_runtime_reads_the_header_through_its_field_offsets() -> None:
         found = re.findall(r"\b(?:table|base)\s*\+\s*[0-9]+", src.read_text())
         assert not found, f"{src.name}: {found}"
 
+
+def test_the_registry_has_no_data_race(tmp_path: Path) -> None:
+    """ThreadSanitizer over the runtime's own sources, built into rekey.c: threads first
+    using a replaced table at once (before: the key was read with no lock while another
+    thread rewrote it under the registry's lock)."""
+    clang = shutil.which("clang-19")
+    probe = tmp_path / "probe.c"
+    probe.write_text("int main(void) { return 0; }\n")
+    found = clang and subprocess.run([clang, "-fsanitize=thread", probe, "-o", tmp_path / "probe"],
+                                     capture_output=True).returncode == 0
+    need_tool(found, "clang-19 with ThreadSanitizer is not installed (apt-get install clang-19 "
+              "libclang-rt-19-dev)")
+    exe = rekey_program(tmp_path, str(clang), "-fsanitize=thread", *build.sources(), "-ldl")
+    check_rekey(exe)  # a report makes the program exit 66
+

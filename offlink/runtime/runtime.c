@@ -99,10 +99,11 @@ struct record {
   _Atomic(struct module *) ready;
   atomic_int setting; /* a thread is setting the module up */
   /* Registered lazily (first seen through the API, no constructor): its key also holds
-   * total_size and meta_crc32, to tell it from another module's later loaded there. */
+   * total_size and meta_crc32, to tell it from another module's later loaded there.  Each
+   * use reads the key with no lock; it is written under registry_lock. */
   atomic_int lazy;
-  uint64_t key_total;
-  uint32_t key_crc;
+  _Atomic(uint64_t) key_total;
+  _Atomic(uint32_t) key_crc;
   pthread_mutex_t lock; /* guards publishing; never held across the loader */
   pthread_cond_t done;
 };
@@ -824,9 +825,9 @@ static struct record *new_record(const unsigned char *table, int lazy, uint64_t 
     r->next = atomic_load_explicit(&records, memory_order_relaxed);
     atomic_store_explicit(&records, r, memory_order_release);
   }
-  r->lazy = lazy;
-  r->key_total = total;
-  r->key_crc = crc;
+  atomic_store(&r->lazy, lazy);
+  atomic_store(&r->key_total, total);
+  atomic_store(&r->key_crc, crc);
   atomic_store_explicit(&r->table, table, memory_order_release);
   return r;
 }
@@ -839,7 +840,7 @@ void __offlink_register_module(const void *table) {
   pthread_mutex_lock(&registry_lock);
   struct record *r = find_record(table);
   if (r)
-    r->lazy = 0; /* first seen through the API before its constructor ran */
+    atomic_store(&r->lazy, 0); /* first seen through the API before its constructor ran */
   else
     new_record(table, 0, 0, 0);
   pthread_mutex_unlock(&registry_lock);
@@ -880,22 +881,22 @@ static struct record *record_of(const unsigned char *table) {
   struct record *r = find_record(table);
   uint64_t total = 0;
   uint32_t crc = 0;
-  if (r && !r->lazy)
+  if (r && !atomic_load(&r->lazy))
     return r;
   if (!key_of(table, &total, &crc)) /* not in any module: a record that says so */
     total = crc = 0;
-  if (r && r->key_total == total && r->key_crc == crc)
+  if (r && atomic_load(&r->key_total) == total && atomic_load(&r->key_crc) == crc)
     return r;
   pthread_mutex_lock(&registry_lock);
-  if (r && atomic_load(&r->table) == table && r->lazy &&
-      (r->key_total != total || r->key_crc != crc)) {
+  if (r && atomic_load(&r->table) == table && atomic_load(&r->lazy) &&
+      (atomic_load(&r->key_total) != total || atomic_load(&r->key_crc) != crc)) {
     /* Another module's table, now at the address of one that went without a destructor. */
     pthread_mutex_lock(&r->lock);
     atomic_fetch_add(&r->generation, 1);
     atomic_store(&r->ready, NULL); /* its image stays loaded: its module never said */
     atomic_store(&r->setting, 0);
-    r->key_total = total;
-    r->key_crc = crc;
+    atomic_store(&r->key_total, total);
+    atomic_store(&r->key_crc, crc);
     pthread_mutex_unlock(&r->lock);
   } else if (!(r = find_record(table)))
     r = new_record(table, 1, total, crc);
