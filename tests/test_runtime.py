@@ -752,3 +752,16 @@ def test_the_registry_has_no_data_race(tmp_path: Path) -> None:
     exe = rekey_program(tmp_path, str(clang), "-fsanitize=thread", *build.sources(), "-ldl")
     check_rekey(exe)  # a report makes the program exit 66
 
+
+def test_last_error_outlives_the_unloaded_module(tmp_path: Path) -> None:
+    """The message of a module that runs on the host, read after its library is dlclose()d
+    (before: a pointer into the module record its unregistration freed; AddressSanitizer
+    reads each byte in tests/runtime/stale_error.c)."""
+    src = tmp_path / "cycle.c"
+    src.write_text('#define TAG "a"\n' + (SRC / "cycle.c").read_text())
+    lib = link(tmp_path, src, {"which": "function"}, mode="shared", name="libcycle").path
+    exe = link(tmp_path, SRC / "stale_error.c", None, name="stale_error",
+               extra=("-fsanitize=address", "-rdynamic", "-ldl")).path
+    out = run(exe, str(lib), env={"OFFLINK_TARGET": "none"})
+    assert out["answer"] == "a host"
+    assert out["error"] == f"{lib}: OFFLINK_TARGET=none: running on the host"

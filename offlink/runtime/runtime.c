@@ -175,6 +175,12 @@ static void vset_error(const char *fmt, va_list ap) {
   last_error = error_buf;
 }
 
+/* A module's message as this thread's error: copied, since unregistering frees the module. */
+static void keep_error(const char *msg) {
+  memcpy(error_buf, msg, strlen(msg) + 1); /* both ERROR_SIZE, one line already */
+  last_error = error_buf;
+}
+
 static void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_error(const char *fmt, ...) {
   va_list ap;
@@ -974,7 +980,7 @@ static struct module *usable(const void *table) {
   if (!m || m->loader)
     return m;
   if (m->error[0]) {
-    last_error = m->error;
+    keep_error(m->error);
     if (mandatory())
       fatal(m->error);
   }
