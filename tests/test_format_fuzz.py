@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offlink.errors import FormatError
+from offlink.formats import declarations as decl
 from offlink.formats import offload_binary as ob
 from offlink.formats import payload as pl
 
@@ -25,8 +26,7 @@ def _record(
     """A record as offlink writes one (version 2), or as an older offlink did (version 1);
     `stored` replaces the compressed code (valid lengths and CRC around it)."""
 
-    header, body_decl = pl.declarations()
-    body = body_decl.build(
+    body = decl.PayloadBody.build(
         dict(
             target="x86_64-pc-linux-gnu",
             code_kind="c",
@@ -40,10 +40,11 @@ def _record(
     body += b"\0" * (-len(body) % 8)
     crc = zlib.crc32(body)
     if version == 1:
-        return pl.V1_HEADER_STRUCT.pack(pl.MAGIC, 1, pl.FLAG_ZLIB, crc, len(body)) + body
+        head = dict(version=1, flags=pl.FLAG_ZLIB, body_crc32=crc, body_size=len(body))
+        return decl.PayloadHeaderV1.build(head) + body
     size = len(code) if code_size is None else code_size
     return (
-        header.build(
+        decl.PayloadHeader.build(
             dict(version=2, flags=pl.FLAG_ZLIB, body_crc32=crc, body_size=len(body), code_size=size)
         )
         + body
