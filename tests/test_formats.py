@@ -13,6 +13,7 @@ import pytest
 
 from offlink.errors import FormatError
 from offlink.formats import declarations as decl
+from offlink.formats import origins
 from offlink.formats import payload as pl
 from offlink.formats import table as tf
 
@@ -268,3 +269,11 @@ def test_code_over_the_limit_is_not_written(monkeypatch):
     monkeypatch.setattr(pl, "MAX_CODE_SIZE", 100)
     with pytest.raises(FormatError, match="more than a payload holds"):
         pl.build_record(pl.Payload("x86_64-pc-linux-gnu", "c", "big.c", "gcc", (), bytes(101)))
+
+
+def test_origins_bytes_are_compact_json_in_link_line_order():
+    data = origins.encode({"b\n\u00e9": "x.o", "a": "y.o"}, {"c\"": "x.o"}, ["y.o", "x.o"])
+    assert data == ('offlink.origins 1\n{"cus":["y.o","x.o"],"rows":[["a",0],["b\\n\u00e9",1]],'
+                    '"left_out":[["c\\"",1]]}').encode()
+    assert origins.decode(data, "f") == origins.Origins({"a": "y.o", "b\n\u00e9": "x.o"},
+                                                        {"c\"": "x.o"}, ("y.o", "x.o"))

@@ -102,7 +102,7 @@ def build_index(pairs: Sequence[tuple[int, int, int]]) -> bytes:
         return b""
     blocks = index_layers(n)[0]
     pad = blocks * INDEX_FANOUT - n
-    # index_key and index_span, inline: a relink indexes thousands of rows.
+    # index_key and index_span, inline (benchmarks/formats/RESULTS.md).
     keys = [KEY_MIN if h < KEY_MIN else KEY_MAX if h > KEY_MAX else h for h, _r, _s in pairs]
     keys += [KEY_PAD] * pad
     entries = [0] * (2 * (n + pad))
