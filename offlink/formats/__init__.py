@@ -1,6 +1,7 @@
-"""The binary formats, declared with construct: the fat-object payload and the offload table.
+"""The binary formats offlink reads and writes, one module each (declarations.py: construct's
+declarations of them, the reference).
 
-Constants that the link's fast paths need live here, so reading them imports no construct.
+The section prefixes that the dialects need to tell an object's CUs apart live here.
 """
 
 PAYLOAD_SECTION_PREFIX = "gnu.target_lto_"
@@ -11,7 +12,7 @@ GCC_OFFLOAD_SECTION_PREFIX = ".gnu.offload_lto_"
 class Frozen:
     """A value class without dataclasses (whose import a relink cannot afford, see model.py):
     equal and hashed by `_values()`, its fields set once by `__init__` (object.__setattr__)
-    and never again. model.CU and payload.Payload are such classes."""
+    and never again. model.CU is such a class."""
 
     __slots__ = ()
 
