@@ -111,46 +111,22 @@ PayloadBody = Struct(
 
 # -- LLVM's OffloadBinary, version 1 (llvm/Object/OffloadBinary.h; formats/offload-binary.md) --
 
-OffloadBinaryHeader = Struct(
-    "magic" / Const(offload_binary.MAGIC),
-    "version" / Int32ul,
-    "size" / Int64ul,
-    "entry_offset" / Int64ul,
-    "entry_size" / Int64ul,
-)
+OffloadBinaryHeader = Struct("magic" / Const(offload_binary.MAGIC), "version" / Int32ul,
+                             "size" / Int64ul, "entry_offset" / Int64ul, "entry_size" / Int64ul)
 
-OffloadBinaryEntry = Struct(
-    "image_kind" / Int16ul,
-    "offload_kind" / Int16ul,
-    "flags" / Int32ul,
-    "string_offset" / Int64ul,
-    "num_strings" / Int64ul,
-    "image_offset" / Int64ul,
-    "image_size" / Int64ul,
-)
+OffloadBinaryEntry = Struct("image_kind" / Int16ul, "offload_kind" / Int16ul, "flags" / Int32ul,
+                            "string_offset" / Int64ul, "num_strings" / Int64ul,
+                            "image_offset" / Int64ul, "image_size" / Int64ul)
 
 OffloadBinaryString = Struct("key_offset" / Int64ul, "value_offset" / Int64ul)
 
 # -- LLVM's offload entry rows (llvm/Frontend/Offloading/Utility.h; seed 001) ---------------
 
 # Generation 1 (clang 17-19): `__tgt_offload_entry`.
-OffloadEntryV1 = Struct(
-    "addr" / Int64ul,
-    "name" / Int64ul,
-    "size" / Int64ul,
-    "flags" / Int32sl,
-    "reserved" / Int32sl,
-)
+OffloadEntryV1 = Struct("addr" / Int64ul, "name" / Int64ul, "size" / Int64ul, "flags" / Int32sl,
+                        "reserved" / Int32sl)
 
 # Generations 2 and 3 (clang 20; clang 21+).
-OffloadEntryV2 = Struct(
-    "reserved" / Int64ul,
-    "version" / Int16ul,
-    "kind" / Int16ul,
-    "flags" / Int32ul,
-    "addr" / Int64ul,
-    "name" / Int64ul,
-    "size" / Int64ul,
-    "data" / Int64ul,
-    "aux_addr" / Int64ul,
-)
+OffloadEntryV2 = Struct("reserved" / Int64ul, "version" / Int16ul, "kind" / Int16ul,
+                        "flags" / Int32ul, "addr" / Int64ul, "name" / Int64ul, "size" / Int64ul,
+                        "data" / Int64ul, "aux_addr" / Int64ul)

@@ -14,9 +14,9 @@ with `struct` (benchmarks/formats/RESULTS.md says why), held to it by the tests.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from ..errors import FormatError
-from typing import NamedTuple
 
 SECTION = ".llvm.offloading"
 ENTRIES_SECTION = "omp_offloading_entries"

@@ -16,9 +16,9 @@ else (another section, version or kind) is a FormatError naming what it is.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from ..errors import FormatError
-from typing import NamedTuple
 
 # The layouts of declarations.py's OffloadEntryV1 and OffloadEntryV2, field for field.
 ENTRY_V1 = struct.Struct("<QQQii")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from ..errors import FormatError
-from typing import NamedTuple
 
 SECTION = ".offlink.origins"
 MAGIC = b"offlink.origins "  # then the version in decimal and a newline, then JSON

@@ -18,10 +18,10 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..digest import sha256
 from ..errors import FormatError
-from typing import NamedTuple
 from . import PAYLOAD_SECTION_PREFIX
 
 MAGIC = b"OFLKCU\0\1"
@@ -90,14 +90,14 @@ class _Code:
         if isinstance(value, Deferred):
             code = obj.__dict__.get(self.slot + "_inflated")
             if code is None:
-                code = _code(*astuple_stored(value.stored()))
+                code = _code(*value.stored())
                 obj.__dict__[self.slot + "_inflated"] = code
             return code
         if not isinstance(value, Stored):
             return value
         code = obj.__dict__.get(self.slot + "_inflated")
         if code is None:  # the Stored form stays: code_id never depends on what was read
-            code = _code(*astuple_stored(value))
+            code = _code(*value)
             obj.__dict__[self.slot + "_inflated"] = code
         return code
 
@@ -213,16 +213,12 @@ def parse_records(data: bytes, where: str, lazy: bool = False) -> list[Payload]:
         except (ValueError, UnicodeDecodeError) as e:
             raise FormatError(f"{where}: corrupt payload ({type(e).__name__})") from None
         stored = Stored(fields[-1], bool(flags & FLAG_ZLIB), declared, where)
-        code: bytes | Stored = stored if lazy else _code(*astuple_stored(stored))
+        code: bytes | Stored = stored if lazy else _code(*stored)
         target, kind, source, compiler, options, offered, _ = fields
         out.append(Payload(target, kind, source, compiler, options, code,  # type: ignore[arg-type]
                            offered))
         pos += head + size
     return out
-
-
-def astuple_stored(s: Stored) -> tuple[bytes, bool, int | None, str]:
-    return s.data, s.compressed, s.declared, s.where
 
 
 def _code(stored: bytes, compressed: bool, declared: int | None, where: str) -> bytes:

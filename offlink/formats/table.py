@@ -11,7 +11,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-
 from typing import NamedTuple
 
 from ..errors import FormatError
