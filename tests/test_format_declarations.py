@@ -106,7 +106,7 @@ def construct_table(images: list[tf.ImageSpec], rows: list[tf.RowSpec]) -> bytes
         if raw not in at:
             at[raw] = len(pool)
             pool += raw + b"\0"
-    lay = tf._meta_layout(len(images), len(ordered), len(pool))
+    lay = tf.meta_layout(len(images), len(ordered), len(pool))
     layout = tf.reserve([r.name for r in ordered], [i.target for i in images],
                         [len(i.image) for i in images])
     out = bytearray(layout.total_size)
@@ -114,17 +114,17 @@ def construct_table(images: list[tf.ImageSpec], rows: list[tf.RowSpec]) -> bytes
     def put(offset: int, data: bytes) -> None:
         out[offset:offset + len(data)] = data
 
-    for k, (img, off) in enumerate(zip(images, layout.image_offsets)):
-        raw = img.target.encode()
-        put(lay["targets_off"] + k * decl.TableTargetEntry.sizeof(), decl.TableTargetEntry.build(
-            dict(name_off=at[raw], name_len=len(raw), kind=img.kind, flags=0,
-                 image_crc32=zlib.crc32(img.image), image_off=off, image_size=len(img.image))))
+    targets = [dict(name_off=at[img.target.encode()], name_len=len(img.target.encode()),
+                    kind=img.kind, flags=0, image_crc32=zlib.crc32(img.image), image_off=off,
+                    image_size=len(img.image))
+               for img, off in zip(images, layout.image_offsets)]
+    put(lay["targets_off"], Array(len(targets), decl.TableTargetEntry).build(targets))
+    for img, off in zip(images, layout.image_offsets):
         put(off, img.image)
-    for k, row in enumerate(ordered):
-        raw = row.name.encode()
-        put(lay["symbols_off"] + k * decl.TableSymbolRow.sizeof(), decl.TableSymbolRow.build(
-            dict(name_off=at[raw], name_len=len(raw), host_offset=row.host_offset,
-                 size=row.size, kind=row.kind, flags=0)))
+    symbols = [dict(name_off=at[row.name.encode()], name_len=len(row.name.encode()),
+                    host_offset=row.host_offset, size=row.size, kind=row.kind, flags=0)
+               for row in ordered]
+    put(lay["symbols_off"], Array(len(symbols), decl.TableSymbolRow).build(symbols))
     if ordered:
         n = len(ordered)
         pairs = sorted((r.host_offset, k, r.size) for k, r in enumerate(ordered))
@@ -174,11 +174,8 @@ def read_declared(blob: bytes) -> tuple[list, list]:
     def name(entry) -> bytes:
         return pool[entry.name_off:entry.name_off + entry.name_len]
 
-    rows = [decl.TableSymbolRow.parse(blob[h.symbols_off + i * decl.TableSymbolRow.sizeof():])
-            for i in range(h.n_symbols)]
-    targets = [decl.TableTargetEntry.parse(blob[h.targets_off
-                                                + i * decl.TableTargetEntry.sizeof():])
-               for i in range(h.n_targets)]
+    rows = Array(h.n_symbols, decl.TableSymbolRow).parse(blob[h.symbols_off:])
+    targets = Array(h.n_targets, decl.TableTargetEntry).parse(blob[h.targets_off:])
     return ([(name(r), r.host_offset, r.size, int(r.kind)) for r in rows],
             [(name(t), int(t.kind), t.image_off, t.image_size, t.image_crc32) for t in targets])
 

@@ -152,7 +152,7 @@ def reserve(names: Sequence[str], targets: Sequence[str], image_sizes: Sequence[
     """The layout of a table with at most these row names; a table with a subset of the rows
     (host definitions the linker discarded) fits in it with its images in the same place."""
     unique = {s.encode() for s in [*names, *targets]}
-    end = _meta_layout(len(targets), len(names), sum(len(s) + 1 for s in unique))["meta_size"]
+    end = meta_layout(len(targets), len(names), sum(len(s) + 1 for s in unique))["meta_size"]
     offsets = []
     for size in image_sizes:
         end = _align(end, IMAGE_ALIGN)
@@ -166,7 +166,9 @@ def layout_size(names: Sequence[str], targets: Sequence[str], image_sizes: Seque
     return reserve(names, targets, image_sizes).total_size
 
 
-def _meta_layout(n_targets: int, n_symbols: int, strings_size: int) -> dict[str, int]:
+def meta_layout(n_targets: int, n_symbols: int, strings_size: int) -> dict[str, int]:
+    """Where the header's parts go (targets_off, symbols_off, index_off, strings_off) and
+    the metadata's size (meta_size), for these counts and this size of the string pool."""
     targets_off = HEADER_SIZE
     symbols_off = targets_off + n_targets * TARGET_SIZE
     # The index starts on a cache line (the section is 64-aligned), so each node is one line.
@@ -206,7 +208,7 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
 
     target_names = [intern(img.target.encode()) for img in images]
     row_names = [intern(raw) for raw in names]
-    lay = _meta_layout(len(images), len(ordered), len(pool))
+    lay = meta_layout(len(images), len(ordered), len(pool))
     meta_size = lay["meta_size"]
 
     if layout is None:
