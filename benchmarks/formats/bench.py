@@ -1,17 +1,24 @@
 """What the struct paths of offlink/formats save over construct's own (compiled) parsers and
 builders of the same declarations (offlink/formats/declarations.py), on the operations they
 serve: importing construct, reading a 1000-CU link's payloads, writing one record (`offlink
-cc`), writing and reading a 20000-row table, reading 1000 OffloadBinaries and their entries.
+cc`), writing and reading a 20000-row table, reading 1000 OffloadBinaries and their entries;
+and what importing json, offlink._pytable and dataclasses can add to a relink.
 
     python benchmarks/formats/bench.py [--repeat 5]
 
 Each figure is the best of --repeat runs (timeit), in ms; "import construct" is the best of
-as many fresh interpreters, against one that imports nothing.
+as many fresh interpreters, against one that imports nothing; each module's import is the CPU
+time it takes in a fresh interpreter that has imported offlink.elf, offlink.formats.table and
+re (every link with target code has), median and best of --repeat: an upper bound of what it
+adds to a link, which may have loaded some of what it imports. Compile offlink first
+(`python -m compileall -q offlink`): with PYTHONDONTWRITEBYTECODE set, an edited module is
+compiled again on every import.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import time
@@ -39,6 +46,14 @@ def interpreter(code: str, repeat: int) -> float:
         subprocess.run([sys.executable, "-c", code], check=True)
         times.append(time.perf_counter() - start)
     return min(times) * 1e3
+
+
+def import_after_relink(module: str, repeat: int) -> tuple[float, float]:
+    code = (f"import offlink.elf, offlink.formats.table, re, time\n"
+            f"t = time.process_time()\nimport {module}\nprint((time.process_time() - t) * 1e3)")
+    times = [float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                  text=True).stdout) for _ in range(repeat)]
+    return statistics.median(times), min(times)
 
 
 def payload_rows(repeat: int):
@@ -139,6 +154,13 @@ def main() -> None:
     for name, *times in payload_rows(repeat) + table_rows(repeat) + llvm_rows(repeat):
         times += [None] * (3 - len(times))
         print(f"| {name} | " + " | ".join("" if t is None else f"{t:.2f}" for t in times) + " |")
+    print()
+    print("| import, after offlink.elf, offlink.formats.table and re "
+          "| CPU median (ms) | CPU best (ms) |")
+    print("|---|---:|---:|")
+    for module in ("json", "offlink._pytable", "dataclasses"):
+        median, least = import_after_relink(module, repeat)
+        print(f"| {module} | {median:.2f} | {least:.2f} |")
 
 
 if __name__ == "__main__":

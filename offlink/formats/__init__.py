@@ -10,9 +10,9 @@ GCC_OFFLOAD_SECTION_PREFIX = ".gnu.offload_lto_"
 
 
 class Frozen:
-    """A value class without dataclasses (whose import a relink cannot afford, see model.py):
-    equal and hashed by `_values()`, its fields set once by `__init__` (object.__setattr__)
-    and never again. model.CU is such a class."""
+    """A value class without dataclasses (benchmarks/formats/RESULTS.md says why): equal and
+    hashed by `_values()`, its fields set once by `__init__` (object.__setattr__) and never
+    again. model.CU and payload.Payload are such classes."""
 
     __slots__ = ()
 

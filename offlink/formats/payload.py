@@ -17,12 +17,11 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..digest import sha256
 from ..errors import FormatError
-from . import PAYLOAD_SECTION_PREFIX
+from . import PAYLOAD_SECTION_PREFIX, Frozen
 
 MAGIC = b"OFLKCU\0\1"
 VERSION = 2
@@ -85,7 +84,7 @@ class _Code:
 
     def __get__(self, obj, owner=None):
         if obj is None:
-            raise AttributeError("code")  # no default: dataclass makes the field required
+            raise AttributeError("code")  # no default: the field is required
         value = obj.__dict__[self.slot]
         if isinstance(value, Deferred):
             code = obj.__dict__.get(self.slot + "_inflated")
@@ -105,18 +104,37 @@ class _Code:
         obj.__dict__[self.slot] = value
 
 
-@dataclass(frozen=True)
-class Payload:
-    """One CU's target code for one target."""
+class Payload(Frozen):
+    """One CU's target code for one target (a Frozen class, as a frozen dataclass would be:
+    benchmarks/formats/RESULTS.md says why not one)."""
 
     target: str
     code_kind: str
     source: str  # the source file, for diagnostics
     compiler: str  # the compiler driver that made the host object
     options: tuple[str, ...]  # options the target compile must use
-    # e.g. preprocessed source; given as bytes, or as a record's Stored or Deferred code
-    code: bytes = _Code()  # type: ignore[assignment]
-    offered: tuple[str, ...] = ()  # empty: every external definition
+    code: bytes = _Code()  # type: ignore[assignment]  # e.g. preprocessed source
+    offered: tuple[str, ...]  # empty: every external definition
+
+    def __init__(self, target: str, code_kind: str, source: str, compiler: str,
+                 options: tuple[str, ...], code: bytes | Stored | Deferred,
+                 offered: tuple[str, ...] = ()):
+        d = self.__dict__
+        d["target"] = target
+        d["code_kind"] = code_kind
+        d["source"] = source
+        d["compiler"] = compiler
+        d["options"] = options
+        d["_code"] = code  # the _Code descriptor's slot
+        d["offered"] = offered
+
+    def _values(self) -> tuple:
+        return (self.target, self.code_kind, self.source, self.compiler, self.options,
+                self.code, self.offered)
+
+    def __repr__(self) -> str:
+        names = ("target", "code_kind", "source", "compiler", "options", "code", "offered")
+        return "Payload(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._values())) + ")"
 
     @property
     def section_name(self) -> str:
