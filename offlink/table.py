@@ -19,15 +19,15 @@ from .errors import FormatError, TableError
 from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
 
 try:
-    from . import _ctable  # type: ignore[attr-defined]
+    from ._ctable import Core as _CCore  # type: ignore[import-not-found]
 except ImportError:  # the extension is optional: an install where no C compiler worked
-    _ctable = None
+    _CCore = None
 
 
 def _load_core():
     if settings.flag("OFFLINK_PURE_PYTHON"):
         return _pytable.Core
-    if _ctable is None:
+    if _CCore is None:
         # Said on first use instead of being silently slower; OFFLINK_PURE_PYTHON=1 asks for
         # this core quietly.
         warnings.warn(
@@ -38,7 +38,7 @@ def _load_core():
             stacklevel=3,
         )
         return _pytable.Core
-    return _ctable.Core
+    return _CCore
 
 
 _Core = None
