@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +87,28 @@ def _expected_constants() -> dict[str, int]:
     for i, code in enumerate(_pytable.MESSAGES, start=1):
         want[f"OFL_{code.upper().replace('-', '_')}"] = i
     return want
+
+
+def _header_text_constants() -> dict[str, int]:
+    """table.h's integer #defines and enumerators, read from its text."""
+    text = (RUNTIME / "table.h").read_text()
+    found = re.findall(r"^#define (OFL_\w+) ([-()\w ]+?)\s*(?:/\*.*)?$", text, re.M)
+    found += re.findall(r"^\s+(OFL_\w+) = (\d+),", text, re.M)
+    values = {"UINT32_MAX": str(2**32 - 1)}
+    out = {}
+    for name, value in found:
+        value = values.get(value.strip(), value)
+        assert re.fullmatch(r"[-() \d]+", value), (name, value)
+        out[name] = int(eval(value))  # digits, minus signs and parentheses only
+    return out
+
+
+def test_header_text_matches_the_construct_declaration():
+    """Without a C compiler: each constant the declaration fixes, as table.h's text spells
+    it (the compiled check below covers the macros' use)."""
+    got = _header_text_constants()
+    want = _expected_constants()
+    assert {name: got.get(name) for name in want} == want
 
 
 def _compile_run(tmp_path: Path, source: str, *args: str, flags: tuple[str, ...] = ()) -> str:
