@@ -378,9 +378,10 @@ def test_offload_entries_of_clang_are_read_as_declared(clang, section, declared)
 
 
 def assert_rows_are(rows, parsed, declared, generation: int) -> None:
-    """The fast reader's rows hold every declared field: size and flags as values, the
-    kind, the address and name fields by their declared offsets (pointers, read elsewhere
-    through relocations); OpenMP's requires rows left out."""
+    """The fast reader's rows hold the declared fields a link uses: size and flags as values,
+    the kind, the address and name fields by their declared offsets (pointers, read elsewhere
+    through relocations); reserved and version are checked (test_llvm_entries.py), data and
+    aux_addr unused; OpenMP's requires rows left out."""
     size = declared.sizeof()
     kinds = [oe.KINDS[e.kind] if "kind" in e else "openmp" for e in parsed]
     assert [(r.offset, r.kind, r.size, r.flags, r.addr_at - r.offset, r.name_at - r.offset,

@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from construct import Array
 
 from offlink.errors import FormatError
 from offlink.formats import declarations as decl
@@ -64,14 +65,13 @@ def test_golden_table_is_as_the_spec_says():
     blob = golden_table()
     h = decl.TableHeader.parse(blob)
     assert h.total_size == len(blob)
-    rows = [decl.TableSymbolRow.parse(blob[h.symbols_off + i * 32:]) for i in range(h.n_symbols)]
+    rows = Array(h.n_symbols, decl.TableSymbolRow).parse(blob[h.symbols_off:])
     pool = blob[h.strings_off:h.meta_size]
     names = [pool[r.name_off:r.name_off + r.name_len].decode() for r in rows]
     assert names == sorted(names) == ["big", "counter", "dispatch", "twice", "weights"]
     assert [str(r.kind) for r in rows] == ["link-variable", "variable", "indirect-function",
                                            "function", "variable"]
-    targets = [decl.TableTargetEntry.parse(blob[h.targets_off + i * 40:])
-               for i in range(h.n_targets)]
+    targets = Array(h.n_targets, decl.TableTargetEntry).parse(blob[h.targets_off:])
     for t in targets:
         image = blob[t.image_off:t.image_off + t.image_size]
         assert t.image_off % 64 == 0 and zlib.crc32(image) == t.image_crc32
