@@ -17,6 +17,7 @@ from conftest import needs_tool, run
 from offlink.cache import native as native_module
 from offlink.cache import store as cache_module
 from offlink.cache.store import Cache, parse_size
+from offlink.formats.declarations import PayloadBody
 
 N = 40
 CALLS = """\
@@ -662,9 +663,8 @@ def test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key():
     assert pl.Payload("t", "c", "a.c", "gcc", (), code).code_id != key  # keyed by stored bytes
     # A record whose code inflates past its declared size: refused when the code is read.
     stored = zlib.compress(bytes(1 << 20))
-    _, body_decl = pl.declarations()
-    body = body_decl.build(dict(target="t", code_kind="c", source="a.c", compiler="gcc",
-                                options=[], offered=[], code=stored))
+    body = PayloadBody.build(dict(target="t", code_kind="c", source="a.c", compiler="gcc",
+                                  options=[], offered=[], code=stored))
     body += bytes(-len(body) % 8)
     head = pl.HEADER_STRUCT.pack(pl.MAGIC, 2, pl.FLAG_ZLIB, zlib.crc32(body), len(body), 4096)
     forged = pl.parse_records(head + body, "b.o: section x", lazy=True)[0]
