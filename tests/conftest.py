@@ -94,12 +94,14 @@ def reason_markers(reason: str) -> set[str]:
 
 
 def markers_of(item) -> set[str]:
-    """What a collected test needs: its module's and its own entry in NEEDS (below), and what
-    its needs_tool and skipif marks name; `host` is left out where a toolchain is named (every
-    toolchain test needs the host's tools too)."""
+    """What a collected test needs: its module's or its own entry in NEEDS (below), its
+    fixtures' entries there, and what its needs_tool and skipif marks name; `host` is left out
+    where a toolchain is named (every toolchain test needs the host's tools too)."""
     default, tests = NEEDS.get(item.path.name, ((), {}))
     name = getattr(item, "originalname", item.name)
     markers = set(tests.get(item.name, tests.get(name, default)))
+    for fixture in getattr(item, "fixturenames", ()):
+        markers |= set(tests.get(fixture, ()))
     for mark in [*item.iter_markers("needs_tool"), *item.iter_markers("skipif")]:
         markers |= reason_markers(mark.kwargs.get("reason", ""))
     if not markers and item.get_closest_marker("needs_tool"):
@@ -111,9 +113,10 @@ def markers_of(item) -> set[str]:
 
 
 # What the tests of each module need (`make test-fast`, tests/README.md), beside what their
-# needs_tool and skipif marks name: module -> (markers of its tests, {test: its own markers});
-# a test is named by its function, or with its parameters where they differ; () is a unit test.
-# A module not here holds unit tests, and tests marked by needs_tool alone.
+# needs_tool and skipif marks name: module -> (markers of its tests, {test: its own markers,
+# fixture: markers added to every test that uses it}); a test is named by its function, or with
+# its parameters where they differ; () is a unit test. A module not here holds unit tests, and
+# tests marked by needs_tool alone.
 NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
     "test_build_path.py": ((), {
         "test_file_prefix_map_on_the_link_line_names_the_inputs": ("host",),
@@ -172,23 +175,15 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
     }),
     "test_fuzz.py": (("other_tools",), {}),
     "test_gcc_languages.py": (("gcc_offload",), {}),
-    "test_gcc_offload.py": ((), {
-        "test_a_gcc_cus_recorded_code_is_refused_when_the_object_changed": ("gcc_offload",),
-        "test_archive_members_the_link_uses_only": ("gcc_offload",),
-        "test_link_variants": ("gcc_offload",),
-        "test_static_link_of_gcc_offload_objects": ("gcc_offload",),
-    }),
+    "test_gcc_offload.py": ((), {"sample": ("gcc_offload",)}),
     "test_gpu_bundle.py": (("clang19", "cuda", "gcc_offload"), {}),
     "test_host_image.py": (("host",), {}),
     "test_inspect.py": (("host",), {
-        "test_clang_rows_show_host_names_and_demangled_names": ("clang19",),
+        "clang_built": ("clang19",),
+        "gcc_built": ("gcc_offload",),
         "test_every_damaged_image_is_named": (),
-        "test_json_matches_schema_for_gcc_and_clang_binaries": ("clang19", "gcc_offload"),
-        "test_nvptx_images_name_their_ptx_isa": ("gcc_offload",),
         "test_origins_are_the_json_text_json_dumps_writes": (),
         "test_origins_round_trip_and_every_truncation_is_a_format_error": (),
-        "test_symbol_takes_the_hosts_spelling_of_gcc_rows": ("gcc_offload",),
-        "test_table_lookup_takes_the_hosts_spelling": ("gcc_offload",),
     }),
     "test_inspect_toolchains.py": (("gcc_offload",), {
         "test_addresses_are_hex_as_maps_and_nm_print_them": (),
