@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
@@ -81,9 +82,9 @@ REASON_MARKERS = [
     (r"offload tests are not|libgomp tests are not", "suite"),
     (r"flang", "flang"),
     (r"clang-22|LLVM 22|liboffload-22", "clang22"),
-    (r"clang-19|llvm-19|llvm-lto2|libomptarget|ziglang", "clang19"),
+    (r"clang-19|clang-tools-19|llvm-19|llvm-lto2|libomptarget|ziglang", "clang19"),
     (r"CUDA|nvcc|ptxas|nvlink", "cuda"),
-    (r"gcc-12-offload|nvptx-tools|GCC's nvptx|accel-nvptx|gfortran", "gcc_offload"),
+    (r"gcc-12-offload|nvptx-tools|nvptx-none|GCC's nvptx|gfortran", "gcc_offload"),
     (r"cmake|meson|pkg-config|distcc|redis|sccache|libFuzzer", "other_tools"),
     (r"^gcc\b(?!-)|g\+\+|ld\.gold|C compiler|^clang missing", "host"),
 ]
@@ -286,10 +287,18 @@ def pytest_runtest_protocol(item, nextitem):
 
 def _check_marked(item, reason: str) -> None:
     """A unit test that asks for a tool is in the wrong tier: `make test-fast` would run it
-    on a machine without the tool. Fails it, whether or not the tool is there."""
+    on a machine without the tool. Fails it, whether or not the tool is there. A test of
+    another tier that asks for a tool its markers do not name is warned about: `-m` leaves it
+    out of that tool's tests."""
     if item.get_closest_marker("unit"):
         pytest.fail(f"{item.nodeid} needs a tool ({reason}) but is marked as a unit test: "
                     f"add it to NEEDS in tests/conftest.py with what it needs", pytrace=False)
+    unmarked = sorted(reason_markers(reason) - {"host"}
+                      - {mark.name for mark in item.iter_markers()})
+    if unmarked:
+        warnings.warn(pytest.PytestWarning(
+            f"{item.nodeid} needs a tool ({reason}) but is not marked {', '.join(unmarked)}: "
+            f"add that to its entry in NEEDS in tests/conftest.py"), stacklevel=3)
 
 
 # `--no-toolchains` (make test-fast): the tests run as on a machine without toolchains. Every

@@ -81,10 +81,12 @@ def test_unit_asking_for_a_tool():
 @needs_tool(False, "cmake is not installed")
 def test_marked():
     need_tool("/usr/bin/cmake", "cmake is not installed")
+    need_tool("/usr/bin/clang-19", "clang-19 is not installed")
 """
 
 
 def test_a_unit_test_asking_for_a_tool_fails_even_where_it_is_installed(tmp_path):
+    """And a marked test that asks for a tool its markers do not name is warned about."""
     (tmp_path / "conftest.py").write_text(LOADER)
     (tmp_path / "test_sample.py").write_text(SAMPLE)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
@@ -101,4 +103,6 @@ def test_a_unit_test_asking_for_a_tool_fails_even_where_it_is_installed(tmp_path
     assert "test_unit_asking_for_a_tool needs a tool (frob is not installed) but is marked as " \
            "a unit test" in unit
     marked = pytest("-m", "other_tools")
-    assert "1 passed, 1 deselected" in marked.splitlines()[-1], marked
+    assert "1 passed, 1 deselected, 1 warning" in marked.splitlines()[-1], marked
+    assert "test_marked needs a tool (clang-19 is not installed) but is not marked clang19" \
+           in marked
