@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
+from .. import settings
+from ..cc.toolchain_offload import offload_word
+from ..cc.warm import close, warm
 from ..errors import OfflinkError, UsageError
 from .report import guard, version_text
 
@@ -143,26 +146,22 @@ def cmd_cc(argv: list[str]) -> int:
     flags, valued = {"--verbose", "--traceback"}, {"--offload-target", "--offload-symbol"}
     opts, rest = _own_options(argv, flags, valued, CC_HELP)
     _warn_misplaced(rest, flags | LINK_FLAGS, valued | LINK_VALUED)
-    _set_common(opts)
     given = list(opts.get("--offload-target") or [])  # type: ignore[arg-type]
     offered = tuple(opts.get("--offload-symbol") or ())  # type: ignore[arg-type]
-    if not given and rest[1:]:
-        from ..cc.toolchain_offload import offload_word
-
-        if offload_word(rest[1:]) is not None:  # GCC's or clang's own offload code
-            return _toolchain_offload(rest)
+    if not given and rest[1:] and offload_word(rest[1:]) is not None:
+        _set_common(opts)  # GCC's or clang's own offload code
+        return _toolchain_offload(rest)
+    started = None
     if "-c" in rest:  # (a response file's -c: no recipe)
-        from ..cc.fatcache import close, warm
-        from ..digest import without_openssl
-
-        without_openssl()  # a compile hashes little: loading OpenSSL would cost more (~3 ms)
-
-        started = warm(rest, given, offered)  # served from the object cache, unplanned
+        if opts.get("--traceback"):
+            os.environ["OFFLINK_TRACEBACK"] = "1"
+        verbose = bool(opts.get("--verbose")) or settings.flag("OFFLINK_VERBOSE")
+        started = warm(rest, given, offered, verbose)  # served from the object cache, unplanned
         if started is not None and started.hit:
             return 0
-    else:
-        started = None
-    from ..cc.plan import plan_compile, run_compile
+    _set_common(opts)
+    from ..cc.compile import run_compile
+    from ..cc.plan import plan_compile
     from ..toolchains import default_targets
 
     targets = given or default_targets()
@@ -231,7 +230,8 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
                       link_targets: list[str]) -> int:
     """`offlink cc gcc a.c b.c -o app`: each source compiled to a fat object (so the link
     has their target code, never a silent host-only binary), then `offlink link`."""
-    from ..cc.plan import plan_compile, plan_compile_and_link, run_compile
+    from ..cc.compile import run_compile
+    from ..cc.plan import plan_compile, plan_compile_and_link
     from ..link.pipeline import LinkOptions, link
     from ..link.staging import WorkFolder
 
