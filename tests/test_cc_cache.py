@@ -510,8 +510,8 @@ def test_a_compile_whose_target_code_is_cached_writes_gccs_host_object(project):
 # The import budget of the warm path (offlink/cc/warm.py, reached from the command line): a
 # warm hit imports only these of offlink's modules, and none of the slow ones below.
 WARM_MODULES = {"offlink", "offlink.cli", "offlink.cli.report", "offlink.cli.options",
-                "offlink.errors", "offlink.settings", "offlink.digest", "offlink.run",
-                "offlink.cc", "offlink.cc.warm", "offlink.cc.toolchain_offload",
+                "offlink.cli.cc_cmd", "offlink.errors", "offlink.settings", "offlink.digest",
+                "offlink.run", "offlink.cc", "offlink.cc.warm", "offlink.cc.toolchain_offload",
                 "offlink.cache", "offlink.link", "offlink.link.staging"}
 NOT_WARM = ("subprocess", "shutil", "tempfile", "dataclasses", "inspect", "concurrent.futures",
             "typer", "rich", "click", "lief", "construct")

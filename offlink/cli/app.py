@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
+from .options import CC, LINK
 from .report import guard, version_text
 
 # Plain help (click's layout, as `offlink cc --help` and `offlink link --help` print it) and
@@ -32,13 +33,16 @@ def _main(version: Annotated[Optional[bool], typer.Option(
         "table core in use.")] = None) -> None:
     """offlink: link offload code."""
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+# cc and link read their own options (options.py); here they are listed, with their summary.
+@app.command(help=f"{CC.summary} (offlink cc --help).",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def cc() -> None:
-    """Compile one CU into a fat object (offlink cc --help)."""
+    pass
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(help=f"{LINK.summary} (offlink link --help).",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def link() -> None:
-    """Link with target code (offlink link --help)."""
+    pass
 
 def schema_cb(value: bool) -> None:
     """`offlink inspect --schema`: the published schema (inspect.schema.json), no BINARY."""
