@@ -22,6 +22,7 @@ from functools import partial
 
 from ..elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files, elf_type
 from ..errors import FormatError, UsageError
+from ..toolchains import binaries
 
 # Image kinds (the table's, OffloadBinary's) and payload code kinds -> a file name suffix.
 SUFFIXES = {"shared-object": ".so", "cubin": ".cubin", "fatbin": ".fatbin", "ptx": ".ptx",
@@ -84,10 +85,8 @@ def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
 def _toolchain_images(elf: ElfFile, path: str, member: str) -> list[Image]:
     """The images of GCC's own link (mkoffload's PTX, one text per CU, NUL-separated, as
     offlink's nvptx-none image) and of nvcc's (.nv_fatbin); clang's are its OffloadBinaries."""
-    from .toolchain_binary import read
-
     out = []
-    for o in read(elf):
+    for o in binaries.read(elf):
         if o.toolchain == "llvm":
             continue
         for img in o.images:

@@ -17,6 +17,7 @@ from ..elf import (
 from ..errors import FormatError, TableError, UsageError
 from ..formats.origins import SECTION as ORIGINS_SECTION
 from ..formats.table import SECTION
+from ..toolchains import binaries
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -48,9 +49,7 @@ def inspect_file(path: str, name_glob: str | None = None,
     elf = files[0][1]
     section = elf.section(SECTION)
     if elf.e_type != 1 and section is None:
-        from .toolchain_binary import read
-
-        found = read(elf)
+        found = binaries.read(elf)
         if found:  # the toolchain's own link: GCC's, clang's, nvcc's
             if cu_glob is not None:
                 raise UsageError(f"--cu: {path} was linked by the toolchain, whose tables do "
@@ -391,7 +390,6 @@ def explain(path: str, name: str | None, address: int | None,
     """Why a name or an address is, or is not, in a binary's table: what the runtime sees;
     and whether each one asked about is in it (a row), for the exit status."""
     from ..link.fill import host_symbols
-    from .inspect_hints import not_offered
 
     elf = ElfFile.open(path)
     section = elf.section(SECTION)
@@ -422,7 +420,7 @@ def explain(path: str, name: str | None, address: int | None,
             lines.append(f"'{name}' is offered by {origins.left_out[name]} but was left out by "
                          f"--offload-symbol narrowing at link time, so it has no row; "
                          f"translate returns the host pointer")
-        elif name in host and (hint := not_offered(table, name, path)) is not None:
+        elif name in host and (hint := binaries.not_offered(table, name)) is not None:
             lines.append(hint)  # GCC's or clang's offload code: in their terms
         elif name in host and host[name].st_visibility in (STV_HIDDEN, STV_INTERNAL):
             seen = "hidden" if host[name].st_visibility == STV_HIDDEN else "internal"
