@@ -1,11 +1,14 @@
 """The typer commands of `offlink` other than cc and link (inspect, extract, config, --version).
 
-Imported only for these commands: typer and rich cost tens of milliseconds at start-up.
+Imported only for these commands (typer and rich are large).
 No `from __future__ import annotations` here: typer reads the annotations at run time.
 """
 
+import json as jsonlib
 import os
+import shlex
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -47,8 +50,6 @@ def link() -> None:
 def schema_cb(value: bool) -> None:
     """`offlink inspect --schema`: the published schema (inspect.schema.json), no BINARY."""
     if value:
-        from pathlib import Path
-
         print((Path(__file__).parent / "inspect.schema.json").read_text(), end="")
         raise typer.Exit()
 
@@ -124,8 +125,6 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
             return 0
         info = inspect_file(binary, name, parse_kinds(kind) if kind else None, cu)
         if json:
-            import json as jsonlib
-
             print(jsonlib.dumps(info, indent=2))
         else:
             print(render_text(info))
@@ -197,8 +196,6 @@ def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags
             words += build.cflags()
         if libs:
             words += build.libs()
-        import shlex
-
         print(" ".join(shlex.quote(w) for w in words))
         return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import subprocess
 
 from .. import settings
 from ..elf import ElfFile
@@ -32,8 +33,6 @@ def _loadable(soname: str, rpath_dirs: list[str] | None = None) -> str | None:
 
 
 def _needed_and_runpath(path: str) -> tuple[list[str], list[str]]:
-    import subprocess
-
     out = subprocess.run(["readelf", "-dW", path], capture_output=True, text=True).stdout
     needed, runpath = [], []
     for line in out.splitlines():

@@ -16,7 +16,12 @@ has:
   `device(triple, what)`: the findings of a device's driver);
 - `module_findings(targets, symbols)`: the same for its targets in an offlink-linked module's
   table (`targets`: their names, `symbols`: the binary's symbol names);
-- `not_offered(table, name) -> str | None`: why a name of its targets has no row, in its terms.
+- `not_offered(table, name) -> str | None`: why a name of its targets has no row, in its terms;
+- `EXTRACT_TARGET`: the target `offlink extract` files its images under (None: they are read
+  as fat objects' are, e.g. clang's OffloadBinaries).
+
+GCC's also reads its offload objects (`object_image`), offlink's the architectures of `offlink
+cc`'s payloads (`payload_archs`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from ..errors import FormatError
 # toolchain -> its module, in the order a binary's offload code is read
 TOOLCHAINS = {"gcc": "offlink.toolchains.gcc.binary",
               "llvm": "offlink.toolchains.llvm.binary",
-              "cuda": "offlink.toolchains.offlink.nvcc_binary"}
+              "cuda": "offlink.toolchains.offlink.binary"}
 
 
 def module(toolchain: str) -> ModuleType:

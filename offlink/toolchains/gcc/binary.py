@@ -15,15 +15,17 @@ from collections.abc import Callable
 from ...elf import ElfFile
 from ..binaries import (Entry, Image, Memory, Offload, defines, differs, host_names,
                         registration, symbol)
-from .dialect import table_slots
+from .dialect import TARGET as NVPTX
+from .dialect import compile_options, offload_options, table_slots
 
 GCC_FUNCS, GCC_VARS = ".gnu.offload_funcs", ".gnu.offload_vars"
 LINK_BIT = 1 << 63  # GCC's .gnu.offload_vars size word: a `declare target link` variable
 REGISTRATIONS = ("GOMP_offload_register_ver", "GOMP_offload_register")
-TARGETS = ("nvptx-none", "amdgcn-amdhsa")
-PLUGINS = {"nvptx-none": "libgomp-plugin-nvptx.so.1", "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
+TARGETS = (NVPTX, "amdgcn-amdhsa")
+PLUGINS = {NVPTX: "libgomp-plugin-nvptx.so.1", "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
 RUNTIMES = ()  # the libraries its programs need to start, by name
 RUNTIME_FIX = ""
+EXTRACT_TARGET = NVPTX  # mkoffload's image: PTX, one text per CU
 NO_REGISTRATION_FIX = ("link with gcc and the same -foffload= as the compiles (mkoffload writes "
                        "the registration), or with `offlink link --gomp-register`")
 
@@ -137,3 +139,12 @@ def not_offered(table, name: str) -> str | None:
             f"translate returns the host pointer. In a target region call it by name (it "
             f"resolves on the device); GCC 12 has no `declare target indirect` for a "
             f"host function pointer")
+
+
+def object_image(elf: ElfFile) -> tuple[str, tuple[str, ...]]:
+    """The target and architecture of a GCC offload object's `.gnu.offload_lto_*` sections, as
+    an object of their own (what `x86_64-linux-gnu-accel-nvptx-none-gcc-12 -xlto ... -c`
+    compiles): the architecture is the -misa of the object's -foffload-options, where it has
+    one."""
+    options = offload_options(compile_options(elf)[1], NVPTX)
+    return NVPTX, tuple(o[len("-misa="):] for o in options if o.startswith("-misa="))[-1:]

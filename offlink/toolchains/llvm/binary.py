@@ -23,6 +23,7 @@ OPENMP_PREFIX = "openmp-"  # clang's OpenMP targets (openmp*.py)
 RUNTIMES = ("libomptarget",)  # the libraries its programs need to start, by name
 RUNTIME_FIX = ("add its folder (e.g. /usr/lib/llvm-19/lib) to LD_LIBRARY_PATH or "
                "link with -Wl,-rpath,<folder>")
+EXTRACT_TARGET = None  # `offlink extract` reads the OffloadBinaries as in objects
 NO_REGISTRATION_FIX = ("link with clang and the same -fopenmp-targets=/--offload-arch= as the "
                        "compiles (clang-linker-wrapper writes the registration)")
 

@@ -1,5 +1,6 @@
 """What nvcc's own link put into a binary: the `.nv_fatbin` section, its architectures and the
-kernels and variables of its cubins. toolchains/binaries.py says what this module answers."""
+kernels and variables of its cubins (offlink's CUDA target links with nvcc); and the
+architectures of an `offlink cc` payload. toolchains/binaries.py says what this module answers."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from ...elf import ElfFile
 from ...errors import FormatError
 from ...formats.fatbin import FATBIN_ELF, fatbin_containers
 from ..binaries import Entry, Image, Offload, registration
-from .cuda import NAME
+from .cuda import ARCH_OPTION, NAME
 
 NV_FATBIN = ".nv_fatbin"
 REGISTRATIONS = ("__cudaRegisterFatBinary", "__cudaRegisterLinkedBinary")
 RUNTIMES = ()  # the libraries its programs need to start, by name
 RUNTIME_FIX = ""
 NO_REGISTRATION_FIX = "link with nvcc (or -lcudart)"
+EXTRACT_TARGET = "cuda"
 
 
 def read(elf: ElfFile, sections: set[str]) -> Offload | None:
@@ -66,3 +68,8 @@ def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, st
 
 def not_offered(table, name: str) -> str | None:
     return None
+
+
+def payload_archs(options: tuple[str, ...]) -> tuple[str, ...]:
+    """The architectures an `offlink cc` payload's options name (the CUDA target's)."""
+    return tuple(o[len(ARCH_OPTION):] for o in options if o.startswith(ARCH_OPTION))
