@@ -512,7 +512,7 @@ def test_a_compile_whose_target_code_is_cached_writes_gccs_host_object(project):
 WARM_MODULES = {"offlink", "offlink.cli", "offlink.cli.report", "offlink.cli.options",
                 "offlink.cli.cc_cmd", "offlink.errors", "offlink.settings", "offlink.digest",
                 "offlink.run", "offlink.cc", "offlink.cc.warm", "offlink.cc.toolchain_offload",
-                "offlink.cache", "offlink.link", "offlink.link.staging"}
+                "offlink.driver_args", "offlink.cache", "offlink.link", "offlink.link.staging"}
 NOT_WARM = ("subprocess", "shutil", "tempfile", "dataclasses", "inspect", "concurrent.futures",
             "typer", "rich", "click", "lief", "construct")
 # `python -c IMPORTED SAID_FILE WORDS...`: `offlink WORDS...`, writing to SAID_FILE at exit

@@ -3,7 +3,8 @@
 The warm path is the one start-up-bound path of offlink: this module imports what it needs and
 no more (tests/test_cc_cache.py's import budget); each other way of a cc command imports its
 own modules where it starts (a GCC or clang offload compile is exec'd untouched, importing
-nothing of the plan or the link).
+nothing of the plan or the link; benchmarks/cc_build/RESULTS.md, issue 31, says what the
+plan's and the tools' runner's imports would cost the warm hit).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import os
 from .. import settings
 from ..cc.toolchain_offload import offload_word
 from ..cc.warm import close, warm
+from ..driver_args import expand_response_files, is_clang, words
 from ..errors import OfflinkError
+from ..link.staging import WorkFolder
 from .options import parse, set_common, warn_misplaced
 
 # A command with one of these options makes no link: the compiler's to run as it is.
@@ -53,8 +56,6 @@ def cmd_cc(argv: list[str]) -> int:
         return run_compile(plan, started=started, recipe=(rest, given, offered))
     if started is not None:
         close(started)
-    from ..driver_args import expand_response_files, is_clang, words
-
     ws = words(expand_response_files(rest[1:]), clang=is_clang(rest[0]))
     if NOT_A_LINK & {w.option for w in ws} or not ws:
         from ..run import exec_tool
@@ -72,8 +73,6 @@ def _toolchain_offload(argv: list[str]) -> int:
     --offload-target: a compile is the compiler's alone (exec'd: nothing said, nothing added,
     no import), a link of objects is `offlink link`'s, and a compile-and-link compiles each
     source as the compiler does before `offlink link` links the objects."""
-    from ..driver_args import expand_response_files, is_clang, words
-
     ws = [] if "-c" in argv else words(expand_response_files(argv[1:]), clang=is_clang(argv[0]))
     opts = {w.option for w in ws}
     if "-c" in argv or opts & NOT_A_LINK or not ws:
@@ -85,7 +84,6 @@ def _toolchain_offload(argv: list[str]) -> int:
             raise OfflinkError(f"compiler '{argv[0]}': {e.strerror}") from None
     from ..cc.plan import plan_compile_and_link
     from ..link.pipeline import LinkOptions, link
-    from ..link.staging import WorkFolder
 
     if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
         return link(argv, LinkOptions())
@@ -109,7 +107,6 @@ def _compile_and_link(argv: list[str], targets: list[str], offered: tuple[str, .
     from ..cc.compile import run_compile
     from ..cc.plan import plan_compile, plan_compile_and_link
     from ..link.pipeline import LinkOptions, link
-    from ..link.staging import WorkFolder
 
     if plan_compile_and_link(argv, "") is None:  # objects and libraries only: a link
         return link(argv, LinkOptions(targets=link_targets))
