@@ -313,7 +313,7 @@ def test_which_compiles_are_cached(args, cached):
 
 
 def test_prerequisites_of_a_depfile():
-    from offlink.cc.warm import prerequisites
+    from offlink.cc.depfile import prerequisites
 
     text = b"a.o: a.c /usr/include/stdio.h \\\n my\\ dir/b.h c$$.h\nb.h:\n"
     assert prerequisites(text) == [b"a.c", b"/usr/include/stdio.h", b"my dir/b.h", b"c$.h"]
@@ -321,7 +321,7 @@ def test_prerequisites_of_a_depfile():
 
 
 def test_the_files_preprocessed_code_came_from():
-    from offlink.cc.warm import included
+    from offlink.cc.depfile import included
 
     code = (b'# 0 "a.c"\n# 0 "<built-in>"\n# 0 "<command-line>"\n'
             b'# 1 "/usr/include/stdc-predef.h" 1 3 4\n# 1 "a.c"\n# 1 "sys/s.h" 1 3 4\n'
@@ -511,8 +511,9 @@ def test_a_compile_whose_target_code_is_cached_writes_gccs_host_object(project):
 # warm hit imports only these of offlink's modules, and none of the slow ones below.
 WARM_MODULES = {"offlink", "offlink.cli", "offlink.cli.report", "offlink.cli.options",
                 "offlink.cli.cc_cmd", "offlink.errors", "offlink.settings", "offlink.digest",
-                "offlink.run", "offlink.cc", "offlink.cc.warm", "offlink.cc.toolchain_offload",
-                "offlink.driver_args", "offlink.cache", "offlink.link", "offlink.link.staging"}
+                "offlink.run", "offlink.cc", "offlink.cc.warm", "offlink.cc.depfile",
+                "offlink.cc.toolchain_offload", "offlink.driver_args", "offlink.cache",
+                "offlink.link", "offlink.link.staging"}
 NOT_WARM = ("subprocess", "shutil", "tempfile", "dataclasses", "inspect", "concurrent.futures",
             "typer", "rich", "click", "lief", "construct")
 # `python -c IMPORTED SAID_FILE WORDS...`: `offlink WORDS...`, writing to SAID_FILE at exit
