@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NamedTuple
+from collections import namedtuple
 
 from ..errors import UsageError
 from .report import version_text
 
 
-class Option(NamedTuple):
-    """One option: its spellings, its value's name in the help ("" for a flag), whether it
-    may be given again (its values are kept in order), and its help (lines as printed)."""
+class Option(namedtuple("Option", "names metavar repeatable help")):
+    """One option: its spellings (`names`), its value's name in the help (`metavar`, "" for a
+    flag), whether it may be given again (`repeatable`: its values are kept in order), and
+    its help (lines as printed)."""
 
-    names: tuple[str, ...]
-    metavar: str
-    repeatable: bool
-    help: str
+    __slots__ = ()
 
     @property
     def name(self) -> str:
@@ -32,11 +30,9 @@ class Option(NamedTuple):
         return self.names[-1]
 
 
-class Command(NamedTuple):
-    usage: str  # after `offlink CMD [OPTIONS] `
-    summary: str  # one line, for `offlink --help`
-    description: str  # the help's paragraph (lines as printed)
-    options: tuple[Option, ...]
+# A command: its usage after `offlink CMD [OPTIONS] `, its one-line summary (`offlink --help`),
+# its help's paragraph (lines as printed) and its options.
+Command = namedtuple("Command", "usage summary description options")
 
 
 VERBOSE = Option(("--verbose",), "", False, "print each command")
