@@ -36,8 +36,6 @@ REGISTRY = ("offlink.toolchains", "offlink.toolchains.dialects",
 ANNOTATION_PAIRS = {
     ("offlink.model", "offlink.plugins"): "the shared data (CU, Image) holds its Target, and "
     "Target's hooks take and return the shared data",
-    ("offlink.cc.fatcache", "offlink.cc.plan"): "plan stores its objects through fatcache, whose "
-    "functions take plan's CompilePlan",
 }
 
 
