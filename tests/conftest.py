@@ -148,7 +148,6 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
         "test_runtime_library_key_follows_a_same_size_rewrite_of_the_compiler": (),
         "test_same_size_rewrite_within_one_tick_is_noticed": (),
         "test_size_limit_evicts_least_recently_used": (),
-        "test_small_hashes_are_the_same_without_openssl_loaded": (),
         "test_temporary_files_never_follow_a_planted_name": (),
         "test_trim_scans_only_when_the_noted_total_nears_the_limit_or_is_old": (),
     }),
