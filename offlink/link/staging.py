@@ -3,8 +3,8 @@ that looks like output, and nothing the next link does not sweep away.
 
 - The work folder (`offlink-link-*`, `offlink-cc-*` in TMPDIR) is locked (flock on the folder)
   while its link or compile runs; the next link that finds an unlocked one (its owner is gone)
-  removes it, and so does the next compile where TMPDIR is small (a shared /tmp with thousands
-  of entries costs a listing ~3 ms: there one compile in 16 looks).
+  removes it, and so does the next compile where TMPDIR is small (in a shared /tmp with
+  thousands of entries one compile in SWEEP_ODDS looks).
 - The host linker writes into the work folder, never beside the output. The finished file
   reaches the output folder by rename (same file system) or as an unnamed O_TMPFILE given its
   name only when complete; where the file system has no O_TMPFILE, a `.NAME.offlink-*` file
@@ -16,18 +16,19 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import secrets
+import shutil
 import stat
+import tempfile
 from collections.abc import Sequence
 
 from ..errors import LinkError
 
-# shutil and tempfile are not imported on the way of a compile (~5 ms of every `offlink cc`):
-# the work folder is made, named and removed here, TMPDIR found as tempfile finds it.
 WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-",  # `offlink link`, `offlink cc`
                  "extract": "offlink-extract-"}
 KEPT_PREFIX = "offlink-temps-"  # --save-temps: kept on purpose, never swept
-# A folder whose entries take at most this many bytes lists in well under a millisecond
-# (st_size: ~36 bytes an entry on ext4, 20 on tmpfs).
+# A folder whose entries take at most this many bytes (st_size: about 36 bytes an entry on
+# ext4, 20 on tmpfs) is small: every compile sweeps it.
 SMALL_FOLDER = 32 * 1024
 SWEEP_ODDS = 16  # where TMPDIR is not small, one compile in this many sweeps it
 
@@ -35,7 +36,8 @@ SWEEP_ODDS = 16  # where TMPDIR is not small, one compile in this many sweeps it
 def temp_folder() -> str:
     """Where temporary files go, as tempfile.gettempdir() decides: $TMPDIR, $TEMP or $TMP,
     else /tmp, /var/tmp or /usr/tmp, the first that is a folder this process may write in,
-    else the working folder."""
+    else the working folder. Asked again at each link (gettempdir keeps its first answer for
+    the process; a link run in-process sees TMPDIR as it is now)."""
     for name in ("TMPDIR", "TEMP", "TMP"):
         folder = os.environ.get(name)
         if folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
@@ -46,41 +48,15 @@ def temp_folder() -> str:
     return os.getcwd()
 
 
-def random_name(prefix: str) -> str:
-    return prefix + os.urandom(6).hex()
-
-
 def new_folder(parent: str, prefix: str) -> str:
-    """A new folder `parent/prefix*`, mode 0700 (as tempfile.mkdtemp makes it)."""
-    for _ in range(100):
-        path = os.path.join(parent, random_name(prefix))
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), parent)
+    """A new folder `parent/prefix*`, mode 0700."""
+    return tempfile.mkdtemp(prefix=prefix, dir=parent)
 
 
 def remove_tree(path: str) -> None:
-    """Remove a folder offlink made and all in it, as far as possible (shutil.rmtree with
-    ignore_errors; symbolic links are removed, never followed)."""
-    try:
-        entries = list(os.scandir(path))
-    except OSError:
-        entries = []
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                remove_tree(entry.path)
-            else:
-                os.unlink(entry.path)
-        except OSError:
-            pass
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
+    """Remove a folder offlink made and all in it, as far as possible (symbolic links are
+    removed, never followed)."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def write_whole(path: str, data: bytes, mode: int | None = None) -> None:
@@ -101,8 +77,6 @@ def write_all(files: Sequence[tuple[str, bytes]], mode: int | None = None) -> No
     temps: list[str] = []
     try:
         for path, data in files:
-            import tempfile
-
             fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
                                        dir=os.path.dirname(os.path.abspath(path)))
             temps.append(tmp)
@@ -173,7 +147,7 @@ class WorkFolder:
 
     def __init__(self, keep: bool, kind: str = "link", sweep_now: bool = True):
         """`sweep_now` False: what killed offlinks left is swept by `sweep`, later (a link
-        sweeps while its host link runs: a shared /tmp of thousands of entries is ~5 ms)."""
+        sweeps while its host link runs)."""
         self.keep = keep
         self.parent = parent = temp_folder()
         self._sweep = not keep and sweep_due(parent, kind)
@@ -243,8 +217,6 @@ class OutputSlot:
         """Move the finished file `staged` to the output, atomically: the previous output
         stays until the new one replaces it whole."""
         if self.special:
-            import shutil
-
             try:
                 with open(staged, "rb") as src, open(self.output, "wb") as dst:
                     shutil.copyfileobj(src, dst)
@@ -270,8 +242,6 @@ class OutputSlot:
             else:
                 self._replace(named)
                 return
-        import tempfile
-
         try:
             fd, named = tempfile.mkstemp(prefix=self.prefix, dir=self.folder)
         except OSError as e:
@@ -311,7 +281,7 @@ class OutputSlot:
         folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             for _ in range(100):
-                name = random_name(self.prefix)
+                name = self.prefix + secrets.token_hex(6)
                 try:
                     os.link(f"/proc/self/fd/{self._fd}", name, dst_dir_fd=folder,
                             follow_symlinks=True)
