@@ -95,8 +95,7 @@ def probe(argv: Sequence[str], *, cwd: str | None = None, env: dict | None = Non
 
 
 def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None = None,
-        stdin: bytes | None = None, env: dict | None = None
-        ) -> subprocess.CompletedProcess | Completed:
+        stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a tool; a missing tool or a failure becomes one ToolError naming `what`.
 
     With capture, the tool's output is kept and attached to the error (the CLI prints it
@@ -123,64 +122,40 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
     return proc
 
 
-class Completed:
-    """What `run` returns where it runs the tool itself: subprocess.CompletedProcess's
-    fields, the output and diagnostics together in stdout."""
-
-    __slots__ = ("args", "returncode", "stdout", "stderr")
-
-    def __init__(self, args: list[str], returncode: int, stdout: bytes):
-        self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, None
-
-
 class Captured:
-    """A tool started with posix_spawn, its output and diagnostics into one pipe, which
-    `wait` reads to its end: subprocess.Popen(argv, stdout=PIPE, stderr=STDOUT) as `spawn`
-    starts tools. Raises OSError (FileNotFoundError, ...) where it cannot start."""
+    """A tool started with its output and diagnostics into one pipe, which `wait` reads to its
+    end, offlink's file descriptors inherited as `spawn` leaves them. Raises OSError
+    (FileNotFoundError, ...) where it cannot start."""
 
     def __init__(self, argv: Sequence[str]):
-        read, write = os.pipe()
-        try:
-            self.pid = spawn(argv, [(os.POSIX_SPAWN_DUP2, write, 1),
-                                    (os.POSIX_SPAWN_DUP2, write, 2)])
-        except BaseException:
-            os.close(read)
-            raise
-        finally:
-            os.close(write)
-        self.pipe, self.status = read, None
+        self.process = subprocess.Popen(list(argv), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, close_fds=False)
 
     def wait(self) -> tuple[int, bytes]:
         """Its exit status (negative: the signal that ended it) and all it printed. An
         exception while waiting (Ctrl-C, SIGTERM) kills it and waits for it, as
         subprocess.run does."""
-        parts = []
         try:
-            while chunk := os.read(self.pipe, 1 << 16):
-                parts.append(chunk)
-            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            assert self.process.stdout is not None
+            out = self.process.stdout.read()
+            status = self.process.wait()
         finally:
             self.end()
-        return self.status, b"".join(parts)
+        return status, out
 
     def end(self) -> None:
         """Ended (killed where not waited for yet) and its pipe closed."""
-        if self.status is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self.pid, 0)
-            self.status = -signal.SIGKILL
-        if self.pipe >= 0:
-            os.close(self.pipe)
-            self.pipe = -1
+        if self.process.returncode is None:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
-def _captured(argv: Sequence[str]) -> Completed:
+def _captured(argv: Sequence[str]) -> subprocess.CompletedProcess:
     """subprocess.run(argv, stdout=PIPE, stderr=STDOUT), through Captured."""
     status, out = Captured(argv).wait()
-    return Completed(list(argv), status, out)
+    return subprocess.CompletedProcess(list(argv), status, out)
 
 
 def run_here(argv: Sequence[str], what: str) -> None:

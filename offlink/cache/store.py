@@ -205,11 +205,11 @@ class Store:
         def write() -> None:  # an entry not written is a miss next time, never an error
             for key, meta, data in entries:
                 try:
-                    key = key() if callable(key) else key
+                    made = key() if callable(key) else key
                 except Exception:
                     continue
-                if key is not None:
-                    self.put(key, meta, data)
+                if made is not None:
+                    self.put(made, meta, data)
 
         return in_thread(write)
 
