@@ -6,7 +6,7 @@ Pure functions over argv, shared by `offlink cc` and `offlink link` planning.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import UsageError
 
@@ -178,8 +178,7 @@ def respelled(argv: list[str], expanded: list[str], origins: list[int],
     return out
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(NamedTuple):
     """One option or input of a command line: `value` is the option's argument if any."""
 
     index: int  # position of the (first) word in argv

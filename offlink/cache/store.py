@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .. import run as runner
 from .. import settings
@@ -112,8 +112,7 @@ def trusted_root(root: str) -> str:
     return root
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """An entry's metadata and bytes."""
 
     meta: dict
