@@ -2,14 +2,13 @@
 they were, without opening one of them; when some are not, only those are read again.
 
 The extract stage reads every object and archive a link names (headers, payload records and,
-for archive member choice, symbol tables), a cost that grows with the CUs (benchmarks/).
-A link whose CUs are all offlink payload records or CUs their dialect
-records (GCC's offload objects, whose dialect records what it read besides the payload, and
-LLVM's, whose CU is its image alone: `relink_state` in toolchains/gcc/dialect.py and
-toolchains/llvm/dialect.py) leaves a record of them in the cache, keyed by what extract
-depends on (the command as planned, the working directory, PATH, offlink's code identity)
-and holding each file's stamp; the next link with the same key uses it when every file it
-would read has the same stamp.
+for archive member choice, symbol tables): its time grows with the CUs. A link whose CUs are
+all offlink payload records or CUs their dialect records (GCC's offload objects, whose
+dialect records what it read besides the payload, and LLVM's, whose CU is its image alone:
+`relink_state` in toolchains/gcc/dialect.py and toolchains/llvm/dialect.py) leaves a record
+of them in the cache, keyed by what extract depends on (the command as planned, the working
+directory, PATH, offlink's code identity) and holding each file's stamp; the next link with
+the same key uses it when every file it would read has the same stamp.
 
 The record is kept per file where each file's CUs are its own (extract.extract_files): no
 archive member was chosen by the symbols of the others (the usual case: objects, and
