@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import struct
 import sys
 import threading
@@ -348,7 +347,7 @@ def in_thread(work: Callable[[], object]) -> threading.Thread:
 
 
 def _temp_path(path: str) -> str:
-    return f"{path}.tmp-{os.getpid()}-{secrets.token_hex(8)}"
+    return f"{path}.tmp-{os.getpid()}-{os.urandom(8).hex()}"
 
 
 def write_atomic(path: str, data: bytes) -> None:

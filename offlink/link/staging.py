@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -281,7 +280,7 @@ class OutputSlot:
         folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             for _ in range(100):
-                name = self.prefix + secrets.token_hex(6)
+                name = self.prefix + os.urandom(6).hex()
                 try:
                     os.link(f"/proc/self/fd/{self._fd}", name, dst_dir_fd=folder,
                             follow_symlinks=True)
