@@ -5,15 +5,20 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import subprocess
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import ToolError
 
+if TYPE_CHECKING:
+    import subprocess
+
 # Tools are started with os.posix_spawnp where offlink waits for them itself (`spawn`): they
 # inherit offlink's file descriptors as a plain build's tools do (make's jobserver among them).
+# subprocess is imported where it is used: `offlink cc`'s warm hit imports this module, and
+# its import budget (tests/test_cc_cache.py) holds no subprocess.
 
 VERBOSE = settings.flag("OFFLINK_VERBOSE")
 
@@ -28,8 +33,8 @@ def show(argv: Sequence[str]) -> str:
 
 
 def which(tool: str) -> str | None:
-    """The tool's path as exec would find it: shutil.which's answer (kept for the toolchains
-    that still ask here)."""
+    """The tool's path as exec would find it: shutil.which's answer, for `offlink cc`'s warm
+    hit (it asks for the compiler's identity, and its import budget holds no shutil)."""
     if os.sep in tool:
         return tool if os.access(tool, os.X_OK) else None
     path = os.environ.get("PATH")
@@ -90,8 +95,21 @@ def probe(argv: Sequence[str], *, cwd: str | None = None, env: dict | None = Non
     """Ask a tool something (`--version`, `-###`): its exit status, output and diagnostics
     apart, stdin empty, nothing shown with --verbose. Raises OSError where it cannot start,
     subprocess.TimeoutExpired past `timeout`."""
+    import subprocess
+
     return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, cwd=cwd,
                           env=env, timeout=timeout)
+
+
+def version(tool: str) -> bytes:
+    """A tool's `--version`: its exit status, output and diagnostics, or why it gave none."""
+    import subprocess
+
+    try:
+        said = probe([tool, "--version"], timeout=60)
+        return f"{said.returncode}\0".encode() + said.stdout + said.stderr
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"no --version: {type(e).__name__}".encode()
 
 
 def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None = None,
@@ -107,6 +125,8 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
         if capture and cwd is None and stdin is None and env is None:
             proc = _captured(argv)
         else:
+            import subprocess
+
             proc = subprocess.run(list(argv), input=stdin, cwd=cwd, env=env,
                                   stdout=subprocess.PIPE if capture else None,
                                   stderr=subprocess.STDOUT if capture else None)
@@ -128,6 +148,8 @@ class Captured:
     (FileNotFoundError, ...) where it cannot start."""
 
     def __init__(self, argv: Sequence[str]):
+        import subprocess
+
         self.process = subprocess.Popen(list(argv), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, close_fds=False)
 
@@ -154,6 +176,8 @@ class Captured:
 
 def _captured(argv: Sequence[str]) -> subprocess.CompletedProcess:
     """subprocess.run(argv, stdout=PIPE, stderr=STDOUT), through Captured."""
+    import subprocess
+
     status, out = Captured(argv).wait()
     return subprocess.CompletedProcess(list(argv), status, out)
 

@@ -13,8 +13,6 @@ hashes nor runs the tool.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import threading
 import time
 
@@ -68,13 +66,13 @@ class ToolIdentity:
         with self._identity_lock:
             if tool in self._identities:
                 return self._identities[tool]
-        found = shutil.which(tool)
+        found = runner.which(tool)
         ident = None
         if found is not None:
             real, st, stamp = _tool_stamp(found)
             ident = self.remembered(stamp)
             if ident is None:
-                ident = hash_parts(real, content_hash(real), _version(found))
+                ident = hash_parts(real, content_hash(real), runner.version(found))
                 if settled(st):
                     self.remember(stamp, ident)
         with self._identity_lock:
@@ -88,7 +86,7 @@ class ToolIdentity:
         with self._identity_lock:
             if tool in self._identities:
                 return True
-        found = shutil.which(tool)
+        found = runner.which(tool)
         if found is None:
             return True  # nothing to probe: tool_identity says None at once
         try:
@@ -183,12 +181,3 @@ def _tool_stamp(found: str) -> tuple[str, os.stat_result, str]:
     real = os.path.realpath(found)
     st = os.stat(real)
     return real, st, hash_parts(found, real, file_stamp(st))
-
-
-def _version(tool: str) -> bytes:
-    """The tool's `--version`: its exit status, output and diagnostics."""
-    try:
-        probe = runner.probe([tool, "--version"], timeout=60)
-        return f"{probe.returncode}\0".encode() + probe.stdout + probe.stderr
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"no --version: {type(e).__name__}".encode()

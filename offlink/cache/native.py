@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 
 from .. import run as runner
 from .keys import hash_parts
@@ -78,7 +77,7 @@ def native_expansion(cache: Store, compiler: str, compiler_id: str,
     try:  # in / with the C locale: nothing in the command depends on where it ran
         probe = runner.probe([compiler, *native, "-###", "-c", "-x", "c", os.devnull],
                              cwd="/", env={**os.environ, "LC_ALL": "C"})
-    except (OSError, subprocess.SubprocessError):
+    except OSError:
         return None
     if probe.returncode != 0:
         return None

@@ -16,13 +16,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Sequence
 
 from ..errors import LinkError
 
+# The work folder is made, named and removed here, TMPDIR found as tempfile finds it, and
+# tempfile and shutil are imported where used: `offlink cc`'s warm hit uses this module, and
+# its import budget (tests/test_cc_cache.py) holds neither.
 WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-",  # `offlink link`, `offlink cc`
                  "extract": "offlink-extract-"}
 KEPT_PREFIX = "offlink-temps-"  # --save-temps: kept on purpose, never swept
@@ -35,8 +36,7 @@ SWEEP_ODDS = 16  # where TMPDIR is not small, one compile in this many sweeps it
 def temp_folder() -> str:
     """Where temporary files go, as tempfile.gettempdir() decides: $TMPDIR, $TEMP or $TMP,
     else /tmp, /var/tmp or /usr/tmp, the first that is a folder this process may write in,
-    else the working folder. Asked again at each link (gettempdir keeps its first answer for
-    the process; a link run in-process sees TMPDIR as it is now)."""
+    else the working folder."""
     for name in ("TMPDIR", "TEMP", "TMP"):
         folder = os.environ.get(name)
         if folder and os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK):
@@ -47,15 +47,41 @@ def temp_folder() -> str:
     return os.getcwd()
 
 
+def random_name(prefix: str) -> str:
+    return prefix + os.urandom(6).hex()
+
+
 def new_folder(parent: str, prefix: str) -> str:
-    """A new folder `parent/prefix*`, mode 0700."""
-    return tempfile.mkdtemp(prefix=prefix, dir=parent)
+    """A new folder `parent/prefix*`, mode 0700 (as tempfile.mkdtemp makes it)."""
+    for _ in range(100):
+        path = os.path.join(parent, random_name(prefix))
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), parent)
 
 
 def remove_tree(path: str) -> None:
-    """Remove a folder offlink made and all in it, as far as possible (symbolic links are
-    removed, never followed)."""
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove a folder offlink made and all in it, as far as possible (shutil.rmtree with
+    ignore_errors; symbolic links are removed, never followed)."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def write_whole(path: str, data: bytes, mode: int | None = None) -> None:
@@ -76,6 +102,8 @@ def write_all(files: Sequence[tuple[str, bytes]], mode: int | None = None) -> No
     temps: list[str] = []
     try:
         for path, data in files:
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.offlink-",
                                        dir=os.path.dirname(os.path.abspath(path)))
             temps.append(tmp)
@@ -216,6 +244,8 @@ class OutputSlot:
         """Move the finished file `staged` to the output, atomically: the previous output
         stays until the new one replaces it whole."""
         if self.special:
+            import shutil
+
             try:
                 with open(staged, "rb") as src, open(self.output, "wb") as dst:
                     shutil.copyfileobj(src, dst)
@@ -241,6 +271,8 @@ class OutputSlot:
             else:
                 self._replace(named)
                 return
+        import tempfile
+
         try:
             fd, named = tempfile.mkstemp(prefix=self.prefix, dir=self.folder)
         except OSError as e:
@@ -280,7 +312,7 @@ class OutputSlot:
         folder = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             for _ in range(100):
-                name = self.prefix + os.urandom(6).hex()
+                name = random_name(self.prefix)
                 try:
                     os.link(f"/proc/self/fd/{self._fd}", name, dst_dir_fd=folder,
                             follow_symlinks=True)
