@@ -21,9 +21,7 @@ from ..cache.keys import hash_from, hash_parts, key_prefix, normalise, uses_debu
 from ..cache.store import Cache, Entry
 from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
-from ..model import CU, CompiledCU
-from ..model import Offer as Offer  # re-exported: these lived here before model.py
-from ..model import write_objects as write_objects
+from ..model import CU, CompiledCU, Offer
 from ..plugins import Target
 
 
