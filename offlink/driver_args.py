@@ -6,7 +6,6 @@ Pure functions over argv, shared by `offlink cc` and `offlink link` planning.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from .errors import UsageError
 
@@ -178,13 +177,28 @@ def respelled(argv: list[str], expanded: list[str], origins: list[int],
     return out
 
 
-class Word(NamedTuple):
+class Word:
     """One option or input of a command line: `value` is the option's argument if any."""
 
-    index: int  # position of the (first) word in argv
-    count: int  # how many words it spans (2 for "-o out")
-    option: str  # "" for an input
-    value: str
+    __slots__ = ("index", "count", "option", "value")
+
+    def __init__(self, index: int, count: int, option: str, value: str):
+        self.index = index  # position of the (first) word in argv
+        self.count = count  # how many words it spans (2 for "-o out")
+        self.option = option  # "" for an input
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Word({self.index}, {self.count}, {self.option!r}, {self.value!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Word):
+            return NotImplemented
+        return (self.index, self.count, self.option, self.value) == \
+            (other.index, other.count, other.option, other.value)
+
+    def __hash__(self) -> int:
+        return hash((self.index, self.count, self.option, self.value))
 
 
 def is_clang(driver: str) -> bool:
