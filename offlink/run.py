@@ -119,14 +119,15 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
     With capture, the tool's output is kept and attached to the error (the CLI prints it
     before the one-line error), so a failing compile shows the compiler's own diagnostics.
     """
+    import subprocess
+
     if VERBOSE:
         print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
     try:
         if capture and cwd is None and stdin is None and env is None:
-            proc = _captured(argv)
+            code, said = Captured(argv).wait()  # offlink's descriptors inherited
+            proc = subprocess.CompletedProcess(list(argv), code, said)
         else:
-            import subprocess
-
             proc = subprocess.run(list(argv), input=stdin, cwd=cwd, env=env,
                                   stdout=subprocess.PIPE if capture else None,
                                   stderr=subprocess.STDOUT if capture else None)
@@ -172,14 +173,6 @@ class Captured:
             self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
-
-
-def _captured(argv: Sequence[str]) -> subprocess.CompletedProcess:
-    """subprocess.run(argv, stdout=PIPE, stderr=STDOUT), through Captured."""
-    import subprocess
-
-    status, out = Captured(argv).wait()
-    return subprocess.CompletedProcess(list(argv), status, out)
 
 
 def run_here(argv: Sequence[str], what: str) -> None:
