@@ -231,11 +231,11 @@ class Store:
         """Remove least recently used entries while the cache is over its limit.
 
         Run after a link that stored something. A scan of every entry notes the total it
-        leaves in `size`; a later link adds what it
-        stored to that note and scans only once the note says the limit is reached or the
-        scan is _RESCAN seconds old. (Links storing at once may each add to the same total,
-        and one addition is lost: the next scan counts again.) Other links may trim at the
-        same time: a file already gone is fine, and a reader keeps a file it has open.
+        leaves in `size`; a later link adds what it stored to that note and scans only once
+        the note says the limit is reached or the scan is _RESCAN seconds old. (Links storing
+        at once may each add to the same total, and one addition is lost: the next scan
+        counts again.) Other links may trim at the same time: a file already gone is fine,
+        and a reader keeps a file it has open.
         """
         if not self.stored:
             return
