@@ -70,7 +70,7 @@ def outputs(folder: Path) -> tuple[bytes, bytes]:
 def cc_entries(src: Path) -> list[Path]:
     found = []
     for path in (src.parent / "cache" / "objects").rglob("*"):
-        entry = Cache._decode(path.read_bytes()) if path.is_file() else None
+        entry = Cache.decode(path.read_bytes()) if path.is_file() else None
         if entry is not None and entry.meta.get("kind") == "cc-object":
             found.append(path)
     return found
@@ -125,7 +125,7 @@ SPLIT_HEADER = """#ifdef __OFFLINK_TARGET__
 
 def recipes(src: Path) -> list[dict]:
     return [meta for p in (src.parent / "cache" / "objects").rglob("*")
-            if p.is_file() and (meta := Cache._decode(p.read_bytes()).meta).get("kind")
+            if p.is_file() and (meta := Cache.decode(p.read_bytes()).meta).get("kind")
             == "cc-recipe"]
 
 
@@ -439,7 +439,7 @@ def test_static_and_shared_objects_of_a_source_share_a_target_compile(offlink, p
         run([offlink, "cc", "gcc", "-O2", *pic, "-c", "unit.c", "-o", out], cwd=project,
             env=env)
     targets = [p for p in (project.parent / "cache" / "objects").rglob("*")
-               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") is None]
+               if p.is_file() and Cache.decode(p.read_bytes()).meta.get("kind") is None]
     assert len(targets) == 1
 
 
@@ -475,7 +475,7 @@ def test_a_response_file_compile_is_served_without_a_recipe(offlink, project):
     run(argv, cwd=project, env=env)
     assert "$0x6," in run(["objdump", "-d", project / "unit.o"]).stdout
     recipes = [p for p in (project.parent / "cache" / "objects").rglob("*")
-               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
+               if p.is_file() and Cache.decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
     assert recipes == []
 
 
@@ -555,7 +555,7 @@ def test_the_warm_hit_keeps_to_its_import_budget(project):
     assert not warm & set(NOT_WARM)
     assert "gnu.target_lto_" in run(["readelf", "-S", "-W", project / "cold.o"]).stdout
     cached = [p for p in (project.parent / "cache" / "objects").rglob("*") if p.is_file()
-              and (e := Cache._decode(p.read_bytes())) is not None and e.meta
+              and (e := Cache.decode(p.read_bytes())) is not None and e.meta
               and "other_value" in str(e.meta)]
     assert cached  # its target object, compiled by this cc
     assert os.listdir(project.parent / "tmp") == []

@@ -375,8 +375,8 @@ def test_extract_to_a_directory_is_one_line(ws):
 
 
 def test_a_tool_run_for_its_output_says_what_it_printed_and_how_it_ended(tmp_path):
-    """run.run with the output captured (started with posix_spawn, not subprocess: the
-    image link of a cold clang link): its output and diagnostics together, its exit status
+    """run.run with the output captured (through run.Captured, as the image link of a cold
+    clang link): its output and diagnostics together, its exit status
     in one ToolError naming what it was, a missing tool named, a tool killed by a signal
     said as such, and a tool still running when offlink is interrupted killed and waited
     for."""

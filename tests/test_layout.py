@@ -210,7 +210,7 @@ def library_problems(root: Path = PACKAGE) -> list[str]:
     for name, path in known.items():
         for imported, _runs in imports(name, path, known):
             if name.startswith("offlink.cache") and imported.startswith(
-                    ("offlink.link", "offlink.toolchains", "offlink.plugins")):
+                    ("offlink.link", "offlink.toolchains", "offlink.plugins", "offlink.model")):
                 problems.append(f"{name} imports {imported}: the cache knows no link")
             if name == "offlink.plugins" and imported.startswith(("offlink.toolchains",
                                                                    "offlink.link")):

@@ -39,7 +39,8 @@ from collections.abc import Sequence
 
 from .. import run as runner
 from ..cache.keys import file_stamp
-from ..cache.store import _SETTLED, in_thread
+from ..cache.freshness import SETTLED as _SETTLED
+from ..cache.store import in_thread
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:

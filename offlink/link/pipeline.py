@@ -168,7 +168,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     # _signal, not signal: the module over it, with the enum it imports, costs a link ~1.5 ms
     import _signal as signal
 
-    from ..cache.store import join_early
+    from ..cache.identity import join_early
     from ..jobserver import slots_for, stop_on_signals
     from . import expansion
     from .staging import OutputSlot, WorkFolder
@@ -429,7 +429,7 @@ def _plain(plan: LinkPlan, options: LinkOptions, timer: _Timer) -> int:
     if options.dry_run:
         print(runner.show(plan.argv))
         return 0
-    from ..cache.store import join_early
+    from ..cache.identity import join_early
 
     join_early()  # no probe left running when offlink becomes the linker
     status = runner.pass_through(plan.argv, "linker")
