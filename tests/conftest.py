@@ -242,6 +242,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
     "test_runtime.py": (("host",), {
         "test_build_failure_is_a_tool_error": (),
         "test_cache_dir": (),
+        "test_the_registry_has_no_data_race": ("clang19",),
     }),
     "test_samples.py": (("host",), {}),
     "test_toolchain_offload.py": ((), {
