@@ -88,7 +88,7 @@ def host_link(plan: LinkPlan, staged: str, placeholder: str, images: list[Image]
 def run_host_link(host: list[str]) -> None:
     """The host link on offlink's own output; a clang driver's linker job from its expansion
     kept in the cache (link/expansion.py)."""
-    from .expansion import run_link
+    from ..toolchains.llvm.expansion import run_link
 
     try:
         run_link(host, "host link", here=True)

@@ -170,7 +170,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
     from ..cache.store import join_early
     from ..jobserver import slots_for, stop_on_signals
-    from . import expansion
+    from ..toolchains.llvm import expansion
     from .staging import OutputSlot, WorkFolder
 
     if options.dry_run:  # before the work folder: a dry run makes nothing
@@ -380,7 +380,7 @@ def _expand_image_early(plan: LinkPlan, target, cus: list, tdir: str) -> None:
     if (type(target).link_image is not Target.link_image or target.image_argv_reads_objects
             or target.image_argv_reads_offers):
         return
-    from . import expansion
+    from ..toolchains.llvm import expansion
     from .compile import object_names
     from .device import image_path
 
@@ -399,7 +399,7 @@ def _expand_host_early(plan: LinkPlan, targets: list, workdir: str) -> None:
     names = object_names(targets, workdir)
     if names is None:
         return
-    from . import expansion
+    from ..toolchains.llvm import expansion
     from .host import added_inputs, host_argv
 
     placeholder = os.path.join(workdir, PLACEHOLDER)

@@ -37,13 +37,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .. import run as runner
-from ..cache.keys import file_stamp
-from ..cache.store import _SETTLED, in_thread
+from ... import run as runner
+from ...cache.keys import file_stamp
+from ...cache.store import _SETTLED, in_thread
 
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from ..cache.store import Cache
+    from ...cache.store import Cache
 
 WORK = "\0offlink-work\0"  # the link's work folder in kept words (no word can hold a NUL)
 # The environment a clang driver reads when it plans a link (tool and library search, its
@@ -149,7 +149,7 @@ def join_early(argv: Sequence[str] | None = None) -> None:
 def expandable(argv: Sequence[str]) -> bool:
     """Whether a driver command may be run through a kept expansion (a clang driver, no word
     that makes it print or read a response file)."""
-    from ..driver_args import is_clang
+    from ...driver_args import is_clang
 
     if not is_clang(argv[0]):
         return False
