@@ -270,6 +270,7 @@ def cmd_link(argv: list[str]) -> int:
     except ValueError:
         raise UsageError(f"--jobs takes a number, not '{jobs_opt[-1]}'") from None
     from ..link.pipeline import LinkOptions, link
+    from ..toolchains import LINK_OPTIONS
 
     options = LinkOptions(targets=list(opts.get("--offload-target") or []), jobs=jobs,
                           save_temps=bool(opts.get("--save-temps")),
@@ -277,7 +278,7 @@ def cmd_link(argv: list[str]) -> int:
                           timings=bool(opts.get("--timings")),
                           cache=not opts.get("--no-cache"),
                           deep_verify=bool(opts.get("--verify-deep")),
-                          gomp_register=bool(opts.get("--gomp-register")),
+                          toolchain_options={o: True for o in LINK_OPTIONS if opts.get(o)},
                           offload_options=list(opts.get("--offload-option") or []),
                           offload_symbols=list(opts.get("--offload-symbol") or []),
                           offload_symbol_lists=list(opts.get("--offload-symbol-list") or []),

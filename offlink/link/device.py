@@ -89,9 +89,9 @@ def run_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir
         with open(path, "wb") as f:
             f.write(content)
     if type(target).link_image is Target.link_image:  # the command as given: a clang
-        from ..toolchains.llvm.expansion import run_link  # driver's linker job from its kept expansion
+        from ..toolchains import driver_jobs  # driver's linker job from its kept expansion
 
-        run_link(argv, f"device link for target {target.name}")
+        driver_jobs().run_link(argv, f"device link for target {target.name}")
     else:
         target.link_image(argv, out, compiled)
     with open(out, "rb") as f:

@@ -35,12 +35,13 @@ class LinkOptions:
                  launcher: list[str] | None = None,  # empty: OFFLINK_TARGET_LAUNCHER
                  deep_verify: bool = False,  # --verify-deep; OFFLINK_VERIFY=deep (deep_verify.py)
                  offload_options: list[str] | None = None,  # --offload-option (GCC syntax)
-                 gomp_register: bool = False,  # --gomp-register; OFFLINK_GOMP_REGISTER=1
                  time_trace: str = "",  # --time-trace FILE: a Chrome trace of stages, compiles
                  host_said: dict[str, str] | None = None,  # source -> its host compile's words
                  offload_symbols: list[str] | None = None,  # --offload-symbol (link/narrow.py)
                  offload_symbol_lists: list[str] | None = None,  # --offload-symbol-list
-                 origin_names: dict[str, str] | None = None):  # temporary object -> source
+                 origin_names: dict[str, str] | None = None,  # temporary object -> source
+                 # A toolchain's own link options (the registry's LINK_OPTIONS), by name.
+                 toolchain_options: dict[str, object] | None = None):
         self.targets = targets if targets is not None else []
         self.jobs = jobs
         self.save_temps = save_temps
@@ -50,13 +51,13 @@ class LinkOptions:
         self.launcher = launcher if launcher is not None else []
         self.deep_verify = deep_verify
         self.offload_options = offload_options if offload_options is not None else []
-        self.gomp_register = gomp_register
         self.time_trace = time_trace
         self.host_said = host_said if host_said is not None else {}
         self.offload_symbols = offload_symbols if offload_symbols is not None else []
         self.offload_symbol_lists = offload_symbol_lists if offload_symbol_lists is not None \
             else []
         self.origin_names = origin_names if origin_names is not None else {}
+        self.toolchain_options = toolchain_options if toolchain_options is not None else {}
 
     def __repr__(self) -> str:
         return "LinkOptions(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
@@ -170,8 +171,10 @@ def link(argv: list[str], options: LinkOptions) -> int:
 
     from ..cache.store import join_early
     from ..jobserver import slots_for, stop_on_signals
-    from ..toolchains.llvm import expansion
+    from ..toolchains import driver_jobs
     from .staging import OutputSlot, WorkFolder
+
+    expansion = driver_jobs()
 
     if options.dry_run:  # before the work folder: a dry run makes nothing
         return _dry_run(plan, cus, targets, options, narrowing)
@@ -181,7 +184,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     slot = None
     slots = None
     cache = None
-    started = False  # registration compiles started beside the device links
+    started = []  # registrations whose work started beside the device links
     try:
         from ..cache.store import Cache
         from .compile import compile_all
@@ -202,8 +205,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         every: list = []  # every target's CompiledCU, in link-line order (origins_content)
         from ..toolchains import registrations
 
-        registrations.start(plan, targets, workdir, cache)  # beside the device links
-        started = True
+        started = registrations.start(plan, targets, workdir, cache)  # beside the device links
         host_early = False
         for target in targets:
             mine = [cu for cu in cus if cu.payload.target == target.name]
@@ -271,7 +273,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
         swept = in_thread(work.sweep)
         try:
             host_link(plan, staged, placeholder, images, targets, workdir, cache,
-                      options.gomp_register)
+                      options.toolchain_options)
         finally:
             swept.join()
             if later is not None:
@@ -307,10 +309,8 @@ def link(argv: list[str], options: LinkOptions) -> int:
     finally:
         expansion.use(None)
         join_early()
-        if started:
-            from ..toolchains.registrations import discard
-
-            discard()
+        for reg in started:
+            reg.discard()
         if slots is not None:
             slots.close()
         if slot is not None:
@@ -380,14 +380,14 @@ def _expand_image_early(plan: LinkPlan, target, cus: list, tdir: str) -> None:
     if (type(target).link_image is not Target.link_image or target.image_argv_reads_objects
             or target.image_argv_reads_offers):
         return
-    from ..toolchains.llvm import expansion
+    from ..toolchains import driver_jobs
     from .compile import object_names
     from .device import image_path
 
     compiled = [CompiledCU(cu, target, object_names(i, cu, target, tdir)[1], (), "", cached=True)
                 for i, cu in enumerate(cus)]
     argv = target.image_argv(plan, compiled, image_path(target, tdir))
-    expansion.expand_early(argv, [c.object_path for c in compiled])
+    driver_jobs().expand_early(argv, [c.object_path for c in compiled])
 
 
 def _expand_host_early(plan: LinkPlan, targets: list, workdir: str) -> None:
@@ -399,13 +399,13 @@ def _expand_host_early(plan: LinkPlan, targets: list, workdir: str) -> None:
     names = object_names(targets, workdir)
     if names is None:
         return
-    from ..toolchains.llvm import expansion
+    from ..toolchains import driver_jobs
     from .host import added_inputs, host_argv
 
     placeholder = os.path.join(workdir, PLACEHOLDER)
     staged = os.path.join(workdir, "out", os.path.basename(plan.output))
     argv = host_argv(plan, staged, added_inputs(plan, placeholder, names, targets), targets)
-    expansion.expand_early(argv, [placeholder, *names], after_others=True)
+    driver_jobs().expand_early(argv, [placeholder, *names], after_others=True)
 
 
 def _probe_early(plan: LinkPlan, options: LinkOptions, cus: list) -> None:
@@ -476,13 +476,9 @@ def _dry_run(plan, cus, targets, options: LinkOptions, narrowing) -> int:
             image_argv = target.image_argv(plan, compiled, image)
         print(_show_dry(image_argv))
     placeholder = os.path.join(DRY_RUN_WORK, PLACEHOLDER)
-    registrations = [os.path.join(DRY_RUN_WORK, f"offlink-{r}-register.o")
-                     for r in dict.fromkeys(t.registration for t in targets if t.registration)]
-    from ..toolchains.registrations import enabled
+    from ..toolchains.registrations import dry_run_objects
 
-    if enabled(options.gomp_register) and any(t.name in ("nvptx-none", "amdgcn-amdhsa")
-                                                for t in targets):
-        registrations.append(os.path.join(DRY_RUN_WORK, "offlink-gomp-register.o"))
+    registrations = dry_run_objects(targets, DRY_RUN_WORK, options.toolchain_options)
     print(_show_dry(host_argv(plan, plan.output,
                               added_inputs(plan, placeholder, registrations, targets), targets)))
     return 0

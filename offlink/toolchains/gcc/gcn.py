@@ -377,6 +377,7 @@ def rename(asm: str, renames: dict[str, str]) -> str:
 
 class GccGcnTarget(Target):
     name = NAME
+    registration = "gomp"  # libgomp's (gomp.py)
     image_kind = NAME
     macro = "__OFFLINK_TARGET_AMDGCN_AMDHSA__"
     image_argv_reads_objects = True  # the registration's tables come from the CUs' assembly

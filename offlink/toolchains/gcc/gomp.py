@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ... import plugins, settings
 from ... import run as runner
 from ...errors import LinkError, UsageError
 
@@ -193,8 +194,25 @@ class _Driver:
         self.driver = driver
 
 
+class GompRegistration(plugins.Registration):
+    """libgomp's registration, as the link's registry finds it: made by default where GCC's
+    targets' images are linked (as GCC's own link makes it), but where
+    OFFLINK_GOMP_REGISTER=0 leaves it out (--gomp-register then wins); it rewrites the host
+    link and relinks until the host table's order holds (`Registration`)."""
+
+    name = "gomp"
+    option = "--gomp-register"
+    relinks = True
+
+    def enabled(self, asked: bool) -> bool:
+        return asked or settings.flag("OFFLINK_GOMP_REGISTER")
+
+    def host_step(self, plan, images, workdir, cache, asked):
+        return Registration.for_link(plan, images, workdir, asked, cache)
+
+
 @dataclass
-class Registration:
+class Registration(plugins.HostStep):
     """The registration of one link's nvptx-none image: its C file, object and host inputs."""
 
     compiler: str

@@ -34,6 +34,7 @@ MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
 
 class GccNvptxTarget(Target):
     name = NAME
+    registration = "gomp"  # libgomp's (gomp.py)
     image_kind = "nvptx-none"
     macro = "__OFFLINK_TARGET_NVPTX_NONE__"
     image_argv_reads_objects = False  # a CU's pairing comes from its offers (_restored)

@@ -16,6 +16,7 @@ registers `__cudaUnregisterFatBinary` with atexit. The program links the CUDA ru
 
 from __future__ import annotations
 
+from ... import plugins
 from .omptarget import ENTRY_C
 
 SOURCE = "offlink-cudart-register.c"
@@ -75,6 +76,15 @@ def c_source(index: int) -> str:
     from ...formats.table import image_symbol
 
     return _TEXT % {"magic": FATBIN_MAGIC, "image": image_symbol(index)}
+
+
+class CudartRegistration(plugins.Registration):
+    """The CUDA runtime's registration, as the link's registry finds it."""
+
+    name = "cudart"
+
+    def build(self, plan, images, indexes, workdir, cache=None):
+        return build(plan, images, indexes, workdir, cache)
 
 
 def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:

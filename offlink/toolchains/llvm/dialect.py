@@ -203,6 +203,11 @@ def without_offload_driver(argv: list[str]) -> list[str]:
     return [argv[0], *(w for w in argv[1:] if not is_offload_driver_word(w))]
 
 
+def relocatable_argv(argv: list[str]) -> list[str]:
+    """A `-r` link without the words that make clang 19 link the device code at `-r` time."""
+    return without_offload_driver(argv)
+
+
 def _string_at(elf: ElfFile, shndx: int, offset: int, where: str,
                contents: dict[int, bytes]) -> str:
     if shndx >= len(elf.sections):

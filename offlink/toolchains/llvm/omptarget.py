@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 
+from ... import plugins
 from ... import run as runner
 
 SOURCE = "offlink-omptarget-register.c"
@@ -125,6 +126,26 @@ def c_source(indexes: list[int], generation: int = 1) -> str:
     text = (prologue + externs
             + "\nstatic struct __tgt_device_image images[] = {\n" + rows + "\n};\n\n" + _EPILOGUE)
     return text.replace("RELEASE", release).replace("SECTION", section)
+
+
+class OmptargetRegistration(plugins.Registration):
+    """libomptarget's registration, as the link's registry finds it: its compile started
+    beside the device links (`start`), under a file name known before (the host link's
+    early `-###` names it)."""
+
+    name = "omptarget"
+
+    def start(self, plan, targets, indexes, workdir, cache):
+        start(plan, targets, indexes, workdir, cache)
+
+    def object_name(self, workdir):
+        return os.path.join(workdir, object_name(SOURCE))
+
+    def discard(self):
+        discard()
+
+    def build(self, plan, images, indexes, workdir, cache=None):
+        return build(plan, images, indexes, workdir, cache)
 
 
 def c_compiler(driver: str) -> str:
