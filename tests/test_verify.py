@@ -31,7 +31,7 @@ def linked(offlink, tmp_path, monkeypatch):
         given.append((filled, images))
         return real(path, filled, images, check_symbols)
 
-    monkeypatch.setattr(verify, "verify", keep)
+    monkeypatch.setattr(pipeline, "verify", keep)  # the stage's, as pipeline calls it
     monkeypatch.chdir(tmp_path)
     assert pipeline.link(["gcc", "main.o", "lib.o", *libs, "-o", "prog"],
                          LinkOptions(cache=False)) == 0
