@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
-from _thread import allocate_lock  # threading's Lock, without importing threading
+import threading
 from collections import Counter
 
 from ... import run as runner
@@ -376,7 +376,7 @@ class OpenMPTarget(Target):
         self.opt_level = 2  # the link line's (link_opt_level), as clang's link uses it
         self.llvm_options: list[str] = []  # the link line's -mllvm values (llvm_options)
         self._worker = None  # its liblto.Worker, started by the first command
-        self._lock = allocate_lock()
+        self._lock = threading.Lock()
 
     def for_inputs(self, cus, plan=None):
         from .llvm_release import of_link
