@@ -156,32 +156,11 @@ def c_compiler(driver: str) -> str:
 
 
 def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
-    """The registration object of `images`, the table's images at `indexes`: on an x86-64
-    host written as the link's clang compiles `c_source` (omptarget_x86_64.py), elsewhere
-    that text compiled (or the object taken from the cache: it depends only on the C text
-    and the compiler); the object's path."""
-    generation = getattr(images[0].target, "entry_generation", 1)
-    if written_here():
-        from ...formats.table import image_symbol
-        from .omptarget_x86_64 import registration_object
-
-        path = os.path.join(workdir, object_name(SOURCE))
-        with open(path, "wb") as f:
-            f.write(registration_object(
-                [(image_symbol(k), image_symbol(k, "_end")) for k in indexes],
-                GENERATIONS[generation][2], writable=generation != 3))
-        return path
-    text = c_source(indexes, generation)
+    """The registration object of `images`, the table's images at `indexes`: `c_source`
+    compiled (or the object taken from the cache: it depends only on the C text and the
+    compiler); the object's path."""
+    text = c_source(indexes, getattr(images[0].target, "entry_generation", 1))
     return compile_c(plan, text, SOURCE, "the libomptarget registration", workdir, cache)
-
-
-def written_here() -> bool:
-    """Whether offlink writes the registration object itself (x86-64 hosts), not compiling
-    `c_source`."""
-    from ...elf import EM_X86_64
-    from ...plugins import host_e_machine
-
-    return host_e_machine() == EM_X86_64
 
 
 # Registration compiles started early (`start`), beside the device links: (work folder, source,
@@ -195,8 +174,6 @@ def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
     per target, in their order), so a link whose cache lacks the object does not wait for it
     after the device links (~0.1 s of a cold link). `build` takes it when its text is the
     same, and compiles the text it wants otherwise: the object is the same either way."""
-    if written_here():
-        return  # no compile: `build` writes the object
     text = c_source(indexes, getattr(targets[indexes[0]], "entry_generation", 1))
     # In a thread: its cache key waits for the compiler's identity, whose `--version` a cold
     # cache runs (cache.probe_early), and the link's next stages do not need it.
