@@ -230,8 +230,6 @@ def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
     except OSError:
         said.close()
         return  # compile_c runs it and says why it cannot
-    if cache is not None and key is None:
-        key = _key(cache, argv, text)
     _STARTED[(workdir, source, text)] = (proc, said, key)
 
 
@@ -267,9 +265,11 @@ def compile_c(plan, text: str, source: str, what: str, workdir: str, cache=None)
             code = status if status > 0 else 128 - status
             raise ToolError(f"compiling {what} failed (exit status {status}): "
                             f"{runner.show(argv)}", exit_code=code, output=out)
-        if cache is not None and key is not None:
+        if cache is not None:
+            # A compiler the cache did not know: its key, which waits for its `--version`,
+            # made now, once the early `-###` of the link's other commands have been asked.
             with open(path, "rb") as f:
-                cache.put(key, {}, f.read())
+                cache.put(key or _key(cache, argv, text), {}, f.read())
         return path
     discard(workdir, source)  # one started for another text: it must not write `obj` now
     with open(os.path.join(workdir, source), "w", encoding="ascii") as f:
