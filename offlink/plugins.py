@@ -10,11 +10,12 @@ implementation.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
+from . import run as runner
 from .elf import EM_AARCH64, EM_X86_64
 from .errors import UsageError
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .cache.store import Cache
     from .elf import ElfFile
@@ -160,9 +161,7 @@ class Target:
         """Run the image link `argv` (image_argv's or narrowed_image's), which writes
         `output`. A target may write the same bytes another way: GCC's nvptx-none takes the
         part its libraries add from an earlier link (toolchains/gcc/nvptx.py)."""
-        from .run import run
-
-        run(argv, f"device link for target {self.name}")
+        runner.run(argv, f"device link for target {self.name}")
 
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""

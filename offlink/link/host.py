@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .. import run as runner
 from ..driver_args import expand_with_origins, is_clang, respelled, words
@@ -12,7 +13,6 @@ from ..errors import LinkError, ToolError
 from ..plugins import Target
 from ..toolchains import driver_jobs, registrations
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..cache.store import Cache
     from ..model import Image, LinkPlan

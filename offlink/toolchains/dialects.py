@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import LinkError
 from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
 from . import toolchain_of
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from types import ModuleType
 

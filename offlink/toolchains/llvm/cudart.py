@@ -17,7 +17,9 @@ registers `__cudaUnregisterFatBinary` with atexit. The program links the CUDA ru
 from __future__ import annotations
 
 from ... import plugins
-from .omptarget import ENTRY_C
+from ...errors import LinkError
+from ...formats.table import image_symbol
+from .omptarget import ENTRY_C, compile_c
 
 SOURCE = "offlink-cudart-register.c"
 FATBIN_MAGIC = 0x466243B1
@@ -73,8 +75,6 @@ __attribute__((constructor(101))) static void register_fatbin(void) {
 
 def c_source(index: int) -> str:
     """The registration of the fatbin that is the table's image `index`."""
-    from ...formats.table import image_symbol
-
     return _TEXT % {"magic": FATBIN_MAGIC, "image": image_symbol(index)}
 
 
@@ -88,9 +88,6 @@ class CudartRegistration(plugins.Registration):
 
 
 def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
-    from ...errors import LinkError
-    from .omptarget import compile_c
-
     if len(images) != 1:
         raise LinkError("the CUDA runtime registers one fatbin per module")
     return compile_c(plan, c_source(indexes[0]), SOURCE, "the CUDA runtime registration",

@@ -26,9 +26,15 @@ prints it; libomptarget 21+ skips the rows of other kinds). The rest is the same
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from ... import plugins
 from ... import run as runner
+from ...cache.store import in_thread
+from ...digest import sha256
+from ...errors import ToolError
+from ...formats.table import image_symbol
 
 SOURCE = "offlink-omptarget-register.c"
 
@@ -110,8 +116,6 @@ __attribute__((constructor(100))) static void register_lib(void) {
 def c_source(indexes: list[int], generation: int = 1) -> str:
     """The registration of the table's images at these indexes (the placeholder's symbols),
     with the entry rows of `generation` (GENERATIONS)."""
-    from ...formats.table import image_symbol
-
     release, entry, section = GENERATIONS[generation]
 
     names = [(image_symbol(k), image_symbol(k, "_end")) for k in indexes]
@@ -177,7 +181,6 @@ def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
     text = c_source(indexes, getattr(targets[indexes[0]], "entry_generation", 1))
     # In a thread: its cache key waits for the compiler's identity, whose `--version` a cold
     # cache runs (cache.probe_early), and the link's next stages do not need it.
-    from ...cache.store import in_thread
 
     # what fails there fails again, and is said, in compile_c
     _BEGINNING.append(in_thread(lambda: _begin(plan, text, SOURCE, workdir, cache)))
@@ -200,8 +203,6 @@ def object_name(source: str) -> str:
 
 
 def _key(cache, argv: list[str], text: str) -> str:
-    from ...digest import sha256  # not hashlib: ~3 ms of a link's start-up
-
     ident = cache.tool_identity(argv[0]) or argv[0]
     return sha256("\0".join(["omptarget-registration", ident, *argv, text])
                           .encode()).hexdigest()
@@ -216,14 +217,11 @@ def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
     key = _key(cache, argv, text) if known else None
     if key is not None and os.path.exists(cache._path(key)):
         return  # compile_c takes it from the cache (or compiles it, the entry being corrupt)
-    import subprocess
 
     with open(os.path.join(workdir, source), "w", encoding="ascii") as f:
         f.write(text)
     said = open(os.path.join(workdir, source + ".out"), "w+b")
     if runner.VERBOSE:
-        import sys
-
         print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
     try:
         proc = subprocess.Popen(argv, cwd=workdir, stdout=said, stderr=subprocess.STDOUT)
@@ -260,8 +258,6 @@ def compile_c(plan, text: str, source: str, what: str, workdir: str, cache=None)
         out = said.read().decode(errors="replace")
         said.close()
         if status != 0:
-            from ...errors import ToolError
-
             code = status if status > 0 else 128 - status
             raise ToolError(f"compiling {what} failed (exit status {status}): "
                             f"{runner.show(argv)}", exit_code=code, output=out)
