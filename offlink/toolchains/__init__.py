@@ -1,8 +1,8 @@
-"""The plug-ins' registry: tables of the targets, the runtime registrations and the driver
-link jobs each toolchain provides, one line each, and the lookups over them (a toolchain's
-module is imported only when used). The dialects by section sit beside it (dialects.py).
-No toolchain module imports this one; adding a toolchain is its own folder and its lines here.
-"""
+"""The plug-ins' registry: tables of the input dialects, targets, runtime registrations and
+driver link jobs each toolchain provides, one line each, and the lookups over them (a
+toolchain's module is imported only when used; dialects.py and registrations.py dispatch to
+them). No toolchain module imports this one; adding a toolchain is its own folder and its
+lines here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ from types import ModuleType
 
 from .. import settings
 from ..errors import UsageError
+from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
 from ..plugins import Registration, Target, host_triple
+
+# Section name prefix -> the toolchain whose dialect.py reads the objects' sections that
+# carry its CUs (dialects.py).
+DIALECTS = {
+    PAYLOAD_SECTION_PREFIX: "offlink",
+    GCC_OFFLOAD_SECTION_PREFIX: "gcc",
+    ".llvm.offloading": "llvm",
+}
 
 # Target name (HOST: the host's triple; a name ending in '*': every name it begins) -> the
 # module under toolchains/ and the class. The first row that matches a name is its target.

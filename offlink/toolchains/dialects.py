@@ -17,8 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import LinkError
-from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
-from . import toolchain_of
+from . import DIALECTS, toolchain_of
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -26,9 +25,7 @@ if TYPE_CHECKING:
     from ..elf import ElfFile
     from ..model import CU
 
-# Section name prefix -> the dialect module that reads it.
-SECTIONS = {PAYLOAD_SECTION_PREFIX: "offlink", GCC_OFFLOAD_SECTION_PREFIX: "gcc",
-            ".llvm.offloading": "llvm"}
+SECTIONS = DIALECTS  # section name prefix -> the toolchain whose dialect.py reads it
 _PREFIXES = tuple(SECTIONS)
 
 
