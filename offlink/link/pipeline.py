@@ -32,9 +32,9 @@ from ..model import CU, CompiledCU, Image
 from ..plugins import Registration, Target, host_e_machine
 from ..toolchains import dialects, driver_jobs, registrations, resolve
 from . import host
-from .compile import compile_all, object_names, show_warnings
+from .compile import compile_all, object_names, planned, show_warnings
 from .deep_verify import deep_verify
-from .device import cached_image, device_link, image_path
+from .device import cached_image, device_link, image_command, image_path
 from .fill import Filled, fill
 from .narrow import Narrowing
 from .plan import LinkPlan, plan_link
@@ -449,9 +449,7 @@ def print_commands(plan: LinkPlan, cus: list[CU], targets: list[Target],
         tdir = os.path.join(DRY_RUN_WORK, target.name)
         mine = [cu for cu in cus if cu.payload.target == target.name]
         compiled = []
-        for i, cu in enumerate(mine):
-            src, obj = object_names(i, cu, target, tdir)
-            argv = target.compile_argv(cu, src, obj)
+        for cu, (_src, obj, argv, _key) in zip(mine, planned(mine, target, tdir, None)):
             if argv:  # [] : the code is the object already
                 _print_dry([*launcher, *argv])
                 for after in target.after_compile_argv(cu, obj):  # what offers() runs
@@ -459,11 +457,8 @@ def print_commands(plan: LinkPlan, cus: list[CU], targets: list[Target],
             compiled.append(CompiledCU(cu, target, obj, ()))
         for argv in target.prepare_argvs(plan, compiled, tdir):
             _print_dry(argv)
-        image = image_path(target, tdir)
-        if narrowing.active:  # the names it keeps are known once the CUs are compiled
-            _print_dry(target.narrowed_image(plan, compiled, image, frozenset())[0])
-        else:
-            _print_dry(target.image_argv(plan, compiled, image))
+        # Narrowed, the names it keeps are known once the CUs are compiled: none here.
+        _print_dry(image_command(plan, target, compiled, image_path(target, tdir), narrowing)[0])
     _print_dry(host.dry_run_argv(plan, targets, DRY_RUN_WORK, PLACEHOLDER,
                                  options.toolchain_options))
 
