@@ -134,6 +134,8 @@ PLACEHOLDER = "offlink-table.o"  # stage 5's object, in the work folder
 
 
 def link(argv: list[str], options: LinkOptions) -> int:
+    """Link as the driver command `argv` would, with the inputs' target code built into
+    images and the table; 0 (a failure raises an OfflinkError, reported by the caller)."""
     timer = Timer(options.timings)
     with timer.stage("plan"):
         plan = plan_link(argv)
@@ -146,7 +148,7 @@ def link(argv: list[str], options: LinkOptions) -> int:
     with timer.stage("extract"):
         narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
         cus = extract(plan, options.offload_options, options.cache, stats)
-        # GCC's objects build the images GCC's own link would build, and only those
+        # Each dialect's CUs build the images its own toolchain's link would build, only those
         cus = dialects.select(cus, plan.base_args) if cus else cus
     if not cus:
         return link_as_given(plan, options, timer)
