@@ -1,5 +1,5 @@
-# The few commands anyone needs. `make demo` and `make test` each set up (or update) their
-# own virtual environment in .venv, so both work on a fresh clone and are safe to repeat.
+# The few commands anyone needs. `make demo` and the `make test` family each set up (or update)
+# their own virtual environment in .venv, so all work on a fresh clone and are safe to repeat.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ OFFLINK := $(VENV)/bin/offlink
 STAMP := $(VENV)/.offlink-installed
 PYTEST_ARGS ?=
 
-.PHONY: all venv test demo lint bench clean
+.PHONY: all venv test test-fast demo lint bench clean
 
 all: test
 
@@ -32,6 +32,15 @@ venv: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The tests in tiers (tests/README.md). test-fast: the unit tests alone, with every toolchain on
+# PATH shadowed by a stand-in that fails them. test-MARKER: the tests of one marker, as
+# `make test-clang22` or `make test-host` (test-% is not .PHONY: make skips pattern rules there).
+test-fast: $(STAMP)
+	$(PY) -m pytest -m unit --no-toolchains $(PYTEST_ARGS)
+
+test-%: $(STAMP)
+	$(PY) -m pytest -m $* $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(MAKE) -C samples/multi_cu OFFLINK=$(abspath $(OFFLINK)) clean run

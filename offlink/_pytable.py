@@ -17,6 +17,7 @@ from .formats.table import (
     HEADER_STRUCT,
     IMAGE_KIND_NAMES,
     INDEX_FANOUT,
+    INDEX_LEAF_STRUCT,
     INDEX_NODE_SIZE,
     KEY_PAD,
     MAGIC,
@@ -199,7 +200,6 @@ class Core:
 
 
 _2_63, _2_64 = 1 << 63, 1 << 64
-_LEAF = struct.Struct(f"<{INDEX_FANOUT}i{2 * INDEX_FANOUT}I")
 
 
 def _check_index(index: memoryview, rows: list) -> tuple[list[int], list[int]]:
@@ -212,7 +212,7 @@ def _check_index(index: memoryview, rows: list) -> tuple[list[int], list[int]]:
     n_nodes = sum(layers[1:])
     leaf_keys: list[int] = []
     slots: list[int] = []
-    for block in _LEAF.iter_unpack(index[n_nodes * INDEX_NODE_SIZE :]):
+    for block in INDEX_LEAF_STRUCT.iter_unpack(index[n_nodes * INDEX_NODE_SIZE :]):
         leaf_keys.extend(block[:INDEX_FANOUT])
         slots.extend(block[INDEX_FANOUT:])
     starts: list[int] = []

@@ -10,28 +10,28 @@ when one is lost). Without a jobserver the limit is --jobs, OFFLINK_JOBS or the 
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
+import signal
 import stat
 import sys
-from _thread import allocate_lock  # threading.Lock itself, without importing threading
+import threading
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol, TypeVar
 
+from . import run as runner
 from . import settings
 from .errors import ToolError
-from typing import NamedTuple
 
-# typing, threading, signal and select are imported where needed: an `offlink cc` runs one
-# target compile in its own thread (run_jobs), and each import is start-up time of every cc.
-from typing import TYPE_CHECKING
-if TYPE_CHECKING:
-    import threading
-    from collections.abc import Sequence
-    from typing import Callable, Protocol, TypeVar
+T = TypeVar("T")
 
-    T = TypeVar("T")
 
-    class Progress(Protocol):
-        def started(self) -> None: ...
-        def finished(self, ok: bool) -> None: ...
+class Progress(Protocol):
+    """What run_jobs tells of each job (progress.CompileProgress)."""
+
+    def started(self) -> None: ...
+    def finished(self, ok: bool) -> None: ...
 
 
 class JobserverAuth(NamedTuple):
@@ -80,8 +80,6 @@ def _pipe_end(fd: int, writing: bool) -> os.stat_result | None:
     numbers may then belong to anything else; checking type and access mode avoids reading
     from or writing to an unrelated file.
     """
-    import fcntl
-
     try:
         st = os.fstat(fd)
         mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
@@ -145,8 +143,6 @@ class Jobserver:
                 os.write(self.write_fd, token)
                 return
             except BlockingIOError:  # a full pipe: cannot happen with make's token counts
-                import select
-
                 select.select([], [self.write_fd], [], 1.0)
 
     def close(self) -> None:
@@ -267,12 +263,7 @@ def _raise_interrupted(signum, frame):
 
 def stop_on_signals() -> None:
     """Make SIGTERM and SIGHUP unwind like Ctrl-C does (main thread only: elsewhere
-    signal.signal refuses, and nothing is changed). Not threading.main_thread(): where a
-    thread offlink started (cache.store.in_thread, with _thread) imported threading first,
-    say through subprocess, threading takes that thread for the main one while it runs.
-    _signal: signal's own C module (signal.py's enums cost a link ~1.5 ms)."""
-    import _signal as signal
-
+    signal.signal refuses, and nothing is changed)."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
             if signal.getsignal(sig) == signal.SIG_DFL:
@@ -285,17 +276,14 @@ class Children:
     """The tool processes the jobs run, so that an interrupt can stop them."""
 
     def __init__(self) -> None:
-        self._lock = allocate_lock()
+        self._lock = threading.Lock()
         self._pids: set[int] = set()
         self._stopping = False
 
     def run(self, argv: Sequence[str], what: str) -> str:
         """Run a tool (stdin /dev/null, stdout and stderr into one pipe) with its output kept
         and returned (warnings); a failure is a ToolError carrying that output. The tool is
-        started with posix_spawn (run.spawn): importing subprocess cost each `offlink cc`
-        that compiles target code ~5 ms."""
-        from . import run as runner
-
+        started by run.spawn_tool."""
         if runner.VERBOSE:
             print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
         # close-on-exec: a tool that another thread starts meanwhile must not hold the write
@@ -321,8 +309,6 @@ class Children:
             # Ended, not yet reaped: its pid stays its own until stop() can no longer see it.
             os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
         except BaseException:  # Ctrl-C or SIGTERM in the thread running it: the tool stops
-            import signal
-
             self._forget(pid, signal.SIGTERM)
             raise
         finally:
@@ -350,8 +336,6 @@ class Children:
         return os.waitstatus_to_exitcode(status)
 
     def stop(self) -> None:
-        import signal
-
         with self._lock:
             self._stopping = True
             for pid in self._pids:
@@ -363,13 +347,10 @@ class Children:
 
 class _Pool:
     """Up to `workers` threads running submitted jobs in order; each job's result or exception
-    is kept, and `wake` is called when one ends. (concurrent.futures' ThreadPoolExecutor does
-    this too, but importing it brings logging and queue: ~6 ms of every link that compiles
-    anything, such as a relink after one CU changed.)"""
+    is kept, and `wake` is called when one ends. (Not concurrent.futures: it imports logging,
+    whose atexit hook keeps a link from ending at once, cli._end_link.)"""
 
     def __init__(self, workers: int, job: Callable[[int], T], wake: Callable[[], None]):
-        import threading
-
         self.workers, self.job, self.wake = workers, job, wake
         self.threads: list[threading.Thread] = []
         self.todo: list[int] = []
@@ -382,8 +363,6 @@ class _Pool:
             self.todo.append(index)
             self.cond.notify()
         if len(self.threads) < self.workers:
-            import threading
-
             thread = threading.Thread(target=self._work, name=f"offlink-job_{len(self.threads)}")
             self.threads.append(thread)
             thread.start()
@@ -431,8 +410,6 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
     way out, Ctrl-C and SIGTERM included, the tools still running are stopped and every
     jobserver token is given back.
     """
-    from . import run as runner
-
     if count == 1 and slots.take():  # the implicit slot: one job needs no thread
         return [_one(job, slots, children, progress)]
     if slots.note and count > 1:  # only when jobs would wait; once per link
@@ -453,8 +430,6 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
     pool = _Pool(max(1, min(slots.limit, count)), job, wake)
     nxt = 0
     try:
-        import select
-
         poller = select.poll()
         poller.register(wake_r, select.POLLIN)
         polled_token = False

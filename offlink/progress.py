@@ -10,14 +10,14 @@ overwrite theirs: one plain line per target is printed instead, never redrawn.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
+from . import run as runner
 from . import settings
 
 
 def wanted() -> bool:
-    from . import run as runner
-
     if not settings.flag("OFFLINK_PROGRESS") or runner.VERBOSE:
         return False
     if os.environ.get("TERM", "") == "dumb":
@@ -30,8 +30,6 @@ def wanted() -> bool:
 
 def siblings() -> bool:
     """Other jobs may write to this terminal now: a make running jobs in parallel."""
-    import re
-
     flags = os.environ.get("MAKEFLAGS", "")
     return "--jobserver" in flags or re.search(r"(^|\s)-j(?!1\b)", flags) is not None
 

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import ToolError
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
 
-# subprocess and shlex are imported where used, and shutil not at all: a plain link through
-# offlink only execs the linker, an `offlink cc` spawns its tools (`spawn`), and each import
-# is start-up time (subprocess ~5 ms, shutil ~2 ms of every cc).
+# Tools are started with os.posix_spawnp where offlink waits for them itself (`spawn`): they
+# inherit offlink's file descriptors as a plain build's tools do (make's jobserver among them).
+# subprocess is imported where it is used: `offlink cc`'s warm hit imports this module, and
+# its import budget (tests/test_cc_cache.py) holds no subprocess.
 
 VERBOSE = settings.flag("OFFLINK_VERBOSE")
 
@@ -26,14 +29,12 @@ def set_verbose(flag: bool) -> None:
 
 
 def show(argv: Sequence[str]) -> str:
-    import shlex
-
     return shlex.join(argv)
 
 
 def which(tool: str) -> str | None:
-    """The tool's path as exec would find it: shutil.which's answer, without importing
-    shutil (every `offlink cc` that compiles target code asks)."""
+    """The tool's path as exec would find it: shutil.which's answer, for `offlink cc`'s warm
+    hit (it asks for the compiler's identity, and its import budget holds no shutil)."""
     if os.sep in tool:
         return tool if os.access(tool, os.X_OK) else None
     path = os.environ.get("PATH")
@@ -56,19 +57,14 @@ def which(tool: str) -> str | None:
 # Python ignores SIGPIPE (and SIGXFSZ), and an ignored signal stays ignored across exec: a
 # tool offlink starts gets them back at their defaults, as subprocess (restore_signals) and a
 # plain build give them.
-def _restored() -> tuple[int, ...]:
-    # signal's own numbers, from the C module signal.py wraps in enums (importing signal, with
-    # enum, cost every `offlink cc` ~4 ms)
-    from _signal import SIGPIPE, SIGXFSZ
-
-    return (SIGPIPE, SIGXFSZ)
+_RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
 def spawn(argv: Sequence[str], file_actions: list) -> int:
-    """Start a tool with os.posix_spawnp (importing subprocess costs ~5 ms), SIGPIPE and
-    SIGXFSZ at their defaults; its pid. A missing tool raises FileNotFoundError."""
+    """Start a tool with os.posix_spawnp, SIGPIPE and SIGXFSZ at their defaults; its pid. A
+    missing tool raises FileNotFoundError."""
     return os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=file_actions,
-                           setsigdef=_restored())
+                           setsigdef=_RESTORED)
 
 
 def spawn_tool(argv: Sequence[str], file_actions: list, what: str) -> int:
@@ -84,11 +80,9 @@ def spawn_tool(argv: Sequence[str], file_actions: list, what: str) -> int:
 def exec_tool(argv: Sequence[str]) -> None:
     """Replace offlink by the tool (os.execvp), SIGPIPE and SIGXFSZ at their defaults; returns
     only by raising OSError (the handlers as they were)."""
-    import signal
-
     sys.stdout.flush()
     sys.stderr.flush()
-    before = {signum: signal.signal(signum, signal.SIG_DFL) for signum in _restored()}
+    before = {signum: signal.signal(signum, signal.SIG_DFL) for signum in _RESTORED}
     try:
         os.execvp(argv[0], list(argv))
     finally:  # reached only when the exec failed
@@ -96,22 +90,44 @@ def exec_tool(argv: Sequence[str]) -> None:
             signal.signal(signum, handler)
 
 
+def probe(argv: Sequence[str], *, cwd: str | None = None, env: dict | None = None,
+          timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Ask a tool something (`--version`, `-###`): its exit status, output and diagnostics
+    apart, stdin empty, nothing shown with --verbose. Raises OSError where it cannot start,
+    subprocess.TimeoutExpired past `timeout`."""
+    import subprocess
+
+    return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, cwd=cwd,
+                          env=env, timeout=timeout)
+
+
+def version(tool: str) -> bytes:
+    """A tool's `--version`: its exit status, output and diagnostics, or why it gave none."""
+    import subprocess
+
+    try:
+        said = probe([tool, "--version"], timeout=60)
+        return f"{said.returncode}\0".encode() + said.stdout + said.stderr
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"no --version: {type(e).__name__}".encode()
+
+
 def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None = None,
-        stdin: bytes | None = None, env: dict | None = None
-        ) -> subprocess.CompletedProcess | Completed:
+        stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a tool; a missing tool or a failure becomes one ToolError naming `what`.
 
     With capture, the tool's output is kept and attached to the error (the CLI prints it
     before the one-line error), so a failing compile shows the compiler's own diagnostics.
     """
+    import subprocess
+
     if VERBOSE:
         print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
     try:
         if capture and cwd is None and stdin is None and env is None:
-            proc = _captured(argv)
+            code, said = Captured(argv).wait()  # offlink's descriptors inherited
+            proc = subprocess.CompletedProcess(list(argv), code, said)
         else:
-            import subprocess
-
             proc = subprocess.run(list(argv), input=stdin, cwd=cwd, env=env,
                                   stdout=subprocess.PIPE if capture else None,
                                   stderr=subprocess.STDOUT if capture else None)
@@ -127,76 +143,43 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
     return proc
 
 
-class Completed:
-    """What `run` returns where it runs the tool itself: subprocess.CompletedProcess's
-    fields, the output and diagnostics together in stdout (a plain class: a named tuple's
-    making is start-up time of every `offlink cc`)."""
-
-    __slots__ = ("args", "returncode", "stdout", "stderr")
-
-    def __init__(self, args: list[str], returncode: int, stdout: bytes):
-        self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, None
-
-
 class Captured:
-    """A tool started with posix_spawn, its output and diagnostics into one pipe, which
-    `wait` reads to its end: subprocess.Popen(argv, stdout=PIPE, stderr=STDOUT) without
-    subprocess (its import, with locale, selectors and threading, is ~9 ms of a cold link's
-    way to its image link). Raises OSError (FileNotFoundError, ...) where it cannot start."""
+    """A tool started with its output and diagnostics into one pipe, which `wait` reads to its
+    end, offlink's file descriptors inherited as `spawn` leaves them. Raises OSError
+    (FileNotFoundError, ...) where it cannot start."""
 
     def __init__(self, argv: Sequence[str]):
-        read, write = os.pipe()
-        try:
-            self.pid = spawn(argv, [(os.POSIX_SPAWN_DUP2, write, 1),
-                                    (os.POSIX_SPAWN_DUP2, write, 2)])
-        except BaseException:
-            os.close(read)
-            raise
-        finally:
-            os.close(write)
-        self.pipe, self.status = read, None
+        import subprocess
+
+        self.process = subprocess.Popen(list(argv), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, close_fds=False)
 
     def wait(self) -> tuple[int, bytes]:
         """Its exit status (negative: the signal that ended it) and all it printed. An
         exception while waiting (Ctrl-C, SIGTERM) kills it and waits for it, as
         subprocess.run does."""
-        parts = []
         try:
-            while chunk := os.read(self.pipe, 1 << 16):
-                parts.append(chunk)
-            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            assert self.process.stdout is not None
+            out = self.process.stdout.read()
+            status = self.process.wait()
         finally:
             self.end()
-        return self.status, b"".join(parts)
+        return status, out
 
     def end(self) -> None:
         """Ended (killed where not waited for yet) and its pipe closed."""
-        if self.status is None:
-            import signal
-
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self.pid, 0)
-            self.status = -signal.SIGKILL
-        if self.pipe >= 0:
-            os.close(self.pipe)
-            self.pipe = -1
-
-
-def _captured(argv: Sequence[str]) -> Completed:
-    """subprocess.run(argv, stdout=PIPE, stderr=STDOUT), through Captured."""
-    status, out = Captured(argv).wait()
-    return Completed(list(argv), status, out)
+        if self.process.returncode is None:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def run_here(argv: Sequence[str], what: str) -> None:
-    """run(argv, what, capture=False) without subprocess: the tool on offlink's own stdin,
-    stdout and stderr, started with posix_spawn (a relink with nothing changed starts only
-    the host link: importing subprocess, with locale and selectors, cost it ~3 ms). As
-    subprocess.run, an exception while waiting (Ctrl-C, SIGTERM: jobserver.stop_on_signals)
-    kills the tool and waits for it before going on; a failure is the same ToolError."""
+    """run(argv, what, capture=False) as `spawn` starts tools: the tool on offlink's own
+    stdin, stdout and stderr. As subprocess.run, an exception while waiting (Ctrl-C,
+    SIGTERM: jobserver.stop_on_signals) kills the tool and waits for it before going on; a
+    failure is the same ToolError."""
     if VERBOSE:
         print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
     sys.stdout.flush()
@@ -205,8 +188,6 @@ def run_here(argv: Sequence[str], what: str) -> None:
     try:
         _, status = os.waitpid(pid, 0)
     except BaseException:
-        import signal
-
         os.kill(pid, signal.SIGKILL)  # as subprocess.run's process.kill()
         os.waitpid(pid, 0)
         raise
@@ -224,8 +205,6 @@ def pass_through(argv: Sequence[str], what: str) -> int:
     passed on to the tool instead, so the tool decides, as it would without offlink between;
     the handlers in force before are restored afterwards.
     """
-    import signal
-
     if VERBOSE:
         print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)
     sys.stdout.flush()

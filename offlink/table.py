@@ -8,27 +8,28 @@ same answers (tests/test_differential.py).
 from __future__ import annotations
 
 import os
+import warnings
 from array import array
 from collections.abc import Iterable
+from typing import NamedTuple
 
-from . import settings
+from . import _pytable, settings
+from .elf import ElfFile
 from .errors import FormatError, TableError
 from .formats.table import IMAGE_KIND_NAMES, SECTION, SYMBOL_KIND_NAMES
-from typing import NamedTuple
+
+try:
+    from ._ctable import Core as _CCore  # type: ignore[import-not-found]
+except ImportError:  # the extension is optional: an install where no C compiler worked
+    _CCore = None
 
 
 def _load_core():
     if settings.flag("OFFLINK_PURE_PYTHON"):
-        from ._pytable import Core
-
-        return Core
-    try:
-        from ._ctable import Core  # type: ignore[import-not-found]
-    except ImportError:
-        # An install whose C compile failed (the extension is optional) says so on first use
-        # instead of being silently slower; OFFLINK_PURE_PYTHON=1 asks for this core quietly.
-        import warnings
-
+        return _pytable.Core
+    if _CCore is None:
+        # Said on first use instead of being silently slower; OFFLINK_PURE_PYTHON=1 asks for
+        # this core quietly.
         warnings.warn(
             "the C table core (offlink._ctable) is not built in this install; using the "
             "pure-Python core (same answers, slower). Reinstall offlink where a C compiler "
@@ -36,8 +37,8 @@ def _load_core():
             RuntimeWarning,
             stacklevel=3,
         )
-        from ._pytable import Core
-    return Core
+        return _pytable.Core
+    return _CCore
 
 
 _Core = None
@@ -99,8 +100,6 @@ class Table:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> Table:
-        from .elf import ElfFile
-
         elf = ElfFile.open(path)
         section = elf.section(SECTION)
         if section is None:

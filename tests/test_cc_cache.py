@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import IMPORTS_SAID, copy_sample, run
+from conftest import copy_sample, run
 
 from offlink.cache.store import Cache
 
@@ -69,7 +70,7 @@ def outputs(folder: Path) -> tuple[bytes, bytes]:
 def cc_entries(src: Path) -> list[Path]:
     found = []
     for path in (src.parent / "cache" / "objects").rglob("*"):
-        entry = Cache._decode(path.read_bytes()) if path.is_file() else None
+        entry = Cache.decode(path.read_bytes()) if path.is_file() else None
         if entry is not None and entry.meta.get("kind") == "cc-object":
             found.append(path)
     return found
@@ -124,7 +125,7 @@ SPLIT_HEADER = """#ifdef __OFFLINK_TARGET__
 
 def recipes(src: Path) -> list[dict]:
     return [meta for p in (src.parent / "cache" / "objects").rglob("*")
-            if p.is_file() and (meta := Cache._decode(p.read_bytes()).meta).get("kind")
+            if p.is_file() and (meta := Cache.decode(p.read_bytes()).meta).get("kind")
             == "cc-recipe"]
 
 
@@ -312,7 +313,7 @@ def test_which_compiles_are_cached(args, cached):
 
 
 def test_prerequisites_of_a_depfile():
-    from offlink.cc.fatcache import prerequisites
+    from offlink.cc.depfile import prerequisites
 
     text = b"a.o: a.c /usr/include/stdio.h \\\n my\\ dir/b.h c$$.h\nb.h:\n"
     assert prerequisites(text) == [b"a.c", b"/usr/include/stdio.h", b"my dir/b.h", b"c$.h"]
@@ -320,7 +321,7 @@ def test_prerequisites_of_a_depfile():
 
 
 def test_the_files_preprocessed_code_came_from():
-    from offlink.cc.fatcache import included
+    from offlink.cc.depfile import included
 
     code = (b'# 0 "a.c"\n# 0 "<built-in>"\n# 0 "<command-line>"\n'
             b'# 1 "/usr/include/stdc-predef.h" 1 3 4\n# 1 "a.c"\n# 1 "sys/s.h" 1 3 4\n'
@@ -438,7 +439,7 @@ def test_static_and_shared_objects_of_a_source_share_a_target_compile(offlink, p
         run([offlink, "cc", "gcc", "-O2", *pic, "-c", "unit.c", "-o", out], cwd=project,
             env=env)
     targets = [p for p in (project.parent / "cache" / "objects").rglob("*")
-               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") is None]
+               if p.is_file() and Cache.decode(p.read_bytes()).meta.get("kind") is None]
     assert len(targets) == 1
 
 
@@ -474,7 +475,7 @@ def test_a_response_file_compile_is_served_without_a_recipe(offlink, project):
     run(argv, cwd=project, env=env)
     assert "$0x6," in run(["objdump", "-d", project / "unit.o"]).stdout
     recipes = [p for p in (project.parent / "cache" / "objects").rglob("*")
-               if p.is_file() and Cache._decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
+               if p.is_file() and Cache.decode(p.read_bytes()).meta.get("kind") == "cc-recipe"]
     assert recipes == []
 
 
@@ -490,24 +491,15 @@ def test_the_host_preprocessing_is_the_target_one_without_its_defines():
         "w/host-code.i", "-MD", "-MF", "w/host-code.d"]
 
 
-def test_a_compile_whose_target_code_is_cached_imports_no_subprocess(project):
-    """The host compile and objcopy run with posix_spawn (as the preprocessing does): a
-    compile that starts no target compile (the static object of a source whose shared one
-    compiled the target code, or OFFLINK_CC_TARGET_COMPILE=0) imports no subprocess."""
-    import sys
-
-    env = env_for(project, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    said = project.parent / "said"
-
-    def cc(*args: str, **extra: str) -> str:
-        run([sys.executable, "-c", IMPORTS_SAID, "subprocess", said, "cc", "gcc", "-O2",
-             *args, "-c", "unit.c"], cwd=project, env={**env, **extra})
-        return said.read_text().strip()
-
-    cc("-fPIC", "-o", "shared.o", OFFLINK_CC_TARGET_COMPILE="1")  # probes gcc, compiles
-    assert cc("-o", "static.o", OFFLINK_CC_TARGET_COMPILE="1") == "[]"
-    assert cc("-DOTHER", "-o", "other.o") == "[]"
-    # the objects are what they were: the fat object's host code is gcc's own
+def test_a_compile_whose_target_code_is_cached_writes_gccs_host_object(project):
+    """A compile that starts no target compile (the static object of a source whose shared
+    one compiled the target code, or OFFLINK_CC_TARGET_COMPILE=0) gives a fat object whose
+    host code is gcc's own."""
+    env = env_for(project)
+    cc = [sys.executable, "-m", "offlink", "cc", "gcc", "-O2", "-c", "unit.c"]
+    run([*cc, "-fPIC", "-o", "shared.o"], cwd=project,
+        env={**env, "OFFLINK_CC_TARGET_COMPILE": "1"})  # probes gcc, compiles
+    run([*cc, "-o", "static.o"], cwd=project, env={**env, "OFFLINK_CC_TARGET_COMPILE": "1"})
     run(["gcc", "-O2", "-c", "unit.c", "-o", "plain.o"], cwd=project)
     host = run(["objcopy", "--remove-section", "gnu.target_lto_x86_64-pc-linux-gnu",
                 "static.o", "host.o"], cwd=project)
@@ -515,36 +507,55 @@ def test_a_compile_whose_target_code_is_cached_imports_no_subprocess(project):
     assert (project / "host.o").read_bytes() == (project / "plain.o").read_bytes()
 
 
-def test_a_cold_compile_imports_none_of_the_slow_modules(project):
-    """A cold `offlink cc` (preprocessing, host compile, objcopy, the target compile into the
-    link cache) starts its tools with posix_spawn and makes, names and removes its work
-    folder itself: no subprocess, shutil or tempfile (~10 ms of every cc), and never typer,
-    rich or lief; nor typing, re, enum, json, signal, threading or hashlib (~15 ms of every
-    cc: records.py, cache.json_text, digest.py). Its first compile may probe the tools'
-    identities (`--version`, once)."""
-    import sys
+# The import budget of the warm path (offlink/cc/warm.py, reached from the command line): a
+# warm hit imports only these of offlink's modules, and none of the slow ones below.
+WARM_MODULES = {"offlink", "offlink.cli", "offlink.cli.report", "offlink.cli.options",
+                "offlink.cli.cc_cmd", "offlink.errors", "offlink.settings", "offlink.digest",
+                "offlink.run", "offlink.cc", "offlink.cc.warm", "offlink.cc.depfile",
+                "offlink.cc.toolchain_offload", "offlink.driver_args", "offlink.cache",
+                "offlink.link", "offlink.link.staging"}
+NOT_WARM = ("subprocess", "shutil", "tempfile", "dataclasses", "inspect", "concurrent.futures",
+            "typer", "rich", "click", "lief", "construct")
+# `python -c IMPORTED SAID_FILE WORDS...`: `offlink WORDS...`, writing to SAID_FILE at exit
+# every module it imported, one a line.
+IMPORTED = """import atexit, sys
+def said(path=sys.argv[1]):
+    with open(path, "w") as f:
+        print("\\n".join(sorted(sys.modules)), file=f)
+atexit.register(said)
+sys.argv = ["offlink", *sys.argv[2:]]
+from offlink.cli import main
+main()
+"""
 
+
+def test_the_warm_hit_keeps_to_its_import_budget(project):
+    """A cold `offlink cc` works, leaves nothing in TMPDIR and stores its objects; the warm
+    hit after it (an `offlink cc` served by its recipe) imports only WARM_MODULES of
+    offlink's own (the cache's among them) and none of NOT_WARM."""
     env = env_for(project, PYTHONPATH=str(Path(__file__).resolve().parent.parent),
                   OFFLINK_CC_TARGET_COMPILE="1")
     said = project.parent / "said"
-    slow = "subprocess,shutil,tempfile,typer,rich,lief,click,concurrent.futures,typing,re,enum," \
-        "json,signal,threading,hashlib"
 
-    def cc(source: str, *args: str) -> str:
-        run([sys.executable, "-c", IMPORTS_SAID, slow, said, "cc", "gcc", "-O2", *args,
-             "-c", source], cwd=project, env=env)
-        return said.read_text().strip()
+    def cc(source: str, *args: str) -> set[str]:
+        run([sys.executable, "-c", IMPORTED, said, "cc", "gcc", "-O2", *args, "-c", source],
+            cwd=project, env=env)
+        return set(said.read_text().split())
 
     cc("unit.c", "-o", "first.o")  # probes gcc and objcopy
     (project / "other.c").write_text("int other_value(void) { return 7; }\n")
     before = len(cc_entries(project))
-    assert cc("other.c", "-fPIC", "-o", "cold.o") == "[]"
+    cc("other.c", "-fPIC", "-o", "cold.o")
     assert len(cc_entries(project)) == before + 1  # a miss: compiled and stored
-    assert cc("other.c", "-fPIC", "-o", "cold.o") == "[]"  # a hit reads entries, without json
-    assert len(cc_entries(project)) == before + 1
+    warm = cc("other.c", "-fPIC", "-o", "cold.o")
+    assert len(cc_entries(project)) == before + 1  # a hit
+    offlinks = {m for m in warm if m.split(".")[0] == "offlink"}
+    assert {m for m in offlinks - WARM_MODULES if not m.startswith("offlink.cache.")} == set()
+    assert "offlink.cc.warm" in offlinks
+    assert not warm & set(NOT_WARM)
     assert "gnu.target_lto_" in run(["readelf", "-S", "-W", project / "cold.o"]).stdout
     cached = [p for p in (project.parent / "cache" / "objects").rglob("*") if p.is_file()
-              and (e := Cache._decode(p.read_bytes())) is not None and e.meta
+              and (e := Cache.decode(p.read_bytes())) is not None and e.meta
               and "other_value" in str(e.meta)]
     assert cached  # its target object, compiled by this cc
     assert os.listdir(project.parent / "tmp") == []

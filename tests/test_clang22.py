@@ -253,10 +253,10 @@ def declared(body: str) -> str:
 @pytest.fixture
 def relinked(tmp_path, monkeypatch):
     """Three clang-22 CUs (main.o, a.o, b.o) in tmp_path, and an in-process `offlink link`
-    of them with the cache in tmp_path/cache, stamps trusted at once (relink._SETTLED 0):
+    of them with the cache in tmp_path/cache, stamps trusted at once (freshness.SETTLED 0):
     link(output) -> what --timings said. `reads`: the input files extract opened,
     `offered`: the CUs whose device object's symbols were read (OpenMPTarget.offers)."""
-    from offlink.link import extract, relink
+    from offlink.link import extract
     from offlink.link.pipeline import LinkOptions, link
     from offlink.toolchains.llvm.openmp import OpenMPTarget
 
@@ -268,7 +268,7 @@ def relinked(tmp_path, monkeypatch):
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OFFLINK_PROGRESS", "0")
     monkeypatch.delenv("MAKEFLAGS", raising=False)
-    monkeypatch.setattr(relink, "_SETTLED", 0.0)
+    monkeypatch.setattr("offlink.cache.freshness.SETTLED", 0.0)
     (tmp_path / "cache").mkdir()
     reads: list[str] = []
     offered: list[str] = []

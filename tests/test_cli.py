@@ -341,3 +341,40 @@ def test_which_finds_tools_as_shutil_does(tmp_path, monkeypatch):
     for name in ("tool", "plain", "gcc", "no-such-tool", "b/tool", str(tmp_path / "b/tool")):
         assert which(name) == shutil.which(name), name
     assert which("tool") == str(tmp_path / "b" / "tool")
+
+
+@pytest.mark.parametrize("command", ["cc", "link"])
+def test_cc_and_link_parse_and_list_exactly_their_declared_options(command, capsys):
+    """cc's and link's options are declared once (cli/options.py): the parser takes each one
+    in every spelling, and the help lists exactly them."""
+    from offlink.cli.options import COMMANDS, HELP, VERSION, help_text, parse
+    from offlink.errors import UsageError
+
+    declared = COMMANDS[command].options
+    for option in declared:
+        for name in option.names:
+            if option in (HELP, VERSION):
+                with pytest.raises(SystemExit) as done:
+                    parse([name, "gcc"], command)
+                assert done.value.code == 0
+                out = capsys.readouterr().out
+                assert out == help_text(command) if option is HELP else "table core" in out
+            elif option.metavar:
+                for words in ([name, "v1", name + "=v2"], [name + "=v1", name, "v2"]):
+                    opts, rest = parse([*words, "gcc", name, "x"], command)
+                    assert opts == {option.name: ["v1", "v2"]} and rest == ["gcc", name, "x"]
+                with pytest.raises(UsageError):
+                    parse([name], command)
+            else:
+                assert parse([name, "gcc", "-shared"], command) == (
+                    {option.name: True}, ["gcc", "-shared"])
+                with pytest.raises(UsageError):
+                    parse([name + "=1", "gcc"], command)
+    with pytest.raises(UsageError):
+        parse(["--no-such-option", "gcc"], command)
+    assert parse(["--", "--verbose", "gcc"], command) == ({}, ["--verbose", "gcc"])
+    lines = help_text(command).split("\nOptions:\n")[1].splitlines()
+    listed = [line.split()[0].rstrip(",") for line in lines if line.startswith("  -")]
+    listed += [line.split()[1] for line in lines if line.startswith("  -V, ")
+               or line.startswith("  -h, ")]
+    assert sorted(listed) == sorted(name for option in declared for name in option.names)

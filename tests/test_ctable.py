@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,8 +15,10 @@ from array import array
 from pathlib import Path
 
 import pytest
+from test_format_declarations import construct_table, field_offsets
 
 from offlink import _pytable, table
+from offlink.formats import declarations as decl
 from offlink.formats import table as fmt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,27 +57,18 @@ def _sample() -> bytes:
     )
 
 
-# -- the header against offlink/formats/table.py ---------------------------------------------
-
-
-def _field_offsets(struct) -> dict[str, int]:
-    out, pos = {}, 0
-    for sub in struct.subcons:
-        if sub.name:
-            out[sub.name] = pos
-        pos += sub.sizeof()
-    return out
+# -- the header against the declaration (offlink/formats/declarations.py) --------------------
 
 
 def _expected_constants() -> dict[str, int]:
     want = {
         "OFL_VERSION": fmt.VERSION,
-        "OFL_HEADER_SIZE": fmt.HEADER_SIZE,
-        "OFL_TARGET_SIZE": fmt.TARGET_SIZE,
-        "OFL_SYMBOL_SIZE": fmt.SYMBOL_SIZE,
-        "OFL_INDEX_FANOUT": fmt.INDEX_FANOUT,
-        "OFL_INDEX_NODE_SIZE": fmt.INDEX_NODE_SIZE,
-        "OFL_INDEX_LEAF_SIZE": fmt.IndexLeaf.sizeof(),
+        "OFL_HEADER_SIZE": decl.TableHeader.sizeof(),
+        "OFL_TARGET_SIZE": decl.TableTargetEntry.sizeof(),
+        "OFL_SYMBOL_SIZE": decl.TableSymbolRow.sizeof(),
+        "OFL_INDEX_FANOUT": decl.TableIndexNode.count,
+        "OFL_INDEX_NODE_SIZE": decl.TableIndexNode.sizeof(),
+        "OFL_INDEX_LEAF_SIZE": decl.TableIndexLeaf.sizeof(),
         "OFL_KEY_MIN": fmt.KEY_MIN,
         "OFL_KEY_MAX": fmt.KEY_MAX,
         "OFL_KEY_PAD": fmt.KEY_PAD,
@@ -82,8 +76,9 @@ def _expected_constants() -> dict[str, int]:
         "OFL_IMAGE_ALIGN": fmt.IMAGE_ALIGN,
         "OFL_REGION_ALIGN": 8,
     }
-    for prefix, struct in (("HDR", fmt.Header), ("TGT", fmt.TargetEntry), ("ROW", fmt.SymbolRow)):
-        for name, off in _field_offsets(struct).items():
+    for prefix, struct in (("HDR", decl.TableHeader), ("TGT", decl.TableTargetEntry),
+                           ("ROW", decl.TableSymbolRow)):
+        for name, off in field_offsets(struct).items():
             want[f"OFL_{prefix}_{name.upper()}"] = off
     for name, value in fmt.IMAGE_KINDS.items():
         want[f"OFL_IMAGE_{name.upper().replace('-', '_')}"] = value
@@ -92,6 +87,28 @@ def _expected_constants() -> dict[str, int]:
     for i, code in enumerate(_pytable.MESSAGES, start=1):
         want[f"OFL_{code.upper().replace('-', '_')}"] = i
     return want
+
+
+def _header_text_constants() -> dict[str, int]:
+    """table.h's integer #defines and enumerators, read from its text."""
+    text = (RUNTIME / "table.h").read_text()
+    found = re.findall(r"^#define (OFL_\w+) ([-()\w ]+?)\s*(?:/\*.*)?$", text, re.M)
+    found += re.findall(r"^\s+(OFL_\w+) = (\d+),", text, re.M)
+    values = {"UINT32_MAX": str(2**32 - 1)}
+    out = {}
+    for name, value in found:
+        value = values.get(value.strip(), value)
+        assert re.fullmatch(r"[-() \d]+", value), (name, value)
+        out[name] = int(eval(value))  # digits, minus signs and parentheses only
+    return out
+
+
+def test_header_text_matches_the_construct_declaration():
+    """Without a C compiler: each constant the declaration fixes, as table.h's text spells
+    it (the compiled check below covers the macros' use)."""
+    got = _header_text_constants()
+    want = _expected_constants()
+    assert {name: got.get(name) for name in want} == want
 
 
 def _compile_run(tmp_path: Path, source: str, *args: str, flags: tuple[str, ...] = ()) -> str:
@@ -211,6 +228,24 @@ def test_c_api_agrees_with_the_pure_core_at_any_alignment(tmp_path):
                                         *queries).split()]
     want = [core.find(o) for o in offsets] + [core.lookup(n.encode()) for n in names]
     assert out == want
+
+
+@needs_cc
+def test_c_api_reads_a_table_the_declaration_builds(tmp_path):
+    """A table built by the construct declaration alone, read by table.c: every row found by
+    name and by address, as by the pure core."""
+    rows = [fmt.RowSpec(f"r{i:03d}", 24 * i - 400, 1 + i % 23, "variable") for i in range(40)]
+    buf = construct_table([fmt.ImageSpec("x86_64-pc-linux-gnu", "shared-object", b"so" * 9)],
+                          rows)
+    (tmp_path / "t.bin").write_bytes(buf)
+    core = _pytable.Core(buf)
+    offsets = [24 * i - 400 + d for i in range(40) for d in (0, 1, 23)]
+    names = [r.name for r in rows] + ["r", "r0400"]
+    queries = [f"f:{o}" for o in offsets] + [f"l:{n}" for n in names]
+    out = [int(x) for x in _compile_run(tmp_path, API_PROG, str(tmp_path / "t.bin"),
+                                        *queries).split()]
+    assert out == [core.find(o) for o in offsets] + [core.lookup(n.encode()) for n in names]
+    assert sorted(out[len(offsets):len(offsets) + 40]) == list(range(40))
 
 
 @needs_cc

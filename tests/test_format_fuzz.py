@@ -11,11 +11,14 @@ import zlib
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_format_declarations import field_offsets
 
 from offlink.errors import FormatError
+from offlink.formats import declarations as decl
 from offlink.formats import offload_binary as ob
 from offlink.formats import payload as pl
 
+HEAD = field_offsets(decl.PayloadHeader)
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -25,8 +28,7 @@ def _record(
     """A record as offlink writes one (version 2), or as an older offlink did (version 1);
     `stored` replaces the compressed code (valid lengths and CRC around it)."""
 
-    header, body_decl = pl.declarations()
-    body = body_decl.build(
+    body = decl.PayloadBody.build(
         dict(
             target="x86_64-pc-linux-gnu",
             code_kind="c",
@@ -40,10 +42,11 @@ def _record(
     body += b"\0" * (-len(body) % 8)
     crc = zlib.crc32(body)
     if version == 1:
-        return pl.V1_HEADER_STRUCT.pack(pl.MAGIC, 1, pl.FLAG_ZLIB, crc, len(body)) + body
+        head = dict(version=1, flags=pl.FLAG_ZLIB, body_crc32=crc, body_size=len(body))
+        return decl.PayloadHeaderV1.build(head) + body
     size = len(code) if code_size is None else code_size
     return (
-        header.build(
+        decl.PayloadHeader.build(
             dict(version=2, flags=pl.FLAG_ZLIB, body_crc32=crc, body_size=len(body), code_size=size)
         )
         + body
@@ -62,7 +65,8 @@ def _mutations():
     seed = st.sampled_from(SEEDS)
     flips = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6)
     cut = st.one_of(st.none(), st.integers(0, 10_000))
-    forged = st.one_of(st.none(), st.tuples(st.sampled_from([16, 24]), st.integers(0, 2**64 - 1)))
+    lengths = st.sampled_from([HEAD["body_size"], HEAD["code_size"]])
+    forged = st.one_of(st.none(), st.tuples(lengths, st.integers(0, 2**64 - 1)))
     return st.tuples(seed, flips, cut, forged, st.booleans())
 
 
@@ -75,11 +79,12 @@ def _apply(seed: bytes, flips, cut, forged, fix_crc: bool = False) -> bytes:
         struct.pack_into("<Q", data, forged[0], forged[1])  # body_size or code_size
     if cut is not None:
         del data[cut % (len(data) + 1) :]
-    if fix_crc and len(data) >= 32:  # past the checksum, to the body's own checks
-        version = struct.unpack_from("<H", data, 8)[0]
-        at = 24 if version == 1 else 32
-        size = struct.unpack_from("<Q", data, 16)[0]
-        struct.pack_into("<I", data, 12, zlib.crc32(data[at : at + size]))
+    if fix_crc and len(data) >= decl.PayloadHeader.sizeof():  # past the checksum, to the body
+        version = struct.unpack_from("<H", data, HEAD["version"])[0]
+        header = decl.PayloadHeaderV1 if version == 1 else decl.PayloadHeader
+        at = header.sizeof()
+        size = struct.unpack_from("<Q", data, HEAD["body_size"])[0]
+        struct.pack_into("<I", data, HEAD["body_crc32"], zlib.crc32(data[at : at + size]))
     return bytes(data)
 
 
@@ -149,6 +154,13 @@ def _binary() -> bytes:
     return one + b"\0" * (-len(one) % 8) + one  # as ld -r concatenates them
 
 
+# The header's size and entries' place, the first entry's strings' and image's place and size.
+BINARY_LENGTHS = [field_offsets(decl.OffloadBinaryHeader)[f]
+                  for f in ("size", "entry_offset", "entry_size")]
+BINARY_LENGTHS += [decl.OffloadBinaryHeader.sizeof() + field_offsets(decl.OffloadBinaryEntry)[f]
+                   for f in ("string_offset", "num_strings", "image_offset")]
+
+
 @SETTINGS
 @given(
     st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
@@ -156,7 +168,7 @@ def _binary() -> bytes:
     st.one_of(
         st.none(),
         st.tuples(
-            st.sampled_from([8, 16, 24, 32 + 8, 32 + 16, 32 + 24]), st.integers(0, 2**64 - 1)
+            st.sampled_from(BINARY_LENGTHS), st.integers(0, 2**64 - 1)
         ),
     ),
 )

@@ -1,4 +1,6 @@
-"""The two formats: construct declarations, the fast struct paths and golden blobs agree."""
+"""offlink's two formats, the table and the payload: their golden blobs, what the spec says of
+them, and how the readers meet corrupt records. test_format_declarations.py holds the struct
+paths to the construct declarations."""
 
 from __future__ import annotations
 
@@ -8,17 +10,18 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from construct import Array
 
 from offlink.errors import FormatError
+from offlink.formats import declarations as decl
+from offlink.formats import origins
 from offlink.formats import payload as pl
 from offlink.formats import table as tf
 
 GOLDEN = Path(__file__).resolve().parent.parent / "formats" / "golden"
 
 
-def golden_table() -> bytes:
+def golden_table_specs() -> tuple[list[tf.ImageSpec], list[tf.RowSpec]]:
     images = [tf.ImageSpec("x86_64-pc-linux-gnu", "shared-object", b"\x7fELF" + bytes(range(60))),
               tf.ImageSpec("nvptx64-nvidia-cuda", "cubin", b"CUBIN" * 7)]
     rows = [tf.RowSpec("twice", 0x1000, 1, "function"),
@@ -26,7 +29,11 @@ def golden_table() -> bytes:
             tf.RowSpec("weights", 0x2000, 32, "variable"),
             tf.RowSpec("dispatch", 0x1100, 1, "indirect-function"),
             tf.RowSpec("big", 0x3000, 4096, "link-variable")]
-    return tf.build_table(images, rows)
+    return images, rows
+
+
+def golden_table() -> bytes:
+    return tf.build_table(*golden_table_specs())
 
 
 def golden_payload() -> bytes:
@@ -48,30 +55,27 @@ def test_version_1_payloads_are_still_read():
 
 
 def test_sizes_match_the_spec():
-    assert (tf.Header.sizeof(), tf.TargetEntry.sizeof(), tf.SymbolRow.sizeof()) == (96, 40, 32)
-    assert (tf.HEADER_SIZE, tf.TARGET_SIZE, tf.SYMBOL_SIZE) == (96, 40, 32)
-    assert tf.HEADER_STRUCT.size == 96 and tf.TARGET_STRUCT.size == 40
-    assert tf.SYMBOL_STRUCT.size == 32
+    sizes = (decl.TableHeader.sizeof(), decl.TableTargetEntry.sizeof(),
+             decl.TableSymbolRow.sizeof(), decl.TableIndexLeaf.sizeof())
+    assert sizes == (96, 40, 32, 192)
+    assert (decl.PayloadHeaderV1.sizeof(), decl.PayloadHeader.sizeof()) == (24, 32)
 
 
-def test_construct_and_struct_paths_agree():
+def test_golden_table_is_as_the_spec_says():
     blob = golden_table()
-    h = tf.Header.parse(blob)
-    fast = tf.HEADER_STRUCT.unpack_from(blob, 0)
-    assert (h.version, h.header_size, h.total_size, h.meta_size, h.meta_crc32, h.n_targets,
-            h.n_symbols) == (fast[1], fast[2], fast[4], fast[5], fast[6], fast[7], fast[8])
+    h = decl.TableHeader.parse(blob)
     assert h.total_size == len(blob)
-    rows = [tf.SymbolRow.parse(blob[h.symbols_off + i * 32:]) for i in range(h.n_symbols)]
+    rows = Array(h.n_symbols, decl.TableSymbolRow).parse(blob[h.symbols_off:])
     pool = blob[h.strings_off:h.meta_size]
     names = [pool[r.name_off:r.name_off + r.name_len].decode() for r in rows]
     assert names == sorted(names) == ["big", "counter", "dispatch", "twice", "weights"]
     assert [str(r.kind) for r in rows] == ["link-variable", "variable", "indirect-function",
                                            "function", "variable"]
-    targets = [tf.TargetEntry.parse(blob[h.targets_off + i * 40:]) for i in range(h.n_targets)]
+    targets = Array(h.n_targets, decl.TableTargetEntry).parse(blob[h.targets_off:])
     for t in targets:
         image = blob[t.image_off:t.image_off + t.image_size]
         assert t.image_off % 64 == 0 and zlib.crc32(image) == t.image_crc32
-    index = tf.AddressIndex(h.n_symbols).parse(blob[h.index_off:])
+    index = decl.TableAddressIndex(h.n_symbols).parse(blob[h.index_off:])
     assert h.index_off % 64 == 0 and not index.node and len(index.leaf) == 1
     leaf = index.leaf[0]
     assert leaf.key == sorted(r.host_offset for r in rows) + [tf.KEY_PAD] * 11
@@ -80,19 +84,9 @@ def test_construct_and_struct_paths_agree():
     assert [(e.row, e.span) for e in leaf.entry[5:]] == [(0, 0)] * 11
 
 
-def test_compiled_construct_agrees_with_interpreted():
-    blob = golden_table()
-    for decl, data in ((tf.Header, blob), (tf.TargetEntry, blob[96:]),
-                       (tf.SymbolRow, blob[176:])):
-        assert decl.compile().parse(data) == decl.parse(data)
-    record_header, _ = pl.declarations()
-    assert record_header.compile().parse(golden_payload()) == \
-        record_header.parse(golden_payload())
-
-
 def test_checksum_covers_metadata():
     blob = bytearray(golden_table())
-    h = tf.Header.parse(blob)
+    h = decl.TableHeader.parse(blob)
     struct.pack_into("<I", blob, tf.CRC_OFFSET, 0)
     assert zlib.crc32(bytes(blob[:h.meta_size])) == h.meta_crc32
 
@@ -103,10 +97,10 @@ def test_index_is_a_static_b_tree(n):
     # share an address.
     rows = [tf.RowSpec(f"r{i:05d}", 4 * (n - i - i % 3), i % 5, "variable") for i in range(n)]
     blob = tf.build_table([], rows)
-    h = tf.Header.parse(blob)
+    h = decl.TableHeader.parse(blob)
     layers = tf.index_layers(n)
     assert h.index_off % 64 == 0 and h.strings_off >= h.index_off + tf.index_size(n)
-    index = tf.AddressIndex(n).parse(blob[h.index_off:])
+    index = decl.TableAddressIndex(n).parse(blob[h.index_off:])
     assert len(index.node) == sum(layers[1:]) and len(index.leaf) == layers[0] == -(-n // 16)
     keys = [k for leaf in index.leaf for k in leaf.key]
     entries = [e for leaf in index.leaf for e in leaf.entry]
@@ -133,7 +127,7 @@ def test_index_clamps_wide_keys_and_sizes():
             tf.RowSpec("c", 2**31 - 2, 2**32, "variable"),
             tf.RowSpec("d", 7, 2**32 - 2, "variable")]
     blob = tf.build_table([], rows)
-    leaf = tf.AddressIndex(4).parse(blob[tf.Header.parse(blob).index_off:]).leaf[0]
+    leaf = decl.TableAddressIndex(4).parse(blob[decl.TableHeader.parse(blob).index_off:]).leaf[0]
     assert leaf.key[:4] == [tf.KEY_MIN, 7, tf.KEY_MAX, tf.KEY_MAX]
     assert [(e.row, e.span) for e in leaf.entry[:4]] == [(0, tf.SPAN_MAX), (3, 2**32 - 2),
                                                          (2, tf.SPAN_MAX), (1, 1)]
@@ -181,44 +175,6 @@ def test_payload_corruption_is_one_clear_error(mutate, message):
         pl.parse_records(mutate(golden_payload()), "a.o: section gnu.target_lto_x")
 
 
-@settings(max_examples=200, deadline=None)
-@given(target=st.text(max_size=40), kind=st.sampled_from(sorted(pl.CODE_KINDS)),
-       source=st.text(max_size=40), compiler=st.text(max_size=20),
-       options=st.lists(st.text(max_size=30), max_size=6),
-       offered=st.lists(st.text(max_size=20), max_size=6), code=st.binary(max_size=300))
-def test_struct_reader_agrees_with_the_construct_declaration(target, kind, source, compiler,
-                                                              options, offered, code):
-    p = pl.Payload(target, kind, source, compiler, tuple(options), code, tuple(offered))
-    record = pl.build_record(p)
-    (back,) = pl.parse_records(record, "x.o")
-    assert back == p
-    _, body_decl = pl.declarations()
-    body = record[pl.HEADER_SIZE:]
-    parsed = body_decl.parse(body)
-    assert pl._parse_body(body)[:6] == (parsed.target, str(parsed.code_kind), parsed.source,
-                                        parsed.compiler, tuple(parsed.options),
-                                        tuple(parsed.offered))
-
-
-@settings(max_examples=200, deadline=None)
-@given(target=st.text(max_size=40), kind=st.sampled_from(sorted(pl.CODE_KINDS)),
-       source=st.text(max_size=40), compiler=st.text(max_size=20),
-       options=st.lists(st.text(max_size=30), max_size=6),
-       offered=st.lists(st.text(max_size=20), max_size=6), code=st.binary(max_size=300))
-def test_struct_writer_agrees_with_the_construct_declaration(target, kind, source, compiler,
-                                                              options, offered, code):
-    record_header, body_decl = pl.declarations()
-    body = pl._build_body(target, kind, source, compiler, options, offered, code)
-    assert body == body_decl.build(dict(target=target, code_kind=kind, source=source,
-                                        compiler=compiler, options=options, offered=offered,
-                                        code=code))
-    record = pl.build_record(pl.Payload(target, kind, source, compiler, tuple(options), code,
-                                        tuple(offered)))
-    head = record_header.parse(record)
-    assert record[:pl.HEADER_SIZE] == record_header.build(head)
-    assert (head.version, head.flags, head.code_size) == (pl.VERSION, pl.FLAG_ZLIB, len(code))
-
-
 def test_struct_writer_refuses_a_field_too_long_for_its_prefix():
     with pytest.raises(FormatError, match="a.c: text too long for a payload"):
         pl.build_record(pl.Payload("t", "c", "a.c", "x" * 70000, (), b""))
@@ -245,15 +201,16 @@ def zero_bomb(mib: int) -> bytes:
 
 def forged_record(stored: bytes, code_size: int | None, flags: int = pl.FLAG_ZLIB) -> bytes:
     """A record with valid CRC around `stored` code; version 1 when `code_size` is None."""
-    _, body_decl = pl.declarations()
-    body = body_decl.build(dict(target="x86_64-pc-linux-gnu", code_kind="c", source="a.c",
-                                compiler="gcc", options=[], offered=[], code=stored))
+    body = decl.PayloadBody.build(dict(target="x86_64-pc-linux-gnu", code_kind="c",
+                                       source="a.c", compiler="gcc", options=[], offered=[],
+                                       code=stored))
     body += bytes(-len(body) % 8)
     if code_size is None:
-        head = struct.pack("<8sHHIQ", pl.MAGIC, 1, flags, zlib.crc32(body), len(body))
+        head = decl.PayloadHeaderV1.build(dict(version=1, flags=flags,
+                                               body_crc32=zlib.crc32(body), body_size=len(body)))
     else:
-        head = struct.pack("<8sHHIQQ", pl.MAGIC, 2, flags, zlib.crc32(body), len(body),
-                           code_size)
+        head = decl.PayloadHeader.build(dict(version=2, flags=flags, body_crc32=zlib.crc32(body),
+                                             body_size=len(body), code_size=code_size))
     return head + body
 
 
@@ -312,3 +269,11 @@ def test_code_over_the_limit_is_not_written(monkeypatch):
     monkeypatch.setattr(pl, "MAX_CODE_SIZE", 100)
     with pytest.raises(FormatError, match="more than a payload holds"):
         pl.build_record(pl.Payload("x86_64-pc-linux-gnu", "c", "big.c", "gcc", (), bytes(101)))
+
+
+def test_origins_bytes_are_compact_json_in_link_line_order():
+    data = origins.encode({"b\n\u00e9": "x.o", "a": "y.o"}, {"c\"": "x.o"}, ["y.o", "x.o"])
+    assert data == ('offlink.origins 1\n{"cus":["y.o","x.o"],"rows":[["a",0],["b\\n\u00e9",1]],'
+                    '"left_out":[["c\\"",1]]}').encode()
+    assert origins.decode(data, "f") == origins.Origins({"a": "y.o", "b\n\u00e9": "x.o"},
+                                                        {"c\"": "x.o"}, ("y.o", "x.o"))

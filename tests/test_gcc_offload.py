@@ -135,14 +135,14 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     host tables and the pairing share it) and finds the cached image without re-reading and
     re-pairing any CU's PTX."""
     from offlink import elf as elf_module
-    from offlink.link import relink
     from offlink.link.pipeline import LinkOptions, link
     from offlink.toolchains.gcc.nvptx import GccNvptxTarget
 
     build = sample / "build"
     objs = [str(build / f"{n}.o") for n in ("main", "saxpy", "stats")]
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(relink, "_SETTLED", 1e9)  # no record of the inputs: extract reads them
+    # no record of the inputs: extract reads them
+    monkeypatch.setattr("offlink.cache.freshness.SETTLED", 1e9)
     argv = [*GCC_LINK, *objs, "-o", str(tmp_path / "prog")]
     assert link(argv, LinkOptions()) == 0  # fills the cache
 
@@ -341,7 +341,7 @@ def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monke
     from the cache) reads its object then, refused unless it has the recorded code; an input
     rewritten is read again, alone."""
     from offlink.cache.store import Cache
-    from offlink.link import extract, relink
+    from offlink.link import extract
     from offlink.link.pipeline import LinkOptions, link
 
     for name in ("saxpy.c", "common.h"):
@@ -352,7 +352,7 @@ def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monke
     cache = tmp_path / "cache"
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(cache))
     monkeypatch.setenv("OFFLINK_PROGRESS", "0")
-    monkeypatch.setattr(relink, "_SETTLED", 0.0)  # stamps trusted at once
+    monkeypatch.setattr("offlink.cache.freshness.SETTLED", 0.0)  # stamps trusted at once
 
     def linked(name: str) -> tuple[bytes, str]:
         capfd.readouterr()
@@ -369,7 +369,7 @@ def test_relink_with_nothing_changed_reads_no_gcc_object(sample, tmp_path, monke
     assert reads == [] and again == first
     assert "3 CUs, 0 compiled, 3 from cache; image from cache" in said
     for p in (cache / "objects").rglob("*"):  # every entry but the record of the inputs
-        if p.is_file() and "paths" not in Cache._decode(p.read_bytes()).meta:
+        if p.is_file() and "paths" not in Cache.decode(p.read_bytes()).meta:
             p.unlink()
     compiled, said = linked("compiled")
     assert "3 CUs, 3 compiled, 0 from cache" in said and compiled == first

@@ -378,10 +378,9 @@ SIGNALS = 'grep SigIgn /proc/$$/status; echo said >&2; read x || echo "stdin at 
 
 
 def test_children_run_a_tool_with_its_output_its_failure_and_default_signals():
-    """The target compile's runner (posix_spawn since it stopped importing subprocess): stdin
-    at its end, stdout and stderr in one text, SIGPIPE and SIGXFSZ at their defaults (Python
-    ignores both, an ignored signal stays ignored across exec), a failure with its status and
-    output, a missing tool named."""
+    """The target compile's runner (run.spawn_tool): stdin at its end, stdout and stderr in
+    one text, SIGPIPE and SIGXFSZ at their defaults (Python ignores both, an ignored signal
+    stays ignored across exec), a failure with its status and output, a missing tool named."""
     from offlink.errors import ToolError
     from offlink.jobserver import Children
 
@@ -454,12 +453,11 @@ def test_one_job_runs_in_the_calling_thread():
 
 
 def test_sigterm_unwinds_even_where_a_thread_imported_threading_first():
-    """stop_on_signals in the main thread while a thread offlink started with _thread (as
-    cache.store.in_thread does) is running, having imported threading first (a cold link's
-    cache thread runs a tool's --version through subprocess): threading then takes that thread
-    for the main one, and a check through it left SIGTERM at its default, so a SIGTERM during
-    the host link killed offlink and left the linker running. The handler is installed; from
-    a thread it is not."""
+    """stop_on_signals in the main thread while a thread started with _thread (as
+    cache.store.in_thread once started them) is running, having imported threading first:
+    threading then takes that thread for the main one, and a check through it left SIGTERM at
+    its default, so a SIGTERM during the host link killed offlink and left the linker running.
+    The handler is installed; from a thread it is not."""
     script = """
 import _thread, signal, sys
 imported, stay = _thread.allocate_lock(), _thread.allocate_lock()

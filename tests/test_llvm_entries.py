@@ -71,15 +71,6 @@ def _rename(obj: Path, old: str, new: str, out: Path) -> Path:
     return out
 
 
-def test_declarations_agree_with_the_struct_layouts():
-    d = fmt.declarations()
-    row = dict(reserved=0, version=1, kind=1, flags=8, addr=0x1000, name=0x2000, size=4,
-               data=0, aux_addr=0)
-    assert d["v2"].build(row) == fmt.ENTRY_V2.pack(0, 1, 1, 8, 0x1000, 0x2000, 4, 0, 0)
-    assert d["v1"].build(dict(addr=1, name=2, size=3, flags=8, reserved=0)) == \
-        fmt.ENTRY_V1.pack(1, 2, 3, 8, 0)
-
-
 def test_rows_of_each_generation_and_kind():
     v1 = fmt.ENTRY_V1.pack(0, 0, 4, 0, 0) * 2  # an object's rows: pointers zero (RELA)
     assert [r.generation for r in fmt.rows("omp_offloading_entries", v1, "x")] == [1, 1]

@@ -121,14 +121,14 @@ def test_a_relink_reading_one_file_again_checks_the_runtimes_of_all(offlink, obj
     checks the runtimes of every file, as a whole link does: offlink's object rewritten as a
     GCC offload object beside clang's is refused."""
     from offlink.errors import LinkError
-    from offlink.link import extract, relink
+    from offlink.link import extract
     from offlink.link.pipeline import LinkOptions, link
 
     c, o = clang_object(objects), own_object(offlink, objects)
     (objects / "main.c").write_text(main_calling("csq", "osq"))
     monkeypatch.setenv("OFFLINK_CACHE_DIR", str(objects / "cache"))
     monkeypatch.setenv("OFFLINK_PROGRESS", "0")
-    monkeypatch.setattr(relink, "_SETTLED", 0.0)  # stamps trusted at once
+    monkeypatch.setattr("offlink.cache.freshness.SETTLED", 0.0)  # stamps trusted at once
     monkeypatch.chdir(objects)
     argv = [CLANG, "-fopenmp", f"-fopenmp-targets={TRIPLE}", "main.c", c, o, "-o", "prog"]
     (objects / "cache").mkdir()

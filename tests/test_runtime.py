@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -443,8 +444,9 @@ CXX = {"gcc": "g++", "clang": "clang++"}
 @pytest.mark.parametrize("compiler", sorted(CXX))
 def test_runtime_compiles_without_warnings(compiler: str, tmp_path: Path) -> None:
     need_tool(shutil.which(compiler) and shutil.which(CXX[compiler]), f"{compiler} missing")
-    sources = build.sources()  # every C file of the library, not only runtime.c
-    assert {"runtime.c", "table.c"} <= {p.name for p in sources}
+    sources = build.sources()  # every C file of the folder but the Python extension's
+    assert {p.name for p in sources} == {p.name for p in build.RUNTIME_DIR.glob("*.c")} - {
+        "pytable.c"}
     for src in sources:
         cc("-std=c11", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-fPIC",
            f"-I{build.RUNTIME_DIR}", "-c", src, "-o", tmp_path / f"{src.stem}.o",
@@ -693,3 +695,74 @@ def test_first_use_of_a_big_table_resolves_every_row(tmp_path: Path, mode: str) 
         exe = tmp_path / "main"
         cc(main, module.path, f"-Wl,-rpath,{tmp_path}", "-o", exe)
     assert run(exe) == {"target": HOST, "bad": "0", "stderr": ""}
+
+
+# ---- the registry: tables registered lazily, modules unregistered ------------------------
+
+# tests/runtime/rekey.c's two tables and what each says: A has an image no loader takes, B
+# no target; the program copies A, B, A, B, A over one address, four threads using each.
+REKEY_TABLES = {
+    "TABLE_A": ([ImageSpec("nvptx64-nvidia-cuda", "ptx", b"// ptx\n")],
+                "target 'nvptx64-nvidia-cuda': this runtime cannot load ptx images"),
+    "TABLE_B": ([], "the offload table has no targets"),
+}
+
+
+def rekey_program(tmp: Path, compiler: str, *link_args: object) -> Path:
+    exe = tmp / "rekey"
+    defines = [f"-D{name}={{{','.join(map(str, build_table(images, [])))}}}"
+               for name, (images, _) in REKEY_TABLES.items()]
+    cc("-g", "-O1", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Werror", *build.cflags(),
+       *defines, SRC / "rekey.c", *link_args, "-o", exe, compiler=compiler)
+    return exe
+
+
+def check_rekey(exe: Path) -> None:
+    errors = [message for _, message in REKEY_TABLES.values()]
+    assert run_lines(exe) == [f"{r} {t}: {exe}: {errors[r % 2]}"
+                              for r in range(5) for t in range(4)]
+
+
+def test_a_table_replaced_at_its_address_is_told_apart(tmp_path: Path) -> None:
+    """A table no constructor registered is known by its address and its key (total_size
+    and meta_crc32 from its header): another table later at that address is set up afresh,
+    whichever of the threads using it at once comes first."""
+    check_rekey(rekey_program(tmp_path, CC, *build.libs()))
+
+
+def test_the_runtime_reads_the_header_through_its_field_offsets() -> None:
+    """table.h's OFL_HDR_* say where each header field lies (tests/test_ctable.py checks
+    them against the format's declaration); no field is read at a number of its own (the
+    lazy key was read at table + 16 and table + 32)."""
+    for src in build.sources():
+        found = re.findall(r"\b(?:table|base)\s*\+\s*[0-9]+", src.read_text())
+        assert not found, f"{src.name}: {found}"
+
+
+def test_the_registry_has_no_data_race(tmp_path: Path) -> None:
+    """ThreadSanitizer over the runtime's own sources, built into rekey.c: threads first
+    using a replaced table at once (before: the key was read with no lock while another
+    thread rewrote it under the registry's lock)."""
+    clang = shutil.which("clang-19")
+    probe = tmp_path / "probe.c"
+    probe.write_text("int main(void) { return 0; }\n")
+    found = clang and subprocess.run([clang, "-fsanitize=thread", probe, "-o", tmp_path / "probe"],
+                                     capture_output=True).returncode == 0
+    need_tool(found, "clang-19 with ThreadSanitizer is not installed (apt-get install clang-19 "
+              "libclang-rt-19-dev)")
+    exe = rekey_program(tmp_path, str(clang), "-fsanitize=thread", *build.sources(), "-ldl")
+    check_rekey(exe)  # a report makes the program exit 66
+
+
+def test_last_error_outlives_the_unloaded_module(tmp_path: Path) -> None:
+    """The message of a module that runs on the host, read after its library is dlclose()d
+    (before: a pointer into the module record its unregistration freed; AddressSanitizer
+    reads each byte in tests/runtime/stale_error.c)."""
+    src = tmp_path / "cycle.c"
+    src.write_text('#define TAG "a"\n' + (SRC / "cycle.c").read_text())
+    lib = link(tmp_path, src, {"which": "function"}, mode="shared", name="libcycle").path
+    exe = link(tmp_path, SRC / "stale_error.c", None, name="stale_error",
+               extra=("-fsanitize=address", "-rdynamic", "-ldl")).path
+    out = run(exe, str(lib), env={"OFFLINK_TARGET": "none"})
+    assert out["answer"] == "a host"
+    assert out["error"] == f"{lib}: OFFLINK_TARGET=none: running on the host"

@@ -4,12 +4,11 @@ CPU, remembered by compiler and CPU so a warm compile starts no driver."""
 from __future__ import annotations
 
 import os
+import shlex
 
+from .. import run as runner
 from .keys import hash_parts
-
-from typing import TYPE_CHECKING
-if TYPE_CHECKING:
-    from .store import Cache
+from .store import Store
 
 
 def native_options(argv: list[str]) -> list[str]:
@@ -48,8 +47,6 @@ def driver_command(said: str) -> str | None:
     `-march=znver3 -mavx2 ... --param l1-cache-size=32`, `-target-cpu znver4 -target-feature
     +avx2 ...`), its words joined by NULs, the output name (gcc's is a temporary file) taken
     out; None when there is none."""
-    import shlex
-
     for line in said.splitlines():
         if not line.startswith(" ") or line.strip() == "(in-process)":
             continue
@@ -62,7 +59,7 @@ def driver_command(said: str) -> str | None:
     return None
 
 
-def native_expansion(cache: Cache, compiler: str, compiler_id: str,
+def native_expansion(cache: Store, compiler: str, compiler_id: str,
                      native: list[str]) -> str | None:
     """A SHA-256 of what `compiler` passes its compiler proper for the `native` options on
     this machine (`driver_command`); None when the driver does not say. Remembered by the
@@ -72,23 +69,23 @@ def native_expansion(cache: Cache, compiler: str, compiler_id: str,
     stamp = None if cpu is None else hash_parts("offlink cc native", "1", compiler_id,
                                            "\0".join(native), cpu)
     if stamp is not None:
-        known = cache.known_tool(stamp)
+        known = cache.remembered(stamp)
         if known is not None:
             return known
-    import subprocess
-
     if "/" in compiler:  # a path from the working folder (the driver runs in /)
         compiler = os.path.abspath(compiler)
     try:  # in / with the C locale: nothing in the command depends on where it ran
-        said = subprocess.run([compiler, *native, "-###", "-c", "-x", "c", os.devnull],
-                              cwd="/", env={**os.environ, "LC_ALL": "C"}, check=True,
-                              stdin=subprocess.DEVNULL, capture_output=True).stderr
-    except (OSError, subprocess.CalledProcessError):
+        probe = runner.probe([compiler, *native, "-###", "-c", "-x", "c", os.devnull],
+                             cwd="/", env={**os.environ, "LC_ALL": "C"})
+    except OSError:
         return None
+    if probe.returncode != 0:
+        return None
+    said = probe.stderr
     command = driver_command(said.decode(errors="replace"))
     if command is None:
         return None
     expansion = hash_parts("native", command)
     if stamp is not None:
-        cache.remember_tool(stamp, expansion)
+        cache.remember(stamp, expansion)
     return expansion

@@ -8,6 +8,9 @@ literal command lines, cheap enough for every compile (no subprocess, no lief).
 
 from __future__ import annotations
 
+from ..driver_args import expand_response_files
+from ..errors import OfflinkError
+
 # Options whose value names offload targets or their options (GCC: -foffload=, clang:
 # -fopenmp-targets=, --offload-arch= and its older spelling, the new driver's --offload=).
 TARGET_PREFIXES = ("-foffload=", "-foffload-options=", "-fopenmp-targets=", "--offload-arch=",
@@ -21,9 +24,6 @@ def offload_word(args: list[str]) -> str | None:
     write its own offload code, else None. `-foffload=disable` writes none; response files
     are read as the compiler reads them."""
     if any(a.startswith("@") for a in args):
-        from ..driver_args import expand_response_files
-        from ..errors import OfflinkError
-
         try:
             args = expand_response_files(args)
         except (OfflinkError, OSError):  # an unreadable one: the compiler says so itself

@@ -1,16 +1,20 @@
 """The typer commands of `offlink` other than cc and link (inspect, extract, config, --version).
 
-Imported only for these commands: typer and rich cost tens of milliseconds at start-up.
+Imported only for these commands (typer and rich are large).
 No `from __future__ import annotations` here: typer reads the annotations at run time.
 """
 
+import json as jsonlib
 import os
+import shlex
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import UsageError
+from .options import CC, LINK
 from .report import guard, version_text
 
 # Plain help (click's layout, as `offlink cc --help` and `offlink link --help` print it) and
@@ -32,19 +36,20 @@ def _main(version: Annotated[Optional[bool], typer.Option(
         "table core in use.")] = None) -> None:
     """offlink: link offload code."""
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+# cc and link read their own options (options.py); here they are listed, with their summary.
+@app.command(help=f"{CC.summary} (offlink cc --help).",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def cc() -> None:
-    """Compile one CU into a fat object (offlink cc --help)."""
+    pass
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(help=f"{LINK.summary} (offlink link --help).",
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def link() -> None:
-    """Link with target code (offlink link --help)."""
+    pass
 
 def schema_cb(value: bool) -> None:
     """`offlink inspect --schema`: the published schema (inspect.schema.json), no BINARY."""
     if value:
-        from pathlib import Path
-
         print((Path(__file__).parent / "inspect.schema.json").read_text(), end="")
         raise typer.Exit()
 
@@ -120,8 +125,6 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
             return 0
         info = inspect_file(binary, name, parse_kinds(kind) if kind else None, cu)
         if json:
-            import json as jsonlib
-
             print(jsonlib.dumps(info, indent=2))
         else:
             print(render_text(info))
@@ -193,8 +196,6 @@ def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags
             words += build.cflags()
         if libs:
             words += build.libs()
-        import shlex
-
         print(" ".join(shlex.quote(w) for w in words))
         return 0
 

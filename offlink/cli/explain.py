@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import subprocess
 
+from .. import settings
 from ..elf import ElfFile
+from ..toolchains import binaries
 
-GOMP_PLUGINS = {"nvptx-none": "libgomp-plugin-nvptx.so.1",
-                "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
 DRIVERS = {"nvptx": ("libcuda.so.1", "the NVIDIA driver"), "amdgcn": ("libhsa-runtime64.so.1",
                                                                      "ROCm's HSA runtime")}
 
@@ -32,8 +33,6 @@ def _loadable(soname: str, rpath_dirs: list[str] | None = None) -> str | None:
 
 
 def _needed_and_runpath(path: str) -> tuple[list[str], list[str]]:
-    import subprocess
-
     out = subprocess.run(["readelf", "-dW", path], capture_output=True, text=True).stdout
     needed, runpath = [], []
     for line in out.splitlines():
@@ -56,11 +55,11 @@ def findings(path: str, info: dict) -> list[tuple[str, str]]:
         out.append(("OMP_TARGET_OFFLOAD=DISABLED is set: every target region runs on the host",
                     "unset OMP_TARGET_OFFLOAD (or set it to MANDATORY to make host fallback an "
                     "error)"))
-    for lib in needed:  # offlink's links of clang's objects need it as clang's do
-        if lib.startswith("libomptarget") and _loadable(lib, runpath) is None:
-            out.append((f"{lib} is not on the loader's path: the program does not start",
-                        "add its folder (e.g. /usr/lib/llvm-19/lib) to LD_LIBRARY_PATH or "
-                        "link with -Wl,-rpath,<folder>"))
+    for lib in needed:  # offlink's links of a toolchain's objects need them as its own do
+        for toolchain in binaries.modules():
+            if lib.startswith(toolchain.RUNTIMES) and _loadable(lib, runpath) is None:
+                out.append((f"{lib} is not on the loader's path: the program does not start",
+                            toolchain.RUNTIME_FIX))
     if info["kind"] == "module":
         out += _offlink_module(elf, info)
     elif info["kind"] == "toolchain-module":
@@ -80,50 +79,26 @@ def _device_findings(triple: str, what: str) -> list[tuple[str, str]]:
 
 
 def _toolchain(o: dict, needed: list[str], runpath: list[str]) -> list[tuple[str, str]]:
+    toolchain = binaries.module(o["toolchain"])
     out = []
     if o["registration"] is None:
-        fix = {"gcc": "link with gcc and the same -foffload= as the compiles (mkoffload writes "
-                      "the registration), or with `offlink link --gomp-register`",
-               "llvm": "link with clang and the same -fopenmp-targets=/--offload-arch= as the "
-                       "compiles (clang-linker-wrapper writes the registration)",
-               "cuda": "link with nvcc (or -lcudart)"}[o["toolchain"]]
         out.append(("no registration call: no image is handed to the runtime, so every target "
-                    "region runs on the host", fix))
+                    "region runs on the host", toolchain.NO_REGISTRATION_FIX))
     if not o["images"]:
         out.append(("no device image in the binary", "compile with the toolchain's offload "
                     "flags (-foffload=..., -fopenmp-targets=...) and link with them"))
-    if o["toolchain"] == "gcc":
-        for image in o["images"]:
-            plugin = GOMP_PLUGINS.get(image["triple"])
-            if plugin and _loadable(plugin) is None:
-                out.append((f"libgomp's plugin {plugin} is not installed: libgomp cannot use "
-                            f"the {image['triple']} image", "install the toolchain's offload "
-                            "plugin (Debian: libgomp-plugin-nvptx1 / libgomp-plugin-amdgcn1)"))
-            out += _device_findings(image["triple"], f"{image['triple']} image")
-    elif o["toolchain"] == "llvm":
-        for image in o["images"]:
-            if image["triple"].startswith(("x86_64", "aarch64")):
-                continue  # libomptarget's host plugin: the CPU
-            arch = f" ({' '.join(image['archs'])})" if image["archs"] else ""
-            out += _device_findings(image["triple"], f"{image['triple']}{arch} image")
-    elif o["toolchain"] == "cuda":
-        out += _device_findings("nvptx", "fatbin")
-    return out
+    return out + toolchain.findings(o, _loadable, _device_findings)
 
 
 def _offlink_module(elf: ElfFile, info: dict) -> list[tuple[str, str]]:
     out = []
-    from .. import settings
-
     if settings.text("OFFLINK_TARGET").lower() == "none":
         out.append(("OFFLINK_TARGET=none is set: offlink's runtime runs every module on the "
                     "host", "unset OFFLINK_TARGET"))
     targets = [t["name"] for t in info["table"]["targets"]]
     names = {s.name for s in elf.symbols(dynamic=True)} | {s.name for s in elf.symbols()}
-    if "nvptx-none" in targets and "GOMP_offload_register_ver" not in names:
-        out.append(("the nvptx-none image of GCC's objects is in the table but not registered "
-                    "with libgomp: GCC's target regions run on the host (offlink's table serves "
-                    "offlink_translate only)", "link with `offlink link --gomp-register`"))
+    for toolchain in binaries.modules():
+        out += toolchain.module_findings(targets, names)
     for t in info["table"]["targets"]:
         if t["name"].startswith(("nvptx", "cuda", "openmp-nvptx")):
             out += _device_findings("nvptx", f"{t['name']} image")

@@ -20,8 +20,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from .. import run as runner
 from ..elf import ET_DYN, ET_EXEC, ET_REL, ElfFile, elf_files, elf_type
 from ..errors import FormatError, UsageError
+from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
+from ..formats.fatbin import FATBIN_ELF, fatbin_entries
+from ..formats.offload_binary import SECTION as LLVM_SECTION
+from ..formats.offload_binary import parse_binaries
+from ..formats.payload import parse_records
+from ..formats.table import SECTION as TABLE_SECTION
+from ..link.staging import WorkFolder, write_all
+from ..table import Table
+from ..toolchains import binaries, resolve
 
 # Image kinds (the table's, OffloadBinary's) and payload code kinds -> a file name suffix.
 SUFFIXES = {"shared-object": ".so", "cubin": ".cubin", "fatbin": ".fatbin", "ptx": ".ptx",
@@ -59,10 +69,6 @@ def images_of(path: str) -> list[Image]:
 
 
 def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
-    from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
-    from ..formats.offload_binary import SECTION as LLVM_SECTION
-    from ..formats.table import SECTION as TABLE_SECTION
-
     out: list[Image] = []
     names = [s.name for s in elf.sections]
     if elf.e_type != ET_REL and TABLE_SECTION in names:
@@ -84,14 +90,12 @@ def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
 def _toolchain_images(elf: ElfFile, path: str, member: str) -> list[Image]:
     """The images of GCC's own link (mkoffload's PTX, one text per CU, NUL-separated, as
     offlink's nvptx-none image) and of nvcc's (.nv_fatbin); clang's are its OffloadBinaries."""
-    from .toolchain_binary import read
-
     out = []
-    for o in read(elf):
-        if o.toolchain == "llvm":
+    for o in binaries.read(elf):
+        target = binaries.module(o.toolchain).EXTRACT_TARGET
+        if target is None:
             continue
         for img in o.images:
-            target = "nvptx-none" if o.toolchain == "gcc" else "cuda"
             out.append(Image(path, member, target, img.triple, img.archs,
                              SUFFIXES.get(img.kind, ".bin"), img.data))
     return out
@@ -99,10 +103,7 @@ def _toolchain_images(elf: ElfFile, path: str, member: str) -> list[Image]:
 
 def _table_images(elf: ElfFile, path: str, member: str) -> list[Image]:
     """The table's images, each checksum verified."""
-    from ..formats.table import SECTION
-    from ..table import Table
-
-    section = elf.section(SECTION)
+    section = elf.section(TABLE_SECTION)
     assert section is not None
     table = Table(bytes(elf.content(section)), section.sh_addr, elf.name)
     out = []
@@ -118,48 +119,33 @@ def _image_archs(kind: str, image: bytes, where: str) -> tuple[str, ...]:
     """The GPU architectures of a CUDA fatbin (sm_NN for code, compute_NN for PTX)."""
     if kind != "fatbin":
         return ()
-    from ..formats.fatbin import FATBIN_ELF, fatbin_entries
-
     return tuple(dict.fromkeys(f"{'sm' if e.kind == FATBIN_ELF else 'compute'}_{e.sm}"
                                for e in fatbin_entries(image, where)))
 
 
 def _payload_images(elf: ElfFile, section, path: str, member: str) -> list[Image]:
     """Each `offlink cc` record's target code, as the target compiler reads it."""
-    from ..formats import PAYLOAD_SECTION_PREFIX
-    from ..formats.payload import parse_records
-    from ..toolchains.offlink.cuda import ARCH_OPTION
-
     where = f"{elf.name}: section {section.name}"
     out = []
     for p in parse_records(bytes(elf.content(section)), where):
         if PAYLOAD_SECTION_PREFIX + p.target != section.name:
             raise FormatError(f"{where}: payload is for target {p.target}")
-        archs = tuple(o[len(ARCH_OPTION):] for o in p.options if o.startswith(ARCH_OPTION))
+        archs = binaries.module("cuda").payload_archs(p.options)
         out.append(Image(path, member, p.target, p.target, archs,
                          SUFFIXES.get(p.code_kind, ".bin"), p.code))
     return out
 
 
 def _gcc_image(elf: ElfFile, path: str, member: str) -> Image:
-    """GCC's offload LTO sections as an object of their own: what
-    `x86_64-linux-gnu-accel-nvptx-none-gcc-12 -xlto ... -c` compiles. Its architecture is the
-    -misa of the object's -foffload-options, when it has one."""
-    from ..toolchains.gcc.dialect import compile_options, offload_options
-    from ..toolchains.gcc.nvptx import NAME
-
-    options = offload_options(compile_options(elf)[1], NAME)
-    archs = tuple(o[len("-misa="):] for o in options if o.startswith("-misa="))[-1:]
-    return Image(path, member, NAME, NAME, archs, ".o", partial(_gcc_sections, elf))
+    """GCC's offload LTO sections as an object of their own, what GCC's accel compiler
+    compiles (`-xlto`)."""
+    target, archs = binaries.module("gcc").object_image(elf)
+    return Image(path, member, target, target, archs, ".o", partial(_gcc_sections, elf))
 
 
 def _gcc_sections(elf: ElfFile) -> bytes:
     """The object with only its `.gnu.offload_lto_*` sections (objcopy keeps them); run only
     for an object whose image is selected."""
-    from .. import run as runner
-    from ..formats import GCC_OFFLOAD_SECTION_PREFIX
-    from ..link.staging import WorkFolder
-
     work = WorkFolder(keep=False, kind="extract")
     try:
         whole, only = os.path.join(work.path, "in.o"), os.path.join(work.path, "out.o")
@@ -175,8 +161,6 @@ def _gcc_sections(elf: ElfFile) -> bytes:
 
 def _offload_binary_images(elf: ElfFile, section, path: str, member: str) -> list[Image]:
     """Every image of clang's OffloadBinaries, whatever its kind (OpenMP, CUDA, HIP)."""
-    from ..formats.offload_binary import parse_binaries
-
     out = []
     for img in parse_binaries(bytes(elf.content(section)), f"{elf.name}: section "
                                                            f"{section.name}"):
@@ -209,10 +193,12 @@ class Selection:
 
 def canonical(target: str) -> str:
     """offlink's name for a target given by its alias (`host`, `cuda`)."""
-    from ..plugins import host_triple
-    from ..toolchains.offlink.cuda import NAME as CUDA
-
-    return {"host": host_triple(), "cuda": CUDA}.get(target, target)
+    if ":" in target:
+        return target
+    try:
+        return resolve(target).name
+    except UsageError:
+        return target
 
 
 def select(images: Sequence[Image], sel: Selection, inputs: Sequence[str]) -> list[Image]:
@@ -322,8 +308,6 @@ def _check_outputs(paths: Sequence[str], inputs: Sequence[str], output: str | No
 
 def _write(paths: Sequence[str], blobs: Sequence[bytes], output: str | None) -> None:
     """All files whole, or none new: a folder `-o DIR/` made here goes again on a failure."""
-    from ..link.staging import write_all
-
     folder = output if output is not None and output.endswith(("/", os.sep)) else None
     made = False
     if folder is not None and not os.path.isdir(folder):

@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import warnings
 from fnmatch import fnmatchcase
 
 from ..elf import (
+    EM_AMDGPU,
     STT_FUNC,
     STT_GNU_IFUNC,
     STT_OBJECT,
     STV_HIDDEN,
     STV_INTERNAL,
     ElfFile,
+    Section,
     elf_files,
     first_load_vaddr,
 )
 from ..errors import FormatError, TableError, UsageError
+from ..formats.cubin import cubin_arch
+from ..formats.fatbin import fatbin_archs
 from ..formats.origins import SECTION as ORIGINS_SECTION
+from ..formats.origins import Origins, decode
 from ..formats.table import SECTION
-
-from typing import TYPE_CHECKING
-if TYPE_CHECKING:
-    from ..elf import Section
-    from ..formats.origins import Origins
-    from ..table import Table
+from ..link.extract import cus_of
+from ..link.fill import host_symbols
+from ..table import Table
+from ..toolchains import binaries
 
 
 SCHEMA_VERSION = 2
@@ -48,9 +54,7 @@ def inspect_file(path: str, name_glob: str | None = None,
     elf = files[0][1]
     section = elf.section(SECTION)
     if elf.e_type != 1 and section is None:
-        from .toolchain_binary import read
-
-        found = read(elf)
+        found = binaries.read(elf)
         if found:  # the toolchain's own link: GCC's, clang's, nvcc's
             if cu_glob is not None:
                 raise UsageError(f"--cu: {path} was linked by the toolchain, whose tables do "
@@ -149,8 +153,6 @@ UNKNOWN_CU = "(CU not recorded)"  # a row the section does not name (a damaged s
 def _origins(elf: ElfFile, path: str, warn: bool = False) -> Origins | None:
     """The `.offlink.origins` of a linked binary; None when it has none, or (with a one-line
     warning when `warn`) when it is damaged: the rows are shown without their CUs."""
-    from ..formats.origins import decode
-
     section = elf.section(ORIGINS_SECTION)
     if section is None:
         return None
@@ -158,8 +160,6 @@ def _origins(elf: ElfFile, path: str, warn: bool = False) -> Origins | None:
         return decode(bytes(elf.content(section)), path)
     except FormatError as e:
         if warn:
-            import warnings
-
             warnings.warn(f"{e}; rows shown without their CUs", stacklevel=2)
         return None
 
@@ -242,13 +242,9 @@ def _same_entity(host: str, row: str) -> bool:
 def image_archs(kind: str, image: bytes) -> list[str]:
     """The CUDA architectures an image holds code for (sm_NN: machine code, compute_NN: PTX
     for the driver's JIT), an AMD GPU code object's (gfxNNN); empty for other images."""
-    import re
-
     if kind == "cubin":
         return [a] if (a := _cubin_arch(image)) else []
     if kind == "fatbin":
-        from ..formats.fatbin import fatbin_archs
-
         return fatbin_archs(image)
     if kind in ("ptx", "nvptx-none"):  # PTX text (GCC's image: one per CU, NUL-separated)
         found = {m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)}
@@ -265,9 +261,6 @@ _AMDGPU_MACHS = {0x2c: "gfx900", 0x2f: "gfx906", 0x30: "gfx908", 0x3f: "gfx90a",
 
 def _amdgpu_arch(image: bytes) -> str | None:
     """An HSA code object's GPU (EM_AMDGPU), from e_flags; None for other ELF files."""
-    from ..elf import EM_AMDGPU, ElfFile
-    from ..errors import FormatError
-
     try:
         elf = ElfFile(image, "image")
     except FormatError:
@@ -279,9 +272,6 @@ def _amdgpu_arch(image: bytes) -> str | None:
 
 
 def _cubin_arch(image: bytes) -> str | None:
-    from ..errors import FormatError
-    from ..formats.cubin import cubin_arch
-
     try:
         arch = cubin_arch(image, "image")
     except FormatError:
@@ -292,8 +282,6 @@ def _cubin_arch(image: bytes) -> str | None:
 def _checked_table(elf: ElfFile, section: Section, path: str) -> Table:
     """The table with every checksum checked, its images' included: a damaged image is
     named here rather than found when the runtime loads it."""
-    from ..table import Table
-
     table = Table(bytes(elf.content(section)), section.sh_addr, path)
     damaged = table.damaged_targets()
     if damaged:
@@ -308,16 +296,12 @@ def demangle(names: list[str]) -> dict[str, str]:
     """C++ names as people write them (c++filt, when binutils has it); others are left out.
     A kernel named after a C++ function (clang's `__omp_offloading_..._ZN4geom..._l15`) gets
     its function's name demangled in place."""
-    import re
-
     kernel_name = re.compile(r"__omp_offloading_[0-9a-f]+_[0-9a-f]+_(_Z\w+)_l\d+$")
     inner = {n: m.group(1) for n in names
              if n.startswith("__omp_offloading_") and (m := kernel_name.match(n))}
     mangled = sorted({n for n in names if n.startswith("_Z")} | set(inner.values()))
     if not mangled:
         return {}
-    import subprocess
-
     try:
         out = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True,
                              text=True, check=True).stdout.splitlines()
@@ -390,9 +374,6 @@ def explain(path: str, name: str | None, address: int | None,
             load_base: int | None = None) -> tuple[str, bool]:
     """Why a name or an address is, or is not, in a binary's table: what the runtime sees;
     and whether each one asked about is in it (a row), for the exit status."""
-    from ..link.fill import host_symbols
-    from .inspect_hints import not_offered
-
     elf = ElfFile.open(path)
     section = elf.section(SECTION)
     if section is None:
@@ -422,7 +403,7 @@ def explain(path: str, name: str | None, address: int | None,
             lines.append(f"'{name}' is offered by {origins.left_out[name]} but was left out by "
                          f"--offload-symbol narrowing at link time, so it has no row; "
                          f"translate returns the host pointer")
-        elif name in host and (hint := not_offered(table, name, path)) is not None:
+        elif name in host and (hint := binaries.not_offered(table, name)) is not None:
             lines.append(hint)  # GCC's or clang's offload code: in their terms
         elif name in host and host[name].st_visibility in (STV_HIDDEN, STV_INTERNAL):
             seen = "hidden" if host[name].st_visibility == STV_HIDDEN else "internal"
@@ -494,8 +475,6 @@ def _describe(sym, readable: dict[str, str], spelled: dict[str, str], table,
 
 
 def _cus(elf: ElfFile, origin: str, member: str | None) -> list[dict]:
-    from ..link.extract import cus_of
-
     found = cus_of(elf, origin, [])
     readable = demangle(sorted({n for cu in found for n in cu.payload.offered}))
     return [{"origin": cu.origin, "member": member, "target": p.target, "source": p.source,

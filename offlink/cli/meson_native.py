@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 
@@ -18,8 +19,6 @@ def cxx_of(compiler: str) -> str:
     """The C++ driver beside a C driver, as the toolchains name them (gcc-12 -> g++-12,
     x86_64-linux-gnu-gcc -> x86_64-linux-gnu-g++, clang-19 -> clang++-19, cc -> c++); ""
     for a name that follows neither."""
-    import re
-
     folder, name = os.path.split(compiler)
     m = re.fullmatch(r"(.*-)?(gcc|clang|cc)(-[0-9.]+)?", name)
     if m is None:

@@ -4,16 +4,15 @@ shared by the hand-read commands (cc, link) and the typer app."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 
 from .. import __version__, settings
-from ..errors import OfflinkError
+from ..errors import OfflinkError, ToolError
 
 
 def _report(e: BaseException) -> int:
-    from ..errors import ToolError
-
     if settings.flag("OFFLINK_TRACEBACK"):
         import traceback
 
@@ -60,8 +59,6 @@ def _os_error_text(e: OSError) -> str:
 def _stdout_closed() -> int:
     """The reader of stdout went away (`offlink inspect X | head -1`): end quietly, with the
     status of a Unix tool ended by SIGPIPE. Later writes (and the flush at exit) go nowhere."""
-    import signal
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

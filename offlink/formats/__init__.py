@@ -1,6 +1,7 @@
-"""The binary formats, declared with construct: the fat-object payload and the offload table.
+"""The binary formats offlink reads and writes, one module each (declarations.py: construct's
+declarations of them, the reference).
 
-Constants that the link's fast paths need live here, so reading them imports no construct.
+The section prefixes that the dialects need to tell an object's CUs apart live here.
 """
 
 PAYLOAD_SECTION_PREFIX = "gnu.target_lto_"
@@ -9,9 +10,9 @@ GCC_OFFLOAD_SECTION_PREFIX = ".gnu.offload_lto_"
 
 
 class Frozen:
-    """A value class without dataclasses (whose import a relink cannot afford, see model.py):
-    equal and hashed by `_values()`, its fields set once by `__init__` (object.__setattr__)
-    and never again. model.CU and payload.Payload are such classes."""
+    """A value class without dataclasses (benchmarks/formats/RESULTS.md says why): equal and
+    hashed by `_values()`, its fields set once by `__init__` (object.__setattr__) and never
+    again. model.CU and payload.Payload are such classes."""
 
     __slots__ = ()
 

@@ -12,9 +12,9 @@ irsymtab version) is not read here: `symbols()` returns None and the caller asks
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from ..errors import FormatError
-from typing import NamedTuple
 
 MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"  # Darwin's wrapper header (magic, version, offset, size)

@@ -4,19 +4,19 @@
   OffloadBinary.h, version 1): a header, entries (image kind, offload kind, flags, a string
   map with at least `triple` and `arch`, the image), the strings and images. A relocatable
   link concatenates binaries; each starts 8-aligned.
-- `__tgt_offload_entry` (seed 001; clang 19's five fields): address, name, size, flags,
-  reserved: 32 bytes, rows of section `omp_offloading_entries`.
+- `__tgt_offload_entry`'s flags (seed 001), of the rows of section `omp_offloading_entries`
+  (offload_entries.py reads the rows, every generation).
 
-The construct declarations are the reference; the link reads with `struct` (tests check that
-both agree).
+declarations.py declares the OffloadBinary with construct: the reference. The link reads it
+with `struct` (benchmarks/formats/RESULTS.md says why), held to it by the tests.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from ..errors import FormatError
-from typing import NamedTuple
 
 SECTION = ".llvm.offloading"
 ENTRIES_SECTION = "omp_offloading_entries"
@@ -34,11 +34,11 @@ ENTRY_CTOR = 2
 ENTRY_DTOR = 4
 ENTRY_INDIRECT = 8  # declare target indirect
 
-HEADER = struct.Struct("<4sIQQQ")  # magic, version, size, entry offset, entry size
-ENTRY = struct.Struct("<HHIQQQQ")  # image kind, offload kind, flags, string offset,
-#                                    number of strings, image offset, image size
-STRING = struct.Struct("<QQ")  # key offset, value offset
-OFFLOAD_ENTRY = struct.Struct("<QQQii")  # addr, name, size, flags, reserved
+# The layouts of declarations.py's OffloadBinaryHeader, OffloadBinaryEntry and
+# OffloadBinaryString, field for field.
+HEADER = struct.Struct("<4sIQQQ")
+ENTRY = struct.Struct("<HHIQQQQ")
+STRING = struct.Struct("<QQ")
 
 
 class OffloadImage(NamedTuple):
@@ -57,23 +57,6 @@ class OffloadImage(NamedTuple):
     @property
     def arch(self) -> str:
         return self.strings.get("arch", "")
-
-
-def declarations():
-    """The construct declarations: the reference for the struct parser below."""
-    from construct import Bytes, Const, Int16ul, Int32sl, Int32ul, Int64ul, Struct
-
-    header = Struct("magic" / Const(MAGIC), "version" / Int32ul, "size" / Int64ul,
-                    "entry_offset" / Int64ul, "entry_size" / Int64ul)
-    entry = Struct("image_kind" / Int16ul, "offload_kind" / Int16ul, "flags" / Int32ul,
-                   "string_offset" / Int64ul, "num_strings" / Int64ul,
-                   "image_offset" / Int64ul, "image_size" / Int64ul)
-    string = Struct("key_offset" / Int64ul, "value_offset" / Int64ul)
-    offload_entry = Struct("addr" / Int64ul, "name" / Int64ul, "size" / Int64ul,
-                           "flags" / Int32sl, "reserved" / Int32sl)
-    assert header.sizeof() == HEADER.size and entry.sizeof() == ENTRY.size
-    return {"header": header, "entry": entry, "string": string,
-            "offload_entry": offload_entry, "bytes": Bytes}
 
 
 def _cstr(data: bytes, off: int, where: str) -> str:

@@ -16,13 +16,13 @@ else (another section, version or kind) is a FormatError naming what it is.
 from __future__ import annotations
 
 import struct
-
-from ..errors import FormatError
 from typing import NamedTuple
 
-ENTRY_V1 = struct.Struct("<QQQii")  # addr, name, size, flags, reserved
-ENTRY_V2 = struct.Struct("<QHHIQQQQQ")  # reserved, version, kind, flags, addr, name, size,
-#                                         data, aux_addr
+from ..errors import FormatError
+
+# The layouts of declarations.py's OffloadEntryV1 and OffloadEntryV2, field for field.
+ENTRY_V1 = struct.Struct("<QQQii")
+ENTRY_V2 = struct.Struct("<QHHIQQQQQ")
 ENTRY_VERSION = 1  # the 56-byte row's Version field, the only one LLVM 20-22 writes
 # OpenMP's flag of a row that carries the `#pragma omp requires` clauses for libomptarget
 # (clang 19: in `reserved`, no name; clang 21+: in Data, named ".requires"), with no address:
@@ -43,19 +43,6 @@ ENTRY_SECTION_SUFFIXES = ("_offloading_entries", "_offload_entries")
 def is_entries_section(name: str) -> bool:
     """A section name that looks like an offload entries section, known or not."""
     return name.endswith(ENTRY_SECTION_SUFFIXES)
-
-
-def declarations():
-    """The construct declarations: the reference for the struct layouts above."""
-    from construct import Int16ul, Int32sl, Int32ul, Int64ul, Struct
-
-    v1 = Struct("addr" / Int64ul, "name" / Int64ul, "size" / Int64ul, "flags" / Int32sl,
-                "reserved" / Int32sl)
-    v2 = Struct("reserved" / Int64ul, "version" / Int16ul, "kind" / Int16ul,
-                "flags" / Int32ul, "addr" / Int64ul, "name" / Int64ul, "size" / Int64ul,
-                "data" / Int64ul, "aux_addr" / Int64ul)
-    assert v1.sizeof() == ENTRY_V1.size and v2.sizeof() == ENTRY_V2.size
-    return {"v1": v1, "v2": v2}
 
 
 class Row(NamedTuple):

@@ -7,11 +7,12 @@ writes that down beside the table in a non-allocated section: no memory at run t
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from ..errors import FormatError
-from typing import NamedTuple
 
 SECTION = ".offlink.origins"
 MAGIC = b"offlink.origins "  # then the version in decimal and a newline, then JSON
@@ -61,29 +62,8 @@ def encode(rows: Mapping[str, str], left_out: Mapping[str, str], order: list[str
     body = {"cus": cus,
             "rows": [[n, index[rows[n]]] for n in sorted(rows)],
             "left_out": [[n, index[left_out[n]]] for n in sorted(left_out)]}
-    text = _json(body)
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     return MAGIC + f"{VERSION}\n".encode() + text.encode()
-
-
-# json.dumps's escapes of a string with ensure_ascii=False: quote, backslash, control characters.
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-            "\t": "\\t"}
-
-
-def _json(value) -> str:
-    """json.dumps(value, separators=(",", ":"), ensure_ascii=False) of the body's dicts, lists,
-    strings and ints, the same text, without importing json (with the re it imports, ~3 ms
-    between a link's image link and its host link)."""
-    if isinstance(value, dict):
-        return "{" + ",".join(_json(k) + ":" + _json(v) for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(_json(v) for v in value) + "]"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if '"' not in value and "\\" not in value and min(value, default=" ") >= " ":
-        return '"' + value + '"'  # most names: nothing to escape
-    return '"' + "".join(_ESCAPES.get(c, f"\\u{ord(c):04x}") if c < " " or c in '"\\' else c
-                         for c in value) + '"'
 
 
 def decode(data: bytes, where: str) -> Origins:
@@ -98,8 +78,6 @@ def decode(data: bytes, where: str) -> Origins:
         raise bad("corrupt (no version line)")
     if int(head) != VERSION:
         raise bad(f"format version {int(head)}, this offlink reads {VERSION}")
-    import json  # only here: `offlink inspect` reads the section, a link writes it
-
     try:
         body = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -7,6 +7,9 @@ back; each record is 8-aligned and a multiple of 8 long, so no padding appears b
 Version 2 added `code_size` to the header: the code's size once inflated, so a reader inflates
 at most that much (and never more than MAX_CODE_SIZE); version 1 records are still read,
 bounded by MAX_CODE_SIZE alone.
+
+declarations.py declares the record with construct: the reference. This module reads and
+writes it with struct (benchmarks/formats/RESULTS.md says why), held to it by the tests.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from ..digest import sha256
 from ..errors import FormatError
-from typing import NamedTuple
 from . import PAYLOAD_SECTION_PREFIX, Frozen
 
 MAGIC = b"OFLKCU\0\1"
@@ -32,56 +35,11 @@ KNOWN_FLAGS = FLAG_ZLIB
 # CUs stay far below it; it bounds what a forged record can cost (memory and time).
 MAX_CODE_SIZE = 256 << 20
 
-V1_HEADER_STRUCT = struct.Struct("<8sHHIQ")  # magic, version, flags, body_crc32, body_size
-HEADER_STRUCT = struct.Struct("<8sHHIQQ")  # ... then code_size (version 2)
+# A record's header as declarations.py declares it (tests/test_format_declarations.py holds
+# them to it): magic, version, flags, body_crc32, body_size; version 2 adds code_size.
+V1_HEADER_STRUCT = struct.Struct("<8sHHIQ")
+HEADER_STRUCT = struct.Struct(V1_HEADER_STRUCT.format + "Q")
 HEADER_SIZE = HEADER_STRUCT.size
-
-
-def declarations():
-    """The construct declarations of a record's header and body: the reference.
-
-    Records are read and written with `_parse_body` and `_build_body` (struct only: importing
-    construct costs ~18 ms of every relink and every `offlink cc`); tests/test_formats.py
-    checks that they agree with these declarations.
-    """
-    global _DECLS
-    if _DECLS is None:
-        from construct import (
-            Const,
-            Enum,
-            GreedyBytes,
-            Int16ul,
-            Int32ul,
-            Int64ul,
-            PascalString,
-            Prefixed,
-            PrefixedArray,
-            Struct,
-        )
-
-        RecordHeader = Struct(
-            "magic" / Const(MAGIC),
-            "version" / Int16ul,
-            "flags" / Int16ul,  # bit 0: code is zlib-compressed
-            "body_crc32" / Int32ul,
-            "body_size" / Int64ul,
-            "code_size" / Int64ul,  # the code's size once inflated
-        )
-
-        Body = Struct(
-            "target" / PascalString(Int16ul, "utf8"),
-            "code_kind" / Enum(Int16ul, **CODE_KINDS),
-            "source" / PascalString(Int16ul, "utf8"),
-            "compiler" / PascalString(Int16ul, "utf8"),
-            "options" / PrefixedArray(Int16ul, PascalString(Int32ul, "utf8")),
-            "offered" / PrefixedArray(Int32ul, PascalString(Int16ul, "utf8")),
-            "code" / Prefixed(Int64ul, GreedyBytes),
-        )
-        _DECLS = (RecordHeader, Body)
-    return _DECLS
-
-
-_DECLS = None
 
 
 class Stored(NamedTuple):
@@ -131,14 +89,14 @@ class _Code:
         if isinstance(value, Deferred):
             code = obj.__dict__.get(self.slot + "_inflated")
             if code is None:
-                code = _code(*astuple_stored(value.stored()))
+                code = _code(*value.stored())
                 obj.__dict__[self.slot + "_inflated"] = code
             return code
         if not isinstance(value, Stored):
             return value
         code = obj.__dict__.get(self.slot + "_inflated")
         if code is None:  # the Stored form stays: code_id never depends on what was read
-            code = _code(*astuple_stored(value))
+            code = _code(*value)
             obj.__dict__[self.slot + "_inflated"] = code
         return code
 
@@ -147,8 +105,8 @@ class _Code:
 
 
 class Payload(Frozen):
-    """One CU's target code for one target (a plain class, frozen as a dataclass would be:
-    importing dataclasses cost a relink more than the class saves; see model.py)."""
+    """One CU's target code for one target (a Frozen class, as a frozen dataclass would be:
+    benchmarks/formats/RESULTS.md says why not one)."""
 
     target: str
     code_kind: str
@@ -200,9 +158,7 @@ def build_record(p: Payload) -> bytes:
     if len(p.code) > MAX_CODE_SIZE:
         raise FormatError(f"{p.source}: {len(p.code)} bytes of target code is more than a "
                           f"payload holds ({MAX_CODE_SIZE} bytes)")
-    # Level 4: Lua's preprocessed CUs deflate in 0.72 ms each against 1.62 ms at zlib's
-    # default 6, 8% larger (530 against 490 KB); every `offlink cc` writes one record per
-    # target, so the level is a share of its start-up time. Readers take any level.
+    # Level 4, not zlib's default 6: benchmarks/formats/RESULTS.md. Readers take any level.
     code = zlib.compress(p.code, 4)
     body = _build_body(p.target, p.code_kind, p.source, p.compiler, p.options, p.offered, code)
     body += b"\0" * (-len(body) % 8)
@@ -212,9 +168,8 @@ def build_record(p: Payload) -> bytes:
 
 def _build_body(target: str, kind: str, source: str, compiler: str, options: Sequence[str],
                 offered: Sequence[str], code: bytes) -> bytes:
-    """A record body as `Body` declares it (struct only, as `_parse_body` reads it: importing
-    construct costs ~18 ms of every `offlink cc`); tests/test_formats.py checks both agree.
-    Raises FormatError for a field too long for its length prefix."""
+    """A record body as declarations.PayloadBody declares it, written with struct as
+    `_parse_body` reads it. Raises FormatError for a field too long for its length prefix."""
 
     def text(fmt: str, value: str) -> bytes:
         raw = value.encode("utf-8")
@@ -276,16 +231,12 @@ def parse_records(data: bytes, where: str, lazy: bool = False) -> list[Payload]:
         except (ValueError, UnicodeDecodeError) as e:
             raise FormatError(f"{where}: corrupt payload ({type(e).__name__})") from None
         stored = Stored(fields[-1], bool(flags & FLAG_ZLIB), declared, where)
-        code: bytes | Stored = stored if lazy else _code(*astuple_stored(stored))
+        code: bytes | Stored = stored if lazy else _code(*stored)
         target, kind, source, compiler, options, offered, _ = fields
         out.append(Payload(target, kind, source, compiler, options, code,  # type: ignore[arg-type]
                            offered))
         pos += head + size
     return out
-
-
-def astuple_stored(s: Stored) -> tuple[bytes, bool, int | None, str]:
-    return s.data, s.compressed, s.declared, s.where
 
 
 def _code(stored: bytes, compressed: bool, declared: int | None, where: str) -> bytes:
@@ -318,8 +269,9 @@ _KIND_NAMES = {v: k for k, v in CODE_KINDS.items()}
 
 
 def _parse_body(body: bytes) -> tuple:
-    """A record body as `Body` declares it: (target, kind, source, compiler, options, offered,
-    code). Every length is checked; a short or inconsistent body raises ValueError."""
+    """A record body as declarations.PayloadBody declares it: (target, kind, source, compiler,
+    options, offered, code). Every length is checked; a short or inconsistent body raises
+    ValueError."""
     pos = 0
 
     def take(n: int) -> bytes:

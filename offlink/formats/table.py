@@ -1,8 +1,9 @@
-"""The `.openmp_target` table, format version 1: declared once here (spec: formats/table.md).
+"""The `.openmp_target` table, format version 1 (spec: formats/table.md): its constants, its
+layout and its writer.
 
-The construct declarations (at the end, built on first use) are the reference. `build_table`
-writes a table from plain data with `struct`; bulk reading goes through the C core or
-`offlink._pytable` (construct costs ~15 us a row). Tests check all of them against each other.
+declarations.py declares the table with construct: the reference. `build_table` writes it
+with `struct` and the C core or `offlink._pytable` read it; tests hold each of them to the
+declaration (benchmarks/formats/RESULTS.md: why not construct itself).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-
 from typing import NamedTuple
+
+from ..errors import FormatError
 
 MAGIC = b"OFFLINK\0"
 VERSION = 1
@@ -34,14 +36,22 @@ SYMBOL_KINDS = {"function": 1, "variable": 2, "indirect-function": 3, "link-vari
 IMAGE_KIND_NAMES = {v: k for k, v in IMAGE_KINDS.items()}
 SYMBOL_KIND_NAMES = {v: k for k, v in SYMBOL_KINDS.items()}
 
-
-
 # The address index: a static B+ tree of 32-bit keys (formats/table.md, "Address index").
 INDEX_FANOUT = 16  # keys per node: 16 x i32 fill one 64-byte cache line
-INDEX_NODE_SIZE = 64
-INDEX_LEAF_SIZE = 192  # 16 keys, then 16 (row, span) entries
 KEY_MIN, KEY_MAX, KEY_PAD = -(2**31), 2**31 - 2, 2**31 - 1
 SPAN_MAX = 2**32 - 1
+
+# The struct layouts of the writer and of offlink._pytable: field for field those of
+# declarations.py (tests/test_format_declarations.py holds them to it).
+HEADER_STRUCT = struct.Struct("<8sHHIQQIIIIQQQQ16x")
+TARGET_STRUCT = struct.Struct("<IIHHIQQ8x")
+SYMBOL_STRUCT = struct.Struct("<IIqQHH4x")
+INDEX_NODE_STRUCT = struct.Struct(f"<{INDEX_FANOUT}i")
+INDEX_LEAF_STRUCT = struct.Struct(f"<{INDEX_FANOUT}i{2 * INDEX_FANOUT}I")  # keys, (row, span)s
+HEADER_SIZE, TARGET_SIZE, SYMBOL_SIZE = HEADER_STRUCT.size, TARGET_STRUCT.size, SYMBOL_STRUCT.size
+INDEX_NODE_SIZE, INDEX_LEAF_SIZE = INDEX_NODE_STRUCT.size, INDEX_LEAF_STRUCT.size
+CRC_OFFSET = 32  # of meta_crc32 in the header
+
 
 def index_layers(n: int) -> list[int]:
     """Node counts per layer, leaves first: [leaf blocks, layer 1, ..., root layer]."""
@@ -91,7 +101,7 @@ def build_index(pairs: Sequence[tuple[int, int, int]]) -> bytes:
         return b""
     blocks = index_layers(n)[0]
     pad = blocks * INDEX_FANOUT - n
-    # index_key and index_span, inline: a relink indexes thousands of rows.
+    # index_key and index_span, inline (benchmarks/formats/RESULTS.md).
     keys = [KEY_MIN if h < KEY_MIN else KEY_MAX if h > KEY_MAX else h for h, _r, _s in pairs]
     keys += [KEY_PAD] * pad
     entries = [0] * (2 * (n + pad))
@@ -99,22 +109,10 @@ def build_index(pairs: Sequence[tuple[int, int, int]]) -> bytes:
     entries[1 : 2 * n : 2] = [s if s < SPAN_MAX else SPAN_MAX for _h, _r, s in pairs]
     nodes = [k for layer in internal_keys(keys, n) for k in layer]
     out = bytearray(struct.pack(f"<{len(nodes)}i", *nodes))
-    leaf = struct.Struct(f"<{INDEX_FANOUT}i{2 * INDEX_FANOUT}I")
     for b in range(blocks):
-        out += leaf.pack(*keys[b * INDEX_FANOUT : (b + 1) * INDEX_FANOUT],
+        out += INDEX_LEAF_STRUCT.pack(*keys[b * INDEX_FANOUT : (b + 1) * INDEX_FANOUT],
                          *entries[2 * b * INDEX_FANOUT : 2 * (b + 1) * INDEX_FANOUT])
     return bytes(out)
-
-
-# Sizes and struct layouts of the fast paths; tests/test_formats.py checks them against the
-# construct declarations.
-HEADER_SIZE, TARGET_SIZE, SYMBOL_SIZE = 96, 40, 32
-
-# Field offsets used by fast readers (the C core checks its own against these in the tests).
-HEADER_STRUCT = struct.Struct("<8sHHIQQIIIIQQQQ16x")
-TARGET_STRUCT = struct.Struct("<IIHHIQQ8x")
-SYMBOL_STRUCT = struct.Struct("<IIqQHH4x")
-CRC_OFFSET = 32
 
 
 class ImageSpec(NamedTuple):
@@ -154,7 +152,7 @@ def reserve(names: Sequence[str], targets: Sequence[str], image_sizes: Sequence[
     """The layout of a table with at most these row names; a table with a subset of the rows
     (host definitions the linker discarded) fits in it with its images in the same place."""
     unique = {s.encode() for s in [*names, *targets]}
-    end = _meta_layout(len(targets), len(names), sum(len(s) + 1 for s in unique))["meta_size"]
+    end = meta_layout(len(targets), len(names), sum(len(s) + 1 for s in unique))["meta_size"]
     offsets = []
     for size in image_sizes:
         end = _align(end, IMAGE_ALIGN)
@@ -168,7 +166,9 @@ def layout_size(names: Sequence[str], targets: Sequence[str], image_sizes: Seque
     return reserve(names, targets, image_sizes).total_size
 
 
-def _meta_layout(n_targets: int, n_symbols: int, strings_size: int) -> dict[str, int]:
+def meta_layout(n_targets: int, n_symbols: int, strings_size: int) -> dict[str, int]:
+    """Where the header's parts go (targets_off, symbols_off, index_off, strings_off) and
+    the metadata's size (meta_size), for these counts and this size of the string pool."""
     targets_off = HEADER_SIZE
     symbols_off = targets_off + n_targets * TARGET_SIZE
     # The index starts on a cache line (the section is 64-aligned), so each node is one line.
@@ -189,8 +189,6 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
 
     With a layout (from `reserve`), the images go where it put them and the table has its size.
     """
-    from ..errors import FormatError
-
     # Sorted by the encoded names (name_key), each encoded once: a relink writes thousands.
     encoded = [r.name.encode() for r in rows]
     order = sorted(range(len(rows)), key=encoded.__getitem__)
@@ -210,7 +208,7 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
 
     target_names = [intern(img.target.encode()) for img in images]
     row_names = [intern(raw) for raw in names]
-    lay = _meta_layout(len(images), len(ordered), len(pool))
+    lay = meta_layout(len(images), len(ordered), len(pool))
     meta_size = lay["meta_size"]
 
     if layout is None:
@@ -251,88 +249,3 @@ def build_table(images: Sequence[ImageSpec], rows: Sequence[RowSpec],
     )
     struct.pack_into("<I", out, CRC_OFFSET, zlib.crc32(bytes(out[:meta_size])))
     return bytes(out)
-
-
-# -- the construct declarations: the reference ----------------------------------------------
-# Built on first use (`table.Header`, ...): importing construct costs ~12 ms, which a relink
-# that only writes a table through the struct paths below need not pay.
-
-_DECLARATIONS: dict | None = None
-
-
-def _declare() -> dict:
-    from construct import (
-        Array,
-        Const,
-        Enum,
-        Int16ul,
-        Int32sl,
-        Int32ul,
-        Int64sl,
-        Int64ul,
-        Padding,
-        Struct,
-    )
-
-    Header = Struct(
-        "magic" / Const(MAGIC),
-        "version" / Int16ul,
-        "header_size" / Int16ul,
-        "flags" / Int32ul,
-        "total_size" / Int64ul,
-        "meta_size" / Int64ul,
-        "meta_crc32" / Int32ul,
-        "n_targets" / Int32ul,
-        "n_symbols" / Int32ul,
-        "strings_size" / Int32ul,
-        "targets_off" / Int64ul,
-        "symbols_off" / Int64ul,
-        "index_off" / Int64ul,
-        "strings_off" / Int64ul,
-        Padding(16),
-    )
-
-    TargetEntry = Struct(
-        "name_off" / Int32ul,
-        "name_len" / Int32ul,
-        "kind" / Enum(Int16ul, **IMAGE_KINDS),
-        "flags" / Int16ul,
-        "image_crc32" / Int32ul,
-        "image_off" / Int64ul,
-        "image_size" / Int64ul,
-        Padding(8),
-    )
-
-    SymbolRow = Struct(
-        "name_off" / Int32ul,
-        "name_len" / Int32ul,
-        "host_offset" / Int64sl,
-        "size" / Int64ul,
-        "kind" / Enum(Int16ul, **SYMBOL_KINDS),
-        "flags" / Int16ul,
-        Padding(4),
-    )
-
-    IndexLeaf = Struct(
-        "key" / Array(INDEX_FANOUT, Int32sl),
-        "entry" / Array(INDEX_FANOUT, Struct("row" / Int32ul, "span" / Int32ul)),
-    )
-
-    def AddressIndex(n: int) -> Struct:  # noqa: N802 - a construct factory, named like one
-        """The index of n rows: internal nodes from the root layer down, then the leaf
-        blocks."""
-        layers = index_layers(n)
-        return Struct("node" / Array(sum(layers[1:]), Array(INDEX_FANOUT, Int32sl)),
-                      "leaf" / Array(layers[0], IndexLeaf))
-
-    return {"Header": Header, "TargetEntry": TargetEntry, "SymbolRow": SymbolRow,
-            "IndexLeaf": IndexLeaf, "AddressIndex": AddressIndex}
-
-
-def __getattr__(name: str):
-    global _DECLARATIONS
-    if name in ("Header", "TargetEntry", "SymbolRow", "IndexLeaf", "AddressIndex"):
-        if _DECLARATIONS is None:
-            _DECLARATIONS = _declare()
-        return _DECLARATIONS[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,21 +7,22 @@ One compile per CU per target. A CU's result is its target object and the symbol
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+from .. import progress, settings
 from .. import run as runner
-from .. import settings
+from ..cache import native
+from ..cache.keys import hash_from, hash_parts, key_prefix, normalise, uses_debug_info
+from ..cache.store import Cache, Entry
 from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
-from ..model import CU, CompiledCU
-from ..model import Offer as Offer  # re-exported: these lived here before model.py
-from ..model import write_objects as write_objects
+from ..model import CU, CompiledCU, Offer
 from ..plugins import Target
-
-from typing import TYPE_CHECKING
-if TYPE_CHECKING:
-    from ..cache.store import Cache
 
 
 def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str]:
@@ -50,16 +51,42 @@ def planned(cus: Sequence[CU], target: Target, workdir: str,
                                 f"compiler '{argv[0]}' not found")
             # what runs the command, where a target runs it another way (run_compile)
             compiler += target.compile_engine(argv)
-            native = native_words(cu, argv)
-            if native:  # the object depends on the CPU: a shared cache is keyed by it
-                memo = (cu.payload.compiler, *native)
+            words = native_words(cu, argv)
+            if words:  # the object depends on the CPU: a shared cache is keyed by it
+                memo = (cu.payload.compiler, *words)
                 if memo not in cpus:
-                    cpus[memo] = native_cpu(cache, cu.payload.compiler, native)
+                    cpus[memo] = native_cpu(cache, cu.payload.compiler, words)
                 compiler += cpus[memo]
-            key = cache.object_key(target, cu, argv, {src: "<source>", obj: "<object>",
-                                                      workdir: "<tmp>"}, compiler, workdir)
+            key = object_key(cache, target, cu, argv, {src: "<source>", obj: "<object>",
+                                                       workdir: "<tmp>"}, compiler, workdir)
         out.append((src, obj, argv, key))
     return out
+
+
+# key_prefix's hash objects, by what they hashed: everything in an object's key but the CU's
+# code is shared by most CUs of a link, so a CU costs one hash update of its code.
+_PREFIXES: dict[tuple, Any] = {}
+
+
+def object_key(cache: Cache, target: Target, cu: CU, argv: Sequence[str],
+               paths: dict[str, str], compiler: str, tmp: str = "") -> str:
+    """The key of a CU's target object: the CU's code (Payload.code_id), kind and offered
+    list, the target, the compile command with its temporary `paths` named alike (`tmp`, the
+    folder they are in) and the `compiler`'s identity; with -g the working directory too
+    (debug info records it)."""
+    p = cu.payload
+    words = tuple(normalise(argv, paths, tmp))
+    cwd = os.getcwd() if uses_debug_info(words) else ""
+    code = cache.code_identity()
+    memo = (code, type(target), target.name, p.code_kind, words, tuple(p.options),
+            tuple(p.offered), compiler, cwd)
+    h = _PREFIXES.get(memo)
+    if h is None:
+        h = _PREFIXES[memo] = key_prefix(code, "object", type(target).__qualname__,
+                                         target.name, p.code_kind, "\0".join(words),
+                                         "\0".join(p.options), "\0".join(p.offered),
+                                         compiler, cwd)
+    return hash_from(h, p.code_id)
 
 
 def as_is(cu: CU, target: Target, obj: str, cache: Cache | None) -> CompiledCU:
@@ -87,12 +114,17 @@ def as_is(cu: CU, target: Target, obj: str, cache: Cache | None) -> CompiledCU:
     if offers is None:
         offers = target.offers(cu, obj)
         # written while the host link runs (pipeline): a cold link of many CUs does not wait
-        cache.put_later(key, {"offers": [list(o) for o in offers]}, b"")
+        cache.put_later(key, _offers_meta(offers), b"")
     return CompiledCU(cu, target, obj, offers, key)
 
 
-def _kept_offers(entry) -> tuple[Offer, ...] | None:
-    """The offers `as_is` kept in a cache entry (ours: its SHA-256 checked), None if none."""
+def _offers_meta(offers: Iterable[Offer]) -> dict:
+    """An object entry's metadata: the object's offers (read back by _kept_offers)."""
+    return {"offers": [[o.name, o.kind, o.size, o.strong] for o in offers]}
+
+
+def _kept_offers(entry: Entry | None) -> tuple[Offer, ...] | None:
+    """The offers kept in an object entry (ours: its SHA-256 checked), None if none."""
     if entry is None:
         return None
     try:
@@ -108,25 +140,20 @@ def native_words(cu: CU, argv: list[str]) -> list[str]:
     (toolchains/llvm/openmp.py) is the payload's `-march=native`. Most commands have none."""
     if not any("native" in w for w in argv):
         return []
-    from ..cache.native import native_options
-
-    words = native_options(argv)
+    words = native.native_options(argv)
     if "--mcpu=native" in argv:
-        words += [w for w in native_options(list(cu.payload.options)) if w not in words]
+        words += [w for w in native.native_options(list(cu.payload.options)) if w not in words]
     return words
 
 
-def native_cpu(cache: Cache, driver: str, native: list[str]) -> str:
-    """What the `native` words stand for on this machine, for an object's key: the
+def native_cpu(cache: Cache, driver: str, words: list[str]) -> str:
+    """What the native `words` stand for on this machine, for an object's key: the
     expansion `offlink cc` keys its compiles by (cache.native_expansion: remembered in
     the cache, so a relink starts no driver), else this CPU's own entry."""
-    from ..cache.keys import hash_parts
-    from ..cache.native import cpu_identity, native_expansion
-
     ident = cache.tool_identity(driver)
-    expansion = native_expansion(cache, driver, ident, native) if ident else None
+    expansion = native.native_expansion(cache, driver, ident, words) if ident else None
     if expansion is None:  # the driver does not say: the CPU itself (or the machine) keys it
-        expansion = hash_parts("cpu", cpu_identity() or os.uname().nodename)
+        expansion = hash_parts("cpu", native.cpu_identity() or os.uname().nodename)
     return f" native {expansion}"
 
 
@@ -149,11 +176,13 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
             results[i] = as_is(cu, target, obj, cache)
             continue
         if cache is not None:
-            hit = cache.get_object(key)
-            if hit is not None:
+            entry = cache.get(key)
+            offers = _kept_offers(entry)
+            if entry is not None and offers is not None:
                 if runner.VERBOSE:
                     print(f"offlink: from cache: {runner.show(argv)}", file=sys.stderr)
-                results[i] = CompiledCU(cu, target, obj, hit[1], key, cached=True, data=hit[0])
+                results[i] = CompiledCU(cu, target, obj, offers, key, cached=True,
+                                        data=entry.data)
                 continue
         todo.append((i, src, obj, argv, what, key))
     children = Children()
@@ -164,30 +193,25 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         cu = cus[i]
         with open(src, "wb") as f:
             f.write(cu.payload.code)
-        if runner.which(argv[0]) is None:
+        if shutil.which(argv[0]) is None:
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
-        if launcher and runner.which(launcher[0]) is None:
+        if launcher and shutil.which(launcher[0]) is None:
             raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
-        import time
-        from _thread import get_ident  # threading's, without importing threading (cc)
-
         start = time.perf_counter()
         if engine is None:
             said = target.run_compile(children, argv, what)
         else:
             said = engine.compile(children, argv, what)
-        span = (start, time.perf_counter(), get_ident())
+        span = (start, time.perf_counter(), threading.get_ident())
         offers = target.offers(cu, obj)
         if cache is not None:
             with open(obj, "rb") as f:
-                cache.put_object(key, f.read(), offers)
+                cache.put(key, _offers_meta(offers), f.read())
         return CompiledCU(cu, target, obj, offers, key, warnings=said, span=span)
 
     if todo:
         display = None
-        if show_progress:  # not `offlink cc`'s (fill_cache): it need not import progress
-            from .. import progress
-
+        if show_progress:  # not `offlink cc`'s (fill_cache)
             if not progress.wanted():
                 pass
             elif progress.siblings():
@@ -243,8 +267,6 @@ class Engine:
     """
 
     def __init__(self, launcher: Sequence[str], target: Target):
-        import threading
-
         self.launcher = list(launcher)
         self.target = target
         self.mandatory = settings.flag(MANDATORY_ENV)

@@ -7,15 +7,14 @@ import sys
 import time
 
 from .. import run as runner
+from ..cache.keys import normalise
+from ..cache.store import Cache
 from ..digest import sha256
 from ..errors import LinkError
 from ..model import CompiledCU, Image, LinkPlan, Offer, write_objects
 from ..plugins import Target
+from .compile import planned
 from .narrow import EVERY, Narrowing
-
-from typing import TYPE_CHECKING
-if TYPE_CHECKING:
-    from ..cache.store import Cache
 
 
 def merge_offers(compiled: list[CompiledCU]) -> tuple[dict[str, Offer], dict[str, str]]:
@@ -166,8 +165,6 @@ def cached_image(plan, target: Target, cus, workdir: str, cache: Cache,
     to; its offers were kept with it (`_image_meta`), so no object entry is read. The object
     entries' times are refreshed all the same (`_refresh`), so the next link after one
     change finds the others."""
-    from .compile import planned
-
     if (target.image_argv_reads_objects or target.image_argv_reads_offers or not cus
             or (narrowing is not None and narrowing.words)):  # narrowing reads every offer
         return None
@@ -198,16 +195,15 @@ _REFRESH = 600.0  # seconds: entries used together are refreshed at most this of
 def _refresh(cache: Cache, keys: list[str]) -> None:
     """Refresh the times of entries a link used together (least recently used goes first),
     unless the first was refreshed less than _REFRESH seconds ago: they were all refreshed
-    then, and the eviction order misses nothing by ten minutes (1000 utimes cost ~5 ms; the
-    other paths are not even made then, ~1 ms)."""
+    then, and the eviction order misses nothing by ten minutes."""
     try:
-        if keys and time.time() - os.stat(cache._path(keys[0])).st_mtime < _REFRESH:
+        if keys and time.time() - os.stat(cache.path(keys[0])).st_mtime < _REFRESH:
             return
     except OSError:
         pass
     for key in keys:
         try:
-            os.utime(cache._path(key))
+            os.utime(cache.path(key))
         except OSError:
             pass  # gone (trimmed by another link): the image stands without it
 
@@ -215,9 +211,11 @@ def _refresh(cache: Cache, keys: list[str]) -> None:
 def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str,
                workdir: str, files: dict[str, bytes] | None = None,
                plan=None) -> str | None:
-    """The image's key (None when its linker is not found: the device link reports it).
-    The files the target says the image takes content from (image_reads: a CPU image's
-    static archives) are in it by their content, with the command that names them."""
+    """The image's key: its objects' keys, the image link command (the files it reads besides
+    the objects by content), the linker's identity and the working directory; None when its
+    linker is not found (the device link reports it). The files the target says the image
+    takes content from (image_reads: a CPU image's static archives) are in it by their
+    content, with the command that names them."""
     linker = cache.tool_identity(argv[0])
     if linker is None:
         return None
@@ -228,7 +226,8 @@ def _image_key(cache: Cache, target: Target, compiled, argv: list[str], out: str
     reads = target.image_reads(plan) if plan is not None else []
     if reads:
         linker = "\0".join([linker, *(f"{p}\0{cache.file_identity(p)}" for p in reads)])
-    return cache.image_key(target, argv, paths, linker, workdir)
+    return cache.key("image", type(target).__qualname__, target.name,
+                     "\0".join(normalise(argv, paths, workdir)), linker, os.getcwd())
 
 
 def _image_meta(image, compiled, whole: bool) -> dict:

@@ -23,7 +23,8 @@ from types import ModuleType
 
 from .. import run as runner
 from .. import settings
-from ..cache.store import Cache, in_thread, join_early
+from ..cache.identity import join_early
+from ..cache.store import Cache, in_thread
 from ..errors import LinkError, ToolError, UsageError
 from ..formats import origins as origins_format
 from ..formats.table import Layout, reserve

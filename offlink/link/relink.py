@@ -2,14 +2,13 @@
 they were, without opening one of them; when some are not, only those are read again.
 
 The extract stage reads every object and archive a link names (headers, payload records and,
-for archive member choice, symbol tables): ~0.1 ms an object, 100 ms at 1000 CUs; ~0.5 ms an
-LLVM offload object. A link whose CUs are all offlink payload records or CUs their dialect
-records (GCC's offload objects, whose dialect records what it read besides the payload, and
-LLVM's, whose CU is its image alone: `relink_state` in toolchains/gcc/dialect.py and
-toolchains/llvm/dialect.py) leaves a record of them in the cache, keyed by what extract
-depends on (the command as planned, the working directory, PATH, offlink's code identity)
-and holding each file's stamp; the next link with the same key uses it when every file it
-would read has the same stamp.
+for archive member choice, symbol tables): its time grows with the CUs. A link whose CUs are
+all offlink payload records or CUs their dialect records (GCC's offload objects, whose
+dialect records what it read besides the payload, and LLVM's, whose CU is its image alone:
+`relink_state` in toolchains/gcc/dialect.py and toolchains/llvm/dialect.py) leaves a record
+of them in the cache, keyed by what extract depends on (the command as planned, the working
+directory, PATH, offlink's code identity) and holding each file's stamp; the next link with
+the same key uses it when every file it would read has the same stamp.
 
 The record is kept per file where each file's CUs are its own (extract.extract_files): no
 archive member was chosen by the symbols of the others (the usual case: objects, and
@@ -24,8 +23,8 @@ stricter than make and ld's users expect (make compares mtimes alone). A rewrite
 size moves ctime, which no user can set: `touch -d`, `cp -p` and `tar x` restore an mtime,
 never a ctime, and a file put in place by rename has another inode. Within one timestamp
 tick, though, a file can be rewritten and keep its stamp ("racy git"), so a record is
-written only when every file it stamps was last changed more than _SETTLED seconds before it
-was read; otherwise the next link reads the files and writes the record. Nothing here trusts
+written only when every file it stamps had settled when it was read (cache/freshness.py);
+otherwise the next link reads the files and writes the record. Nothing here trusts
 a stamp for more than the extract stage: the CUs' codes are keyed by their SHA-256 as before
 (Payload.code_id, recorded), and a CU that must be compiled (its object not in the cache)
 reads its record (a GCC CU: its object) from the file again, refused unless it has the
@@ -37,13 +36,15 @@ reads neither the object nor its symbols.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
 
+from ..cache.freshness import settled
 from ..cache.keys import file_stamp
-from ..cache.store import _SETTLED, Cache
+from ..cache.store import Cache, default_dir
 from ..errors import FormatError, UsageError
 from ..formats.payload import Deferred, Payload, Stored
 from ..toolchains.dialects import SECTIONS, check_dialects
@@ -78,8 +79,6 @@ def extract(plan: LinkPlan, offload_options: Sequence[str] = (), enabled: bool =
 def _cache(enabled: bool) -> Cache | None:
     """The link cache, if it is on and its folder is there already (no folder is made here:
     a plain link leaves none)."""
-    from ..cache.store import default_dir
-
     if not os.path.isdir(default_dir()):
         return None
     try:
@@ -182,10 +181,8 @@ _TOOLCHAINS = __package__.rsplit(".", 1)[0] + ".toolchains"
 
 @functools.cache
 def _dialect(name: str):
-    """The dialect module (offlink/toolchains/NAME/dialect.py) that recorded a CU's own state (once
-    per name: import_module costs ~20 us a call)."""
-    import importlib
-
+    """The dialect module (offlink/toolchains/NAME/dialect.py) that recorded a CU's own state
+    (looked up once per name)."""
     if name not in SECTIONS.values():
         raise ValueError(name)
     return importlib.import_module(f"..toolchains.{name}.dialect", __package__)
@@ -238,7 +235,7 @@ def _record(cache: Cache, key: str, paths: list[str], before: list[os.stat_resul
     again alone; None: any change reads the whole link again."""
     if not rows:
         return
-    if any(now - st.st_ctime_ns <= _SETTLED * 1e9 for st in before):
+    if not all(settled(st, now) for st in before):
         return
     after = _stats(paths)
     stamps = [file_stamp(st) for st in before]

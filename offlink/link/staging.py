@@ -3,8 +3,8 @@ that looks like output, and nothing the next link does not sweep away.
 
 - The work folder (`offlink-link-*`, `offlink-cc-*` in TMPDIR) is locked (flock on the folder)
   while its link or compile runs; the next link that finds an unlocked one (its owner is gone)
-  removes it, and so does the next compile where TMPDIR is small (a shared /tmp with thousands
-  of entries costs a listing ~3 ms: there one compile in 16 looks).
+  removes it, and so does the next compile where TMPDIR is small (in a shared /tmp with
+  thousands of entries one compile in SWEEP_ODDS looks).
 - The host linker writes into the work folder, never beside the output. The finished file
   reaches the output folder by rename (same file system) or as an unnamed O_TMPFILE given its
   name only when complete; where the file system has no O_TMPFILE, a `.NAME.offlink-*` file
@@ -21,13 +21,14 @@ from collections.abc import Sequence
 
 from ..errors import LinkError
 
-# shutil and tempfile are not imported on the way of a compile (~5 ms of every `offlink cc`):
-# the work folder is made, named and removed here, TMPDIR found as tempfile finds it.
+# The work folder is made, named and removed here, TMPDIR found as tempfile finds it, and
+# tempfile and shutil are imported where used: `offlink cc`'s warm hit uses this module, and
+# its import budget (tests/test_cc_cache.py) holds neither.
 WORK_PREFIXES = {"link": "offlink-link-", "cc": "offlink-cc-",  # `offlink link`, `offlink cc`
                  "extract": "offlink-extract-"}
 KEPT_PREFIX = "offlink-temps-"  # --save-temps: kept on purpose, never swept
-# A folder whose entries take at most this many bytes lists in well under a millisecond
-# (st_size: ~36 bytes an entry on ext4, 20 on tmpfs).
+# A folder whose entries take at most this many bytes (st_size: about 36 bytes an entry on
+# ext4, 20 on tmpfs) is small: every compile sweeps it.
 SMALL_FOLDER = 32 * 1024
 SWEEP_ODDS = 16  # where TMPDIR is not small, one compile in this many sweeps it
 
@@ -173,7 +174,7 @@ class WorkFolder:
 
     def __init__(self, keep: bool, kind: str = "link", sweep_now: bool = True):
         """`sweep_now` False: what killed offlinks left is swept by `sweep`, later (a link
-        sweeps while its host link runs: a shared /tmp of thousands of entries is ~5 ms)."""
+        sweeps while its host link runs)."""
         self.keep = keep
         self.parent = parent = temp_folder()
         self._sweep = not keep and sweep_due(parent, kind)

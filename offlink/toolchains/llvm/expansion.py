@@ -39,8 +39,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ... import run as runner
+from ...cache.freshness import SETTLED as _SETTLED
 from ...cache.keys import file_stamp
-from ...cache.store import _SETTLED, in_thread
+from ...cache.store import in_thread
 from ...driver_args import is_clang
 
 if TYPE_CHECKING:

@@ -215,7 +215,7 @@ def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
     # (its key, which waits for the compiler's `--version`, is made after).
     known = cache is not None and cache.knows_tool(argv[0])
     key = _key(cache, argv, text) if known else None
-    if key is not None and os.path.exists(cache._path(key)):
+    if key is not None and os.path.exists(cache.path(key)):
         return  # compile_c takes it from the cache (or compiles it, the entry being corrupt)
 
     with open(os.path.join(workdir, source), "w", encoding="ascii") as f:

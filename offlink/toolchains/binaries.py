@@ -1,0 +1,173 @@
+"""What a toolchain's own offload link put into a binary (GCC's, clang's, nvcc's), read-only.
+
+For `offlink inspect` and `extract` of binaries offlink did not link, so that "what did my link
+put where" can be compared with offlink's own `.openmp_target`. Here: the plain data they show
+(`Offload`: a toolchain's entries, images and notes), the loaded view a reader reads a binary
+by, and the table of the toolchains' `binary` modules (one line each). Each of those modules
+has:
+
+- `read(elf, sections) -> Offload | None`: its offload code in a linked binary (`sections`: the
+  binary's section names), None where it has none;
+- `NO_REGISTRATION_FIX`: how to link so that its runtime gets the images;
+- `RUNTIMES`: the libraries (name prefixes) its programs need to start, `RUNTIME_FIX` how to
+  make the loader find one;
+- `findings(offload, loadable, device)`: what this machine lacks to run its images, as
+  (finding, fix) pairs (`loadable(soname)`: where the loader finds a library, or None;
+  `device(triple, what)`: the findings of a device's driver);
+- `module_findings(targets, symbols)`: the same for its targets in an offlink-linked module's
+  table (`targets`: their names, `symbols`: the binary's symbol names);
+- `not_offered(table, name) -> str | None`: why a name of its targets has no row, in its terms;
+- `EXTRACT_TARGET`: the target `offlink extract` files its images under (None: they are read
+  as fat objects' are, e.g. clang's OffloadBinaries).
+
+GCC's also reads its offload objects (`object_image`), offlink's the architectures of `offlink
+cc`'s payloads (`payload_archs`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from ..elf import STT_FILE, STT_SECTION, ElfFile, Symbol, loaded_words
+from ..errors import FormatError
+
+# toolchain -> its module, in the order a binary's offload code is read
+TOOLCHAINS = {"gcc": "offlink.toolchains.gcc.binary",
+              "llvm": "offlink.toolchains.llvm.binary",
+              "cuda": "offlink.toolchains.offlink.binary"}
+
+
+def module(toolchain: str) -> ModuleType:
+    """A toolchain's `binary` module, loaded on use."""
+    return importlib.import_module(TOOLCHAINS[toolchain])
+
+
+def modules() -> list[ModuleType]:
+    return [module(toolchain) for toolchain in TOOLCHAINS]
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # as the device image names it (GCC: as in the PTX, main$_omp_fn$0)
+    kind: str  # function, variable, indirect-function, link-variable
+    address: int  # the host address (st_value terms), 0 where there is none
+    size: int  # a variable's bytes; 0 for a function
+    host_name: str | None  # the host symbol at `address` where it differs from `name`
+
+
+@dataclass(frozen=True)
+class Image:
+    triple: str
+    archs: tuple[str, ...]
+    kind: str  # ptx, elf, bc, cubin, fatbin
+    producer: str  # openmp, cuda, hip, gcc-mkoffload, nvcc
+    data: bytes
+    file_offset: int | None  # where its first byte lies in the file, where it lies whole
+
+
+@dataclass
+class Offload:
+    toolchain: str  # gcc, llvm, cuda
+    registration: str | None  # the registration call the binary makes, as its symbols say
+    entries: list[Entry] = field(default_factory=list)
+    images: list[Image] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def read(elf: ElfFile) -> list[Offload]:
+    """Every toolchain's offload code in a linked binary (none: an empty list)."""
+    sections = {s.name for s in elf.sections}
+    found = [reader.read(elf, sections) for reader in modules()]
+    return [offload for offload in found if offload is not None]
+
+
+def not_offered(table, name: str) -> str | None:
+    """Why `name`, defined in the host code, has no row in `table`, in the terms of the
+    toolchain whose targets the table holds; None for offlink's own."""
+    for reader in modules():
+        said = reader.not_offered(table, name)
+        if said is not None:
+            return said
+    return None
+
+
+# -- what the readers share ------------------------------------------------------------------
+class Memory:
+    """The loaded view of a linked binary: words with dynamic relocations applied, strings and
+    bytes at addresses."""
+
+    def __init__(self, elf: ElfFile):
+        self.elf = elf
+        self.words: dict[int, dict[int, int]] = {}  # section index -> offset -> word
+
+    def section_at(self, address: int):
+        for i, s in enumerate(self.elf.sections):
+            if s.sh_addr and s.sh_addr <= address < s.sh_addr + s.sh_size:
+                return i, s
+        raise FormatError(f"{self.elf.name}: address {address:#x} is in no section")
+
+    def word(self, address: int) -> int:
+        i, s = self.section_at(address)
+        if i not in self.words:
+            self.words[i] = loaded_words(self.elf, s, 8)
+        off = address - s.sh_addr
+        if off not in self.words[i]:
+            raise FormatError(f"{self.elf.name}: no word at {address:#x}")
+        return self.words[i][off]
+
+    def u32(self, address: int) -> int:
+        _, s = self.section_at(address)
+        return struct.unpack_from("<I", bytes(self.elf.content(s)), address - s.sh_addr)[0]
+
+    def bytes_at(self, address: int, size: int) -> tuple[bytes, int]:
+        """`size` bytes at `address`, and their file offset."""
+        _, s = self.section_at(address)
+        off = address - s.sh_addr
+        if s.sh_type == 8 or off + size > s.sh_size:  # SHT_NOBITS, or past the section
+            raise FormatError(f"{self.elf.name}: {size} bytes at {address:#x} are not in the file")
+        return bytes(self.elf.content(s)[off : off + size]), s.sh_offset + off
+
+    def cstr(self, address: int) -> str:
+        _, s = self.section_at(address)
+        data = bytes(self.elf.content(s))
+        off = address - s.sh_addr
+        end = data.find(b"\0", off)
+        if end < 0:
+            raise FormatError(f"{self.elf.name}: unterminated name at {address:#x}")
+        return data[off:end].decode("utf-8", "replace")
+
+
+def host_names(elf: ElfFile, addresses: set[int]) -> dict[int, str]:
+    """address -> the name of a function or object symbol there (global names first)."""
+    at: dict[int, list[Symbol]] = {}
+    for s in elf.symbols() + elf.symbols(dynamic=True):
+        if s.st_value in addresses and s.defined and s.name and \
+                s.st_type not in (STT_SECTION, STT_FILE):
+            at.setdefault(s.st_value, []).append(s)
+    return {a: sorted(syms, key=lambda s: (not s.is_global, s.name))[0].name
+            for a, syms in at.items()}
+
+
+def registration(elf: ElfFile, calls: tuple[str, ...]) -> str | None:
+    """The first of these registration calls the binary's symbols name, or None."""
+    names = {s.name for s in elf.symbols(dynamic=True)} | {s.name for s in elf.symbols()}
+    return next((r for r in calls if r in names), None)
+
+
+def symbol(elf: ElfFile, name: str) -> Symbol | None:
+    return next((s for s in elf.symbols() if s.name == name and s.defined), None)
+
+
+def differs(host: str | None, name: str) -> str | None:
+    return host if host and host != name else None
+
+
+def defines(image: bytes, target: str, name: str) -> bool:
+    """Whether an ELF image of `target` defines `name` (its symbol table)."""
+    try:
+        return any(s.name == name and s.defined for s in ElfFile(image, target).symbols())
+    except FormatError:
+        return False

@@ -1,0 +1,75 @@
+"""What nvcc's own link put into a binary: the `.nv_fatbin` section, its architectures and the
+kernels and variables of its cubins (offlink's CUDA target links with nvcc); and the
+architectures of an `offlink cc` payload. toolchains/binaries.py says what this module answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...elf import ElfFile
+from ...errors import FormatError
+from ...formats.fatbin import FATBIN_ELF, fatbin_containers
+from ..binaries import Entry, Image, Offload, registration
+from .cuda import ARCH_OPTION, NAME
+
+NV_FATBIN = ".nv_fatbin"
+REGISTRATIONS = ("__cudaRegisterFatBinary", "__cudaRegisterLinkedBinary")
+RUNTIMES = ()  # the libraries its programs need to start, by name
+RUNTIME_FIX = ""
+NO_REGISTRATION_FIX = "link with nvcc (or -lcudart)"
+EXTRACT_TARGET = "cuda"
+
+
+def read(elf: ElfFile, sections: set[str]) -> Offload | None:
+    if NV_FATBIN not in sections:
+        return None
+    section = elf.section(NV_FATBIN)
+    assert section is not None
+    data = bytes(elf.content(section))
+    out = Offload("cuda", registration(elf, REGISTRATIONS))
+    kernels: list[tuple[str, str, int]] = []
+    for pos, end, entries in fatbin_containers(data):
+        archs = []
+        for e in entries:
+            archs.append(f"{'sm' if e.kind == FATBIN_ELF else 'compute'}_{e.sm}")
+            if e.kind == FATBIN_ELF and not e.compressed:
+                kernels += _cubin_kernels(e.data)
+            elif e.kind == FATBIN_ELF:
+                out.notes.append(f"sm_{e.sm}: compressed cubin, its kernels not read (nvcc "
+                                 f"-Xfatbin=-compress-all=false keeps them readable)")
+        out.images.append(Image(NAME, tuple(dict.fromkeys(archs)), "fatbin", "nvcc",
+                                data[pos:end], section.sh_offset + pos))
+    host = {s.name: s.st_value for s in elf.symbols() if s.defined and s.name}
+    for name, kind, size in dict.fromkeys(kernels):  # the host stub or shadow: same name
+        out.entries.append(Entry(name, kind, host.get(name, 0), size, None))
+    return out
+
+
+def _cubin_kernels(cubin: bytes) -> list[tuple[str, str, int]]:
+    """(name, kind, size) of the global functions (kernels, and -rdc's extern device functions)
+    and variables (`__device__`: STT_OBJECT, or CUDA's own object type 13) a cubin defines."""
+    try:
+        syms = ElfFile(cubin, "cubin").symbols()
+    except FormatError:
+        return []
+    return [(s.name, "function" if s.st_type == 2 else "variable",
+             0 if s.st_type == 2 else s.st_size)
+            for s in syms if s.defined and s.is_global and s.st_type in (1, 2, 13)]
+
+
+def findings(offload: dict, loadable: Callable[[str], str | None],
+             device: Callable[[str, str], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    return device("nvptx", "fatbin")
+
+
+def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str]]:
+    return []
+
+
+def not_offered(table, name: str) -> str | None:
+    return None
+
+
+def payload_archs(options: tuple[str, ...]) -> tuple[str, ...]:
+    """The architectures an `offlink cc` payload's options name (the CUDA target's)."""
+    return tuple(o[len(ARCH_OPTION):] for o in options if o.startswith(ARCH_OPTION))
