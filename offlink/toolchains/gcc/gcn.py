@@ -213,19 +213,8 @@ def kernels(functions: list[str], tables: list[DeviceTables]
             for n in (*INIT_KERNELS, *functions)]
 
 
-def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True) -> str:
-    """The registration, as GCC 12's mkoffload writes it (process_asm, process_obj and main):
-    `rows` from kernels(), the image the `size` bytes at `symbol` (not copied: where offlink
-    stores the image), and __OFFLOAD_TABLE__ over what crtoffloadbegin.o and crtoffloadend.o
-    delimit (as gomp.py defines it). Not `alone`: to follow gomp.py's nvptx-none registration
-    in one file, which defines that table (and `target_data`, `init`, `fini`): the names here
-    get a `gcn_` prefix and the table is not defined again."""
-    for name, *_ in rows:
-        if not name or any(c in name for c in '"\\\n') or not name.isascii():
-            raise ValueError(f"cannot name '{name}' in C")
-    table = ",\n".join(f'  {{"{n}", {{{d[0]}, {d[1]}, {d[2]}}}, {s}, {v}}}'
-                       for n, d, s, v in rows)
-    text = f"""/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
+# The registration's C text (c_source), as GCC 12's mkoffload writes it.
+_REGISTRATION = """/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
    (GCC 12's mkoffload layout). */
 #include <stddef.h>
 
@@ -287,6 +276,22 @@ static __attribute__((destructor)) void fini (void)
                                &target_data);
 }}
 """
+
+
+def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True) -> str:
+    """The registration, as GCC 12's mkoffload writes it (process_asm, process_obj and main):
+    `rows` from kernels(), the image the `size` bytes at `symbol` (not copied: where offlink
+    stores the image), and __OFFLOAD_TABLE__ over what crtoffloadbegin.o and crtoffloadend.o
+    delimit (as gomp.py defines it). Not `alone`: to follow gomp.py's nvptx-none registration
+    in one file, which defines that table (and `target_data`, `init`, `fini`): the names here
+    get a `gcn_` prefix and the table is not defined again."""
+    for name, *_ in rows:
+        if not name or any(c in name for c in '"\\\n') or not name.isascii():
+            raise ValueError(f"cannot name '{name}' in C")
+    table = ",\n".join(f'  {{"{n}", {{{d[0]}, {d[1]}, {d[2]}}}, {s}, {v}}}'
+                       for n, d, s, v in rows)
+    text = _REGISTRATION.format(symbol=symbol, var_count=var_count, table=table, size=size,
+                                VERSION=VERSION, GOMP_DEVICE_GCN=GOMP_DEVICE_GCN)
     if alone:
         return text
     head, _, rest = text.partition("/* crtoffloadtable.o's table")
