@@ -3,7 +3,6 @@ every link needs, with target code or without."""
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -14,7 +13,6 @@ from dataclasses import dataclass, field
 
 from .. import settings
 from ..model import CompiledCU
-from .staging import write_whole
 
 
 @dataclass
@@ -74,6 +72,11 @@ class Timer:
         """A Chrome trace (chrome://tracing, Perfetto): one event per stage on the first row,
         one per target compile on the row of the thread that ran it, as clang-linker-wrapper's
         --wrapper-time-trace writes."""
+        # Imported here, by --time-trace alone (benchmarks/health/RESULTS.md).
+        import json
+
+        from .staging import write_whole
+
         def us(t: float) -> int:
             return round((t - self.start) * 1e6)
 
