@@ -23,13 +23,17 @@ from .compile import compile_all, object_names, planned, show_warnings
 from .context import LinkContext
 from .deep_verify import deep_verify
 from .device import cached_image, device_link, image_command, image_path
-from .fill import Filled, fill  # noqa: F401  (pipeline.link calls stages.fill)
+from .fill import Filled, fill
 from .narrow import Narrowing
 from .options import LinkOptions, Timer, target_launcher
 from .plan import LinkPlan
 from .reserve import origins_content, placeholder_object
 from .staging import OutputSlot
 from .verify import verify
+
+# What pipeline.link calls, in its order.
+__all__ = ["prefetch_identity", "link_targets", "print_commands", "LinkContext", "build_images",
+           "reserve_table", "host_link", "fill", "verify_output"]
 
 PLACEHOLDER = "offlink-table.o"  # stage 5's object, in the work folder
 
