@@ -138,8 +138,6 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
         "test_compiler_version_is_probed_once_across_links": (),
         "test_deferred_code_must_keep_its_recorded_sha256": (),
         "test_entries_put_later_are_written_with_their_keys_made_then": (),
-        "test_entry_metadata_is_read_as_json_loads_reads_it": (),
-        "test_entry_metadata_is_written_as_json_dumps_writes_it": (),
         "test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key": (),
         "test_normalise_replaces_temporary_paths_in_and_as_words": (),
         "test_object_key_covers_what_the_compile_depends_on": (),
