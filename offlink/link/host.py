@@ -28,11 +28,11 @@ def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list
     return [plan.driver, *plan.host_args, *reset, *extra_inputs, "-o", output]
 
 
-def added_inputs(plan: LinkPlan, placeholder: str, registrations: list[str],
+def added_inputs(plan: LinkPlan, placeholder: str, registered: list[str],
                  targets: list[Target]) -> list[str]:
-    """What offlink adds to the host link: the placeholder object, the registrations' objects,
-    then the words the targets ask for (e.g. -foffload=disable for GCC's)."""
-    return [placeholder, *registrations, *(a for t in targets for a in t.host_link_args(plan))]
+    """What offlink adds to the host link: the placeholder object, the registrations' objects
+    (`registered`), then the words the targets ask for (e.g. -foffload=disable for GCC's)."""
+    return [placeholder, *registered, *(a for t in targets for a in t.host_link_args(plan))]
 
 
 def host_argv(plan: LinkPlan, output: str, added: list[str], targets: list[Target]) -> list[str]:
