@@ -6,6 +6,7 @@ starts (typer for the app's commands only, the link's stages for a link).
 from __future__ import annotations
 
 import gc
+import shlex
 import sys
 import warnings
 
@@ -36,11 +37,8 @@ def cmd_link(argv: list[str]) -> int:
                           offload_options=list(opts.get("--offload-option") or []),
                           offload_symbols=list(opts.get("--offload-symbol") or []),
                           offload_symbol_lists=list(opts.get("--offload-symbol-list") or []),
+                          launcher=shlex.split((opts.get("--target-launcher") or [""])[-1]),
                           time_trace=(opts.get("--time-trace") or [""])[-1])  # type: ignore[index]
-    if opts.get("--target-launcher"):
-        import shlex
-
-        options.launcher = shlex.split(opts["--target-launcher"][-1])  # type: ignore[index]
     return link(rest, options)
 
 

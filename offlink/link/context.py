@@ -8,7 +8,6 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from types import ModuleType
 
 from .. import run as runner
@@ -21,21 +20,21 @@ from .options import LinkOptions, target_launcher
 from .staging import OutputSlot, WorkFolder
 
 
-@dataclass
 class LinkContext:
     """What a link's stages share, set up and torn down in one place (LinkContext.open): the
     work folder, the cache, the target compiles' job slots, the signal handlers, the output's
     slot, and the work started early beside the stages (the driver's link jobs asked ahead,
     the registrations started, the cache's deferred writes, the TMPDIR sweep)."""
 
-    options: LinkOptions
-    work: WorkFolder
-    cache: Cache | None = None
-    slots: Slots | None = None
-    jobs: ModuleType | None = None  # the registry's driver_jobs (plugins.DriverJobs)
-    launcher: list[str] = field(default_factory=list)
-    started: list[Registration] = field(default_factory=list)  # registrations' early work
-    slot: OutputSlot | None = None
+    def __init__(self, options: LinkOptions, work: WorkFolder):
+        self.options = options
+        self.work = work
+        self.cache: Cache | None = None
+        self.slots: Slots | None = None
+        self.jobs: ModuleType | None = None  # the registry's driver_jobs (plugins.DriverJobs)
+        self.launcher: list[str] = []
+        self.started: list[Registration] = []  # registrations' early work, ended by close
+        self.slot: OutputSlot | None = None
 
     @property
     def workdir(self) -> str:

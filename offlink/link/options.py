@@ -7,40 +7,42 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
 
 from .. import settings
 from ..model import CompiledCU
 
+NOTHING: Mapping = MappingProxyType({})  # an empty mapping no one can fill (a shared default)
 
-@dataclass
-class LinkOptions:
-    """What `offlink link`'s own options ask for."""
+class LinkOptions(NamedTuple):
+    """What `offlink link`'s own options ask for (a named tuple, as model.py's records: a
+    relink imports no dataclasses, benchmarks/health/RESULTS.md)."""
 
-    targets: list[str] = field(default_factory=list)  # empty: every target the inputs have
+    targets: Sequence[str] = ()  # empty: every target the inputs have
     jobs: int = 0  # 0: OFFLINK_JOBS or the CPU count
     save_temps: bool = False
     dry_run: bool = False
     timings: bool = False  # also OFFLINK_TIMINGS=1
     cache: bool = True  # --no-cache; OFFLINK_NO_CACHE=1 (cache/store.py)
-    launcher: list[str] = field(default_factory=list)  # empty: OFFLINK_TARGET_LAUNCHER
+    launcher: Sequence[str] = ()  # empty: OFFLINK_TARGET_LAUNCHER
     deep_verify: bool = False  # --verify-deep; OFFLINK_VERIFY=deep (deep_verify.py)
-    offload_options: list[str] = field(default_factory=list)  # --offload-option (GCC syntax)
+    offload_options: Sequence[str] = ()  # --offload-option (GCC syntax)
     time_trace: str = ""  # --time-trace FILE: a Chrome trace of stages, compiles
-    host_said: dict[str, str] = field(default_factory=dict)  # source -> its host compile's words
-    offload_symbols: list[str] = field(default_factory=list)  # --offload-symbol (link/narrow.py)
-    offload_symbol_lists: list[str] = field(default_factory=list)  # --offload-symbol-list
-    origin_names: dict[str, str] = field(default_factory=dict)  # temporary object -> source
+    host_said: Mapping[str, str] = NOTHING  # source -> its host compile's words
+    offload_symbols: Sequence[str] = ()  # --offload-symbol (link/narrow.py)
+    offload_symbol_lists: Sequence[str] = ()  # --offload-symbol-list
+    origin_names: Mapping[str, str] = NOTHING  # temporary object -> source
     # A toolchain's own link options (the registry's LINK_OPTIONS: --gomp-register), by name.
-    toolchain_options: dict[str, object] = field(default_factory=dict)
+    toolchain_options: Mapping[str, object] = NOTHING
 
 
 def target_launcher(options: LinkOptions) -> list[str]:
     """The command prefix for target compiles: --target-launcher or OFFLINK_TARGET_LAUNCHER."""
     if options.launcher:
-        return options.launcher
+        return list(options.launcher)
     return shlex.split(settings.text("OFFLINK_TARGET_LAUNCHER"))
 
 

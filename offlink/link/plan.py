@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from ..driver_args import expand_with_origins, is_clang, linker_options, respelled, words
 from ..errors import UsageError
@@ -101,19 +100,19 @@ def plan_link(argv: list[str]) -> LinkPlan:
                     lib_dirs, base, respelled(argv[1:], args, origins, parts))
 
 
-@dataclass
 class _Modes:
     """What plan_link has read so far of the words that set modes (the output's kind,
     -static, the archive modes in force for the inputs after them) and of the inputs."""
 
-    mode: str = "executable"
-    static: bool = False
-    whole: bool = False  # --whole-archive
-    bstatic: bool = False  # -Bstatic
-    group: int = 0  # the --start-group in force, 0 for none
-    groups: int = 0
-    inputs: list[Input] = field(default_factory=list)
-    lib_dirs: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.mode = "executable"
+        self.static = False
+        self.whole = False  # --whole-archive
+        self.bstatic = False  # -Bstatic
+        self.group = 0  # the --start-group in force, 0 for none
+        self.groups = 0
+        self.inputs: list[Input] = []
+        self.lib_dirs: list[str] = []
 
     def add(self, kind: str, path: str) -> None:
         self.inputs.append(Input(kind, path, self.whole, self.bstatic or self.static,
