@@ -4,20 +4,18 @@ other: the link plan, a CU's target code, what a compiled CU offers, a target's 
 It sits below link/, cc/, cli/ and toolchains/ and imports none of them (only for
 annotations), so they all can import it and none needs another's module for its types.
 
-Named tuples and plain classes, no dataclasses: every link makes these, a relink of 1000 CUs
-a few thousand of them, and `dataclasses` (with `inspect`) plus ~0.4 ms per class at import
-were a tenth of a relink's own time (issue 11).
+Named tuples and plain classes: every link makes these, a relink of 1000 CUs a few thousand
+of them (benchmarks/health/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from .formats import Frozen
-from typing import NamedTuple
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .formats.payload import Payload
     from .plugins import Target

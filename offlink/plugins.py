@@ -10,11 +10,12 @@ implementation.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
+from . import run as runner
 from .elf import EM_AARCH64, EM_X86_64
 from .errors import UsageError
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .cache.store import Cache
     from .elf import ElfFile
@@ -160,9 +161,7 @@ class Target:
         """Run the image link `argv` (image_argv's or narrowed_image's), which writes
         `output`. A target may write the same bytes another way: GCC's nvptx-none takes the
         part its libraries add from an earlier link (toolchains/gcc/nvptx.py)."""
-        from .run import run
-
-        run(argv, f"device link for target {self.name}")
+        runner.run(argv, f"device link for target {self.name}")
 
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
@@ -214,13 +213,97 @@ class Dialect:
         """The CUs of a whole object (WHOLE_OBJECT), with the link line's words."""
         raise NotImplementedError
 
+    # Optional:
+    def select(self, cus: list[CU], link_args: list[str]) -> list[CU]:
+        """The link's CUs less those of its own this link builds no image from (GCC's, by its
+        link words); an error for a target it cannot build."""
+        return cus
+
+    def relocatable_argv(self, argv: list[str]) -> list[str]:
+        """A `-r` link line without the words that would link its device code then."""
+        return argv
+
 
 class Registration:
-    """What a runtime registration module (toolchains/<toolchain>/<name>.py, named by
-    Target.registration and found by toolchains/registrations.py) provides: `build`."""
+    """A runtime's registration of a link's images (toolchains/<toolchain>/<name>.py, named
+    by Target.registration and found in the registry's REGISTRATIONS): what the toolchain's
+    offload runtime expects at program start, built from this link's images (named by their
+    index in the table: link/reserve.py's symbols). The host link stage builds it and adds
+    it; a registration that must see the linked binary (`relinks`) also rewrites the host
+    link's command and checks the output, which is linked again until it holds."""
 
+    name: str = ""
+    # A link option that asks for this registration where no target names it ("" for none;
+    # the registry's LINK_OPTIONS), given to the link in LinkOptions.toolchain_options.
+    option: str = ""
+    relinks: bool = False  # True: host_step, not build, puts it into the host link
+
+    def enabled(self, asked: bool) -> bool:
+        """Whether the link makes it (`asked`: its option was given)."""
+        return True
+
+    # -- prefetch, beside the device links -------------------------------------------------
+    def start(self, plan: LinkPlan, targets: list[Target], indexes: list[int], workdir: str,
+              cache: Cache | None) -> None:
+        """Start the work `build` will want for the images of `targets` at `indexes` (one
+        image per target, in their order), beside the device links. None by default."""
+
+    def object_name(self, workdir: str) -> str | None:
+        """The object `build` will return, known before it is built, or None."""
+        return None
+
+    def discard(self) -> None:
+        """End what `start` began that `build` did not take (a failed link)."""
+
+    # -- the host link -----------------------------------------------------------------------
     def build(self, plan: LinkPlan, images: list[Image], indexes: list[int], workdir: str,
               cache: Cache | None = None) -> str:
         """The object that registers `images` (the table's images at `indexes`) with the
         toolchain's runtime at program start, written in `workdir`: its path."""
         raise NotImplementedError
+
+    def host_step(self, plan: LinkPlan, images: list[Image], workdir: str,
+                  cache: Cache | None, asked: bool) -> HostStep | None:
+        """A `relinks` registration of this link's images, or None where it has none to make
+        (an error where `asked` and it cannot)."""
+        return None
+
+
+class HostStep:
+    """What a `relinks` registration (Registration.host_step) does in the host link."""
+
+    option: str = ""  # what it is, in messages
+
+    def build(self) -> None:
+        """Write its object(s) before the first host link."""
+        raise NotImplementedError
+
+    def host_argv(self, host: list[str], extra_at: int) -> list[str]:
+        """The host link's command with it added (`extra_at`: where offlink's own inputs
+        start)."""
+        raise NotImplementedError
+
+    def check(self, path: str) -> bool:
+        """Whether the linked binary `path` is as it was registered; False: rewritten for
+        it, and the host link runs again."""
+        raise NotImplementedError
+
+
+class DriverJobs:
+    """What the registry's DRIVER_JOBS module provides, as module attributes: a driver's link
+    run through its kept `-###` expansion (the driver not started), and those expansions
+    asked early, beside the stages before the link that runs them."""
+
+    def use(self, cache: Cache | None, folder: str = "") -> None:
+        """The cache and work folder of the link under way (None: the link is over)."""
+
+    def expand_early(self, argv: list[str], stand_ins: list[str],
+                     after_others: bool = False) -> None:
+        """Start asking for the expansion of a link run later, whose files `stand_ins` are
+        not written yet (after those started before, with `after_others`)."""
+
+    def join_early(self, argv: list[str] | None = None) -> None:
+        """Wait for expand_early's work (for `argv`'s expansion only, when given)."""
+
+    def run_link(self, argv: list[str], what: str, *, here: bool = False) -> None:
+        """Run the link `argv`, through its kept expansion where there is one."""

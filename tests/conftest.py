@@ -225,9 +225,6 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
     "test_narrow.py": (("host",), {
         "test_names_and_patterns_select_as_a_version_script_does": (),
     }),
-    "test_omptarget_object.py": ((), {
-        "test_written_object_is_the_compiled_one": ("clang19", "clang22"),
-    }),
     "test_packaging.py": ((), {
         "test_wheel_carries_every_module_and_data_file": ("slow",),
         "test_wheel_build_prints_no_warnings": ("host",),

@@ -113,18 +113,11 @@ def test_registration_is_llvm_offload_wrapper_22s(sample, tmp_path):
     the same outside names (__start_/__stop_llvm_offload_entries, __tgt_register_lib,
     __tgt_unregister_lib, atexit), a constructor each; and in the linked programs the same
     llvm_offload_entries as clang-22's own link, row for row."""
-    from offlink.toolchains.llvm.omptarget import build, c_source, written_here
+    from offlink.toolchains.llvm.omptarget import c_source
 
     theirs = _wrapper_object(tmp_path)
-    if written_here():  # the object offlink writes (test_omptarget_object.py: = the text's)
-        class Image:
-            class target:
-                entry_generation = 3
-
-        (tmp_path / "r.o").write_bytes(open(build(None, [Image], [0], str(tmp_path)), "rb").read())
-    else:
-        (tmp_path / "r.c").write_text(c_source([0], 3))
-        run([CLANG, "-c", "-O2", "-fPIC", "-w", tmp_path / "r.c", "-o", tmp_path / "r.o"])
+    (tmp_path / "r.c").write_text(c_source([0], 3))
+    run([CLANG, "-c", "-O2", "-fPIC", "-w", tmp_path / "r.c", "-o", tmp_path / "r.o"])
     mine = ElfFile.open(str(tmp_path / "r.o"))
     assert _entries_section(mine, "llvm_offload_entries") == \
         _entries_section(theirs, "llvm_offload_entries")

@@ -1,4 +1,4 @@
-"""clang's links through the driver's kept `-###` expansion (offlink/link/expansion.py).
+"""clang's links through the driver's kept `-###` expansion (offlink/toolchains/llvm/expansion.py).
 
 A relink of clang OpenMP objects starts no clang driver: the image link and the host link run
 the linker job the driver printed for the same words on an earlier link, while every file and
@@ -19,7 +19,7 @@ import pytest
 from conftest import needs_tool, run
 
 from offlink.cache.store import Cache
-from offlink.link import expansion
+from offlink.toolchains.llvm import expansion
 
 CLANG = "clang-19"
 LLVM_LIB = "/usr/lib/llvm-19/lib"

@@ -852,7 +852,8 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
     monkeypatch.chdir(tmp_path)
     objs = [str(sample / "build" / f"{n}.o") for n in ("main", "saxpy", "stats")]
     assert pipeline.link([*GCC_LINK, *objs, "-o", "prog"],
-                         pipeline.LinkOptions(gomp_register=True, cache=False)) == 0
+                         pipeline.LinkOptions(toolchain_options={"--gomp-register": True},
+                                              cache=False)) == 0
     assert len(links) == 2
     check_registration(offlink, tmp_path / "prog", gomp_shim,
                        (sample / "expected.txt").read_text(), sample / "build" / "gcc_openmp.gcc")

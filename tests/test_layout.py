@@ -12,7 +12,9 @@
 - no import circle between modules either, among the imports a module makes at its top level
   (those under `if TYPE_CHECKING:` included; imports inside functions run late and are how a
   module reaches one above it), but for the annotation-only pairs in ANNOTATION_PAIRS;
-- `offlink/model.py`, the data types the parts share, sits below all of them.
+- `offlink/model.py`, the data types the parts share, sits below all of them;
+- the generic parts (link/, cache/, cc/, cli/) name no toolchain in their code: no target,
+  no registration, no import of a toolchain's package (`toolchains_named`).
 - ELF and fatbin bytes are parsed only by their readers (`offlink/elf.py`, `offlink/formats/`),
   and CUDA's variables read only by its locator (`offlink/toolchains/cuda_toolkit.py`).
 
@@ -24,6 +26,7 @@ module is not generic).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "offlink"
@@ -271,6 +274,77 @@ def test_the_rules_see_a_circle_and_a_toolchain_module_imported_by_a_stage(tmp_p
     (root / "cache" / "store.py").write_text("def f():\n    from ..link import compile\n")
     assert library_problems(root) == ["offlink.cache.store imports offlink.link: the "
                                       "cache knows no link"]
+
+
+# What names a toolchain in generic code: its targets' names, its registrations' names, its
+# plug-in's package (as benchmarks/health/metrics.py counts them).
+TOOLCHAIN_WORDS = re.compile(r"nvptx-none|amdgcn-amdhsa|nvptx64-nvidia-cuda|x86_64-pc-linux-gnu"
+                             r"|omptarget|gomp|cudart|toolchains\.(?:gcc|llvm|offlink)\b")
+GENERIC = ("link", "cache", "cc", "cli")
+# Modules of cli/ that still name a toolchain after issue 31's cli branch: the help texts'
+# examples (app.py, options.py), and an image kind read by its name as a file suffix
+# (extract_cmd.py) or as PTX text (inspect_cmd.py). Each should go as its toolchain's module
+# says it (toolchains/*/binary.py), and this list with them.
+NAMING_ALLOWED = {"cli/app.py", "cli/options.py", "cli/extract_cmd.py", "cli/inspect_cmd.py"}
+
+
+def toolchain_words(tree: ast.AST) -> list[str]:
+    """Toolchain names in a module's code: string constants other than docstrings,
+    identifiers, attribute names and imported modules (comments and docstrings aside)."""
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docs.add(id(body[0].value))
+    words = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            words.append(node.value)
+        elif isinstance(node, ast.Name):
+            words.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            words.append(node.attr)
+        elif isinstance(node, ast.ImportFrom):
+            words.append("." * node.level + (node.module or ""))
+            words += [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            words += [a.name for a in node.names]
+    return [w for w in words if TOOLCHAIN_WORDS.search(w)]
+
+
+def toolchains_named(root: Path = PACKAGE) -> list[str]:
+    """The generic parts' modules (link/, cache/, cc/, cli/) whose code names a toolchain:
+    they reach the toolchains through the registry and the interfaces only."""
+    out = []
+    for part in GENERIC:
+        for path in sorted((root / part).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            found = toolchain_words(ast.parse(path.read_text(), str(path)))
+            if found and rel not in NAMING_ALLOWED:
+                out.append(f"{rel} names a toolchain: {', '.join(sorted(set(found)))}")
+    return out
+
+
+def test_generic_code_names_no_toolchain():
+    assert toolchains_named() == []
+
+
+def test_the_naming_rule_sees_a_toolchain_name(tmp_path):
+    for rel, text in {
+        "link/pipeline.py": '"""Links nvptx-none images (a docstring may say so)."""\n'
+                            'GCC = ("nvptx-none", "amdgcn-amdhsa")\n',
+        "link/host.py": "def f(options):\n    return options.gomp_register\n",
+        "cache/store.py": "from ..toolchains.llvm import omptarget\n",
+        "cc/plan.py": "# cudart in a comment is fine\nx = 1\n",
+    }.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "cli").mkdir()
+    assert toolchains_named(tmp_path) == [
+        "link/host.py names a toolchain: gomp_register",
+        "link/pipeline.py names a toolchain: amdgcn-amdhsa, nvptx-none",
+        "cache/store.py names a toolchain: ..toolchains.llvm, omptarget"]
 
 
 def test_readme_layout_shows_every_module():

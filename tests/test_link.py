@@ -343,7 +343,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
         real_host_link(argv)
 
     class NeverSettles:
-        option = "libgomp registration"
+        option = "a registration"
 
         def build(self):
             pass
@@ -355,7 +355,7 @@ def test_host_relinks_are_bounded_and_signal_handlers_restored(offlink, tmp_path
             return False
 
     monkeypatch.setattr(host, "run_host_link", host_link)
-    monkeypatch.setattr(registrations, "opt_in", lambda *args: NeverSettles())
+    monkeypatch.setattr(registrations, "host_steps", lambda *args: [NeverSettles()])
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
     libs = config(offlink, "--libs")
     with pytest.raises(LinkError, match="did not settle in 3 links"):

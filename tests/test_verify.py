@@ -17,7 +17,7 @@ MAIN = "int lib_twice(int);\nint main(void) { return lib_twice(0); }\n"
 
 def linked(offlink, tmp_path, monkeypatch):
     """A link run in this process: its output, and the arguments verify was given."""
-    from offlink.link import pipeline, verify
+    from offlink.link import pipeline, stages, verify
     from offlink.link.pipeline import LinkOptions
 
     for name, text in (("lib", LIB), ("main", MAIN)):
@@ -31,7 +31,7 @@ def linked(offlink, tmp_path, monkeypatch):
         given.append((filled, images))
         return real(path, filled, images, check_symbols)
 
-    monkeypatch.setattr(verify, "verify", keep)
+    monkeypatch.setattr(stages, "verify", keep)  # the stage's, as stages.py calls it
     monkeypatch.chdir(tmp_path)
     assert pipeline.link(["gcc", "main.o", "lib.o", *libs, "-o", "prog"],
                          LinkOptions(cache=False)) == 0

@@ -265,7 +265,7 @@ def _target_compile(plan: CompilePlan, tmp: str, host_said: str = "",
             return
         if cache is None:
             return
-    # cc has no --target-launcher: the environment decides (pipeline.target_launcher)
+    # cc has no --target-launcher: the environment decides (link.options.target_launcher)
     launcher: list[str] = []
     if settings.text("OFFLINK_TARGET_LAUNCHER"):
         launcher = shlex.split(settings.text("OFFLINK_TARGET_LAUNCHER"))

@@ -6,6 +6,7 @@ starts (typer for the app's commands only, the link's stages for a link).
 from __future__ import annotations
 
 import gc
+import shlex
 import sys
 import warnings
 
@@ -24,6 +25,7 @@ def cmd_link(argv: list[str]) -> int:
     except ValueError:
         raise UsageError(f"--jobs takes a number, not '{jobs_opt[-1]}'") from None
     from ..link.pipeline import LinkOptions, link
+    from ..toolchains import LINK_OPTIONS
 
     options = LinkOptions(targets=list(opts.get("--offload-target") or []), jobs=jobs,
                           save_temps=bool(opts.get("--save-temps")),
@@ -31,15 +33,12 @@ def cmd_link(argv: list[str]) -> int:
                           timings=bool(opts.get("--timings")),
                           cache=not opts.get("--no-cache"),
                           deep_verify=bool(opts.get("--verify-deep")),
-                          gomp_register=bool(opts.get("--gomp-register")),
+                          toolchain_options={o: True for o in LINK_OPTIONS if opts.get(o)},
                           offload_options=list(opts.get("--offload-option") or []),
                           offload_symbols=list(opts.get("--offload-symbol") or []),
                           offload_symbol_lists=list(opts.get("--offload-symbol-list") or []),
+                          launcher=shlex.split((opts.get("--target-launcher") or [""])[-1]),
                           time_trace=(opts.get("--time-trace") or [""])[-1])  # type: ignore[index]
-    if opts.get("--target-launcher"):
-        import shlex
-
-        options.launcher = shlex.split(opts["--target-launcher"][-1])  # type: ignore[index]
     return link(rest, options)
 
 

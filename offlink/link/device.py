@@ -13,6 +13,7 @@ from ..digest import sha256
 from ..errors import LinkError
 from ..model import CompiledCU, Image, LinkPlan, Offer, write_objects
 from ..plugins import Target
+from ..toolchains import driver_jobs
 from .compile import planned
 from .narrow import EVERY, Narrowing
 
@@ -88,9 +89,8 @@ def run_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir
         with open(path, "wb") as f:
             f.write(content)
     if type(target).link_image is Target.link_image:  # the command as given: a clang
-        from .expansion import run_link  # driver's linker job from its kept expansion
-
-        run_link(argv, f"device link for target {target.name}")
+        # the driver's linker job from its kept expansion
+        driver_jobs().run_link(argv, f"device link for target {target.name}")
     else:
         target.link_image(argv, out, compiled)
     with open(out, "rb") as f:

@@ -6,6 +6,7 @@ Only the section's bytes are written (at its file offset); no other byte of the 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from ..elf import (
     SHN_UNDEF,
@@ -22,7 +23,6 @@ from ..elf import (
 from ..errors import LinkError
 from ..formats.table import SECTION, SYMBOL, ImageSpec, Layout, RowSpec, build_table
 from ..model import Image
-from typing import NamedTuple
 
 _GLOBAL_BINDS = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)  # Symbol.is_global, without a call
 

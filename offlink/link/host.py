@@ -3,16 +3,22 @@ placeholder and the runtimes' registrations added (its command line as data, the
 
 from __future__ import annotations
 
-from .. import run as runner
-from ..errors import LinkError, ToolError
-
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from .. import run as runner
+from ..driver_args import expand_with_origins, is_clang, respelled, words
+from ..errors import LinkError, ToolError
+from ..plugins import Target
+from ..toolchains import driver_jobs, registrations
+
 if TYPE_CHECKING:
     from ..cache.store import Cache
     from ..model import Image, LinkPlan
-    from ..plugins import Target
+    from ..plugins import DriverJobs
 
-HOST_RELINKS = 2  # at most this many host links after the first (libgomp's registration's)
+HOST_RELINKS = 2  # at most this many host links after the first (a registration's relinks)
 
 
 def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list[str]:
@@ -22,11 +28,11 @@ def host_link_argv(plan: LinkPlan, output: str, extra_inputs: list[str]) -> list
     return [plan.driver, *plan.host_args, *reset, *extra_inputs, "-o", output]
 
 
-def added_inputs(plan: LinkPlan, placeholder: str, registrations: list[str],
+def added_inputs(plan: LinkPlan, placeholder: str, registered: list[str],
                  targets: list[Target]) -> list[str]:
-    """What offlink adds to the host link: the placeholder object, the registrations' objects,
-    then the words the targets ask for (e.g. -foffload=disable for GCC's)."""
-    return [placeholder, *registrations, *(a for t in targets for a in t.host_link_args(plan))]
+    """What offlink adds to the host link: the placeholder object, the registrations' objects
+    (`registered`), then the words the targets ask for (e.g. -foffload=disable for GCC's)."""
+    return [placeholder, *registered, *(a for t in targets for a in t.host_link_args(plan))]
 
 
 def host_argv(plan: LinkPlan, output: str, added: list[str], targets: list[Target]) -> list[str]:
@@ -42,9 +48,6 @@ def drop_words(argv: list[str], targets: list[Target]) -> list[str]:
     never asked on its own (`-Xlinker --offload-arch=x` stays whole). Words in an `@file` are
     asked too: one that keeps all of its words is passed as written, one that loses a word
     is expanded (as plan_link does with the words it leaves out)."""
-    from ..driver_args import expand_with_origins, is_clang, respelled, words
-    from ..plugins import Target
-
     # Only targets that drop words are asked (most drop none: 1000 objects, 1000 calls each).
     drops = [t for t in targets if type(t).host_link_drops is not Target.host_link_drops]
     if not drops:
@@ -60,38 +63,58 @@ def drop_words(argv: list[str], targets: list[Target]) -> list[str]:
 
 def host_link(plan: LinkPlan, staged: str, placeholder: str, images: list[Image],
               targets: list[Target], workdir: str, cache: Cache | None,
-              gomp_register: bool) -> None:
-    """Build the registrations' objects, link `staged`, and relink while libgomp's
-    registration finds the host table's order unsettled."""
-    from ..toolchains.registrations import objects, opt_in
-
-    added = added_inputs(plan, placeholder, objects(plan, images, workdir, cache), targets)
+              toolchain_options: Mapping[str, object]) -> None:
+    """Build the registrations' objects, link `staged`, and relink while a registration that
+    checks the linked binary (libgomp's: the host table's order) finds it unsettled."""
+    added = added_inputs(plan, placeholder, registrations.objects(plan, images, workdir, cache),
+                         targets)
     host = host_argv(plan, staged, added, targets)
-    registration = opt_in(plan, images, workdir, gomp_register, cache)
-    if registration is not None:
-        registration.build()
-        host = registration.host_argv(host, len(host) - len(added) - 2)
+    steps = registrations.host_steps(plan, images, workdir, cache, toolchain_options)
+    for step in steps:
+        step.build()
+        host = step.host_argv(host, len(host) - len(added) - 2)
     run_host_link(host)
-    if registration is not None:
+    for step in steps:
         # A relink writes the registration in the order the link gave the host table;
         # that order must then hold, so a bounded number of links settles it.
         for _ in range(HOST_RELINKS):
-            if registration.check(staged):
+            if step.check(staged):
                 break
             run_host_link(host)
         else:
-            if not registration.check(staged):
-                raise LinkError(f"{registration.option}: the host table's order did not settle "
+            if not step.check(staged):
+                raise LinkError(f"{step.option}: the host table's order did not settle "
                                 f"in {HOST_RELINKS + 1} links")
 
 
 def run_host_link(host: list[str]) -> None:
     """The host link on offlink's own output; a clang driver's linker job from its expansion
-    kept in the cache (link/expansion.py)."""
-    from .expansion import run_link
-
+    kept in the cache (the registry's driver_jobs)."""
     try:
-        run_link(host, "host link", here=True)
+        driver_jobs().run_link(host, "host link", here=True)
     except ToolError as e:
         raise ToolError(f"host link failed (exit status {e.exit_code}): "
                         f"{runner.show(host)}", e.exit_code) from None
+
+
+def prefetch(jobs: DriverJobs, plan: LinkPlan, targets: list[Target], workdir: str,
+             placeholder_name: str) -> None:
+    """The host link's command as host_link will run it, when its added files' names are
+    known now (the registrations' object_name), given to the driver jobs' expand_early:
+    clang's `-###` of it runs beside the device links, after those asked before."""
+    names = registrations.object_names(targets, workdir)
+    if names is None:
+        return
+    placeholder = os.path.join(workdir, placeholder_name)
+    staged = os.path.join(workdir, "out", os.path.basename(plan.output))
+    argv = host_argv(plan, staged, added_inputs(plan, placeholder, names, targets), targets)
+    jobs.expand_early(argv, [placeholder, *names], after_others=True)
+
+
+def dry_run_argv(plan: LinkPlan, targets: list[Target], workdir: str, placeholder_name: str,
+                 toolchain_options: Mapping[str, object]) -> list[str]:
+    """The host link --dry-run shows, with the work folder `workdir`."""
+    added = added_inputs(plan, os.path.join(workdir, placeholder_name),
+                         registrations.dry_run_objects(targets, workdir, toolchain_options),
+                         targets)
+    return host_argv(plan, plan.output, added, targets)

@@ -12,10 +12,13 @@ is an error (a typo would otherwise leave a function silently out of the table).
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
+import re
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from ..errors import LinkError, UsageError
-from typing import NamedTuple
 
 GLOB_CHARACTERS = frozenset("*?[")
 
@@ -67,8 +70,6 @@ class Narrowing(NamedTuple):
         """The names kept of `names`; None when nothing is narrowed (all of them)."""
         if not self.words:
             return None
-        import fnmatch  # with re: ~3.5 ms of every link's start-up, here only when narrowing
-        import re
 
         exact = self.exact
         patterns = [fnmatch.translate(w) for w in self.words if is_pattern(w)]
@@ -81,7 +82,6 @@ class Narrowing(NamedTuple):
         missing = sorted(self.exact.difference(names))
         if not missing:
             return
-        import difflib
 
         more = f" (nor {len(missing) - 1} more of the names listed)" if len(missing) > 1 else ""
         close = difflib.get_close_matches(missing[0], sorted(names), 1)

@@ -29,39 +29,33 @@ def plan_link(argv: list[str]) -> LinkPlan:
     ws = words(args, clang=is_clang(driver))  # clang's and gcc's options differ
     parts: list[tuple[int, int, list[str]]] = []  # what each word becomes in the host link
     output = "a.out"
-    mode = "executable"
-    static = False
     pie: bool | None = None
     strip = False
     lto = False
-    inputs: list[Input] = []
-    lib_dirs: list[str] = []
     base: list[str] = []
-    whole = False
-    bstatic = False
-    group = 0
-    groups = 0
+    on = _Modes()  # the modes in force at each word, and what the words so far said
+    inputs, lib_dirs = on.inputs, on.lib_dirs
     for w in ws:
         spelled = args[w.index : w.index + w.count]
         keep = True
         opt = w.option
         if opt == "":
-            inputs.append(Input("file", w.value, whole, bstatic or static, group))
+            on.add("file", w.value)
         elif opt == "-o":
             output = w.value
             keep = False
         elif opt == "-l":
-            inputs.append(Input("library", w.value, whole, bstatic or static, group))
+            on.add("library", w.value)
         elif opt == "-L":
             lib_dirs.append(w.value)
         elif opt == "-shared":
-            mode = "shared"
+            on.mode = "shared"
         elif opt in ("-r", "-relocatable"):
-            mode = "relocatable"
+            on.mode = "relocatable"
         elif opt == "-static":
-            static = True
+            on.static = True
         elif opt == "-static-pie":
-            static, pie = True, True
+            on.static, pie = True, True
         elif opt == "-pie":
             pie = True
         elif opt == "-no-pie":
@@ -85,27 +79,7 @@ def plan_link(argv: list[str]) -> LinkPlan:
             strip = strip or st
             output = linker_output or output
             for item in items:
-                if item in ("--whole-archive", "-whole-archive"):
-                    whole = True
-                elif item in ("--no-whole-archive", "-no-whole-archive"):
-                    whole = False
-                elif item in ("-Bstatic", "-dn", "-non_shared", "-static"):
-                    bstatic = True
-                elif item in ("-Bdynamic", "-dy", "-call_shared"):
-                    bstatic = False
-                elif item in ("--start-group", "-("):
-                    groups += 1
-                    group = groups
-                elif item in ("--end-group", "-)"):
-                    group = 0
-                elif item in ("-r", "--relocatable", "-i"):
-                    mode = "relocatable"
-                elif item == "-shared" or item == "-Bshareable":
-                    mode = "shared"
-                elif item.startswith("-L") and len(item) > 2:
-                    lib_dirs.append(item[2:])
-                elif item.startswith("-l") and len(item) > 2:
-                    inputs.append(Input("library", item[2:], whole, bstatic or static, group))
+                on.linker_item(item)
             if kept != items:
                 keep = False
                 if kept:
@@ -120,10 +94,53 @@ def plan_link(argv: list[str]) -> LinkPlan:
             parts.append((w.index, w.count, spelled))
         elif opt in ("-o", "-s") or opt.startswith(DEVICE_WORDS):
             parts.append((w.index, w.count, []))
-    if static:  # gcc applies -static to the whole line, also to -l words before it
+    if on.static:  # gcc applies -static to the whole line, also to -l words before it
         inputs = [i._replace(static=True) for i in inputs]
-    return LinkPlan(driver, list(argv), output, mode, static, pie, strip, lto, inputs, lib_dirs,
-                    base, respelled(argv[1:], args, origins, parts))
+    return LinkPlan(driver, list(argv), output, on.mode, on.static, pie, strip, lto, inputs,
+                    lib_dirs, base, respelled(argv[1:], args, origins, parts))
+
+
+class _Modes:
+    """What plan_link has read so far of the words that set modes (the output's kind,
+    -static, the archive modes in force for the inputs after them) and of the inputs."""
+
+    def __init__(self) -> None:
+        self.mode = "executable"
+        self.static = False
+        self.whole = False  # --whole-archive
+        self.bstatic = False  # -Bstatic
+        self.group = 0  # the --start-group in force, 0 for none
+        self.groups = 0
+        self.inputs: list[Input] = []
+        self.lib_dirs: list[str] = []
+
+    def add(self, kind: str, path: str) -> None:
+        self.inputs.append(Input(kind, path, self.whole, self.bstatic or self.static,
+                                 self.group))
+
+    def linker_item(self, item: str) -> None:
+        """One option given to the linker itself (-Wl,ITEM or -Xlinker ITEM)."""
+        if item in ("--whole-archive", "-whole-archive"):
+            self.whole = True
+        elif item in ("--no-whole-archive", "-no-whole-archive"):
+            self.whole = False
+        elif item in ("-Bstatic", "-dn", "-non_shared", "-static"):
+            self.bstatic = True
+        elif item in ("-Bdynamic", "-dy", "-call_shared"):
+            self.bstatic = False
+        elif item in ("--start-group", "-("):
+            self.groups += 1
+            self.group = self.groups
+        elif item in ("--end-group", "-)"):
+            self.group = 0
+        elif item in ("-r", "--relocatable", "-i"):
+            self.mode = "relocatable"
+        elif item == "-shared" or item == "-Bshareable":
+            self.mode = "shared"
+        elif item.startswith("-L") and len(item) > 2:
+            self.lib_dirs.append(item[2:])
+        elif item.startswith("-l") and len(item) > 2:
+            self.add("library", item[2:])
 
 
 def check_driver(driver: str, command: str) -> None:

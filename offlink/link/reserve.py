@@ -19,6 +19,7 @@ and strip keeps it (strip -R .offlink.origins removes it; inspect then shows the
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from ..elf import (
     ELF_MAGIC,
@@ -35,7 +36,6 @@ from ..elf import (
 from ..formats import origins as origins_format
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 

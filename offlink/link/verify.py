@@ -8,12 +8,11 @@ from ..elf import ElfFile
 from ..errors import LinkError, OfflinkError
 from ..formats.table import SECTION
 from ..model import Image
+from ..table import Table
 from .fill import Filled, host_symbols, symbol_tables
 
 
 def verify(path: str, filled: Filled, images: list[Image], check_symbols: bool = True) -> None:
-    from ..table import Table
-
     elf = ElfFile.open(path)
     section = elf.section(SECTION)
     if section is None or bytes(elf.content(section)) != filled.table:

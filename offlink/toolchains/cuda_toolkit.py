@@ -14,6 +14,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
+from .. import run as runner
 from .. import settings
 from ..errors import ToolError
 
@@ -36,18 +37,16 @@ def _homes() -> list[str]:
 def toolkit() -> Toolkit:
     """The CUDA tools offlink's CUDA target runs; a missing nvcc is one clear error naming
     what to set."""
-    from ..run import which
-
     bins = [os.path.join(h, "bin") for h in _homes()]
     given = settings.text("OFFLINK_NVCC")
     if given:
-        nvcc = which(given)
+        nvcc = runner.which(given)
         if nvcc is None:
             raise ToolError(f"OFFLINK_NVCC: '{given}' not found (the CUDA compiler to use)")
     else:
         candidates = [os.path.join(b, "nvcc") for b in bins]
         candidates += ["nvcc", "/usr/local/cuda/bin/nvcc"]
-        nvcc = next((found for c in candidates if (found := which(c))), None)
+        nvcc = next((found for c in candidates if (found := runner.which(c))), None)
         if nvcc is None:
             raise ToolError(f"target {NVCC_TARGET}: the CUDA toolkit was not found (no nvcc in "
                             f"$CUDA_HOME/bin, on PATH or in /usr/local/cuda/bin); install it, "
@@ -57,9 +56,9 @@ def toolkit() -> Toolkit:
 
     def beside(tool: str) -> str:
         for d in dirs:
-            if which(os.path.join(d, tool)):
+            if runner.which(os.path.join(d, tool)):
                 return os.path.join(d, tool)
-        return which(tool) or tool  # running it then names the missing tool
+        return runner.which(tool) or tool  # running it then names the missing tool
 
     flags = tuple(shlex.split(settings.text("OFFLINK_NVCC_FLAGS")))
     return Toolkit(nvcc, beside("nvlink"), beside("fatbinary"), flags)
@@ -69,13 +68,11 @@ def cuda_home(plan_argv: list[str] | None = None) -> str:
     """The CUDA installation clang's targets use (a folder with bin/ptxas): the link line's
     last --cuda-path=, else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, else the one of the ptxas
     on PATH; one clear error when there is none."""
-    from ..run import which
-
     homes = [w.split("=", 1)[1] for w in (plan_argv or []) if w.startswith("--cuda-path=")]
     for home in [*homes[-1:], *_homes(), "/usr/local/cuda"]:
         if os.access(os.path.join(home, "bin", "ptxas"), os.X_OK):
             return home
-    found = which("ptxas")
+    found = runner.which("ptxas")
     if found:
         return os.path.dirname(os.path.dirname(os.path.realpath(found)))
     raise ToolError(f"target {CLANG_TARGET}: CUDA's ptxas was not found (give "

@@ -5,7 +5,8 @@ offlink's own payload (`offlink cc`), GCC's (`gcc -foffload=nvptx-none`), LLVM's
 The link's extract stage asks `is_fat`, `cus_of`, `check_runtimes` and `select`; it names no dialect
 itself. A dialect module has `RUNTIME`, the OpenMP offload runtime its objects' host code calls
 ("" for none), and either `cus_of(elf, section, origin)` (CUs section by section) or, with
-`WHOLE_OBJECT`, `object_cus(elf, origin, link_args, lto)` (one read of the whole object).
+`WHOLE_OBJECT`, `object_cus(elf, origin, link_args, lto)` (one read of the whole object); and
+may have `select(cus, link_args)` and `relocatable_argv(argv)` (plugins.Dialect).
 """
 
 from __future__ import annotations
@@ -13,20 +14,18 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import LinkError
-from ..formats import GCC_OFFLOAD_SECTION_PREFIX, PAYLOAD_SECTION_PREFIX
+from . import DIALECTS, toolchain_of
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from types import ModuleType
 
     from ..elf import ElfFile
     from ..model import CU
 
-# Section name prefix -> the dialect module that reads it.
-SECTIONS = {PAYLOAD_SECTION_PREFIX: "offlink", GCC_OFFLOAD_SECTION_PREFIX: "gcc",
-            ".llvm.offloading": "llvm"}
+SECTIONS = DIALECTS  # section name prefix -> the toolchain whose dialect.py reads it
 _PREFIXES = tuple(SECTIONS)
 
 
@@ -98,19 +97,21 @@ def check_dialects(found: Iterable[tuple[str, str]]) -> None:
 
 def relocatable_argv(argv: list[str]) -> list[str]:
     """A `-r` link line as offlink runs it: without the words that would make a driver link
-    the device code at `-r` time (clang 19 does), so the CUs stay separate for the final
-    link."""
-    from .llvm.dialect import without_offload_driver
-
-    return without_offload_driver(argv)
+    the device code at `-r` time (each dialect with a `relocatable_argv` takes its own out:
+    clang 19 links it), so the CUs stay separate for the final link."""
+    for dialect in SECTIONS.values():
+        reader = _module(dialect)
+        if hasattr(reader, "relocatable_argv"):
+            argv = reader.relocatable_argv(argv)
+    return argv
 
 
 def select(cus: list[CU], link_args: list[str]) -> list[CU]:
-    """The CUs the link builds images from: each dialect that has a `select` (GCC's, from its
-    link words: gcc/dialect.py) keeps or drops its own, or refuses a target it cannot build."""
-    if any(cu.payload.target in ("nvptx-none", "amdgcn-amdhsa")
-           for cu in cus):  # GCC's CUs (gcc/link_words.py CONFIGURED)
-        from .gcc.dialect import select as gcc_select
-
-        cus = gcc_select(cus, link_args)
+    """The CUs the link builds images from: each dialect of the CUs' targets that has a
+    `select` (GCC's, from its link words: gcc/dialect.py) keeps or drops its own, or refuses
+    a target it cannot build."""
+    for dialect in dict.fromkeys(toolchain_of(t) for t in {cu.payload.target for cu in cus}):
+        reader = _module(dialect) if dialect else None
+        if hasattr(reader, "select"):
+            cus = reader.select(cus, link_args)
     return cus

@@ -18,7 +18,9 @@ import os
 import re
 import struct
 import zlib
+from typing import NamedTuple
 
+from ... import run as runner
 from ...elf import (
     STB_GLOBAL,
     STB_LOCAL,
@@ -31,8 +33,8 @@ from ...elf import (
     rela_entries,
 )
 from ...errors import FormatError, LinkError
+from ...formats.payload import Payload
 from ...model import CU
-from typing import NamedTuple
 from .link_words import CONFIGURED, GCN, check_buildable, read_words, wanted
 
 TARGET = "nvptx-none"  # the target of its CUs (toolchains/gcc/nvptx.py)
@@ -62,8 +64,7 @@ _PTX_DEF = re.compile(r"\n\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
                       r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))")
 
 
-# Named tuples, not frozen dataclasses: made per slot of every CU on every link, and each
-# frozen dataclass costs ~0.9 ms to define at import.
+# Named tuples: made per slot of every CU on every link.
 class HostEntry(NamedTuple):
     """One slot of a CU's host table, with the host symbol its relocation names."""
 
@@ -275,10 +276,9 @@ def check_version(elf: ElfFile, origin: str) -> None:
     if version is None or version[0] == LTO_MAJOR:
         return
     made = gcc_major(elf) or str(version[0])
-    from ...run import which
 
     accel = _accel_compiler(str(LTO_MAJOR), os.environ.get("PATH", ""))
-    have = "installed" if which(accel) else "not installed"
+    have = "installed" if runner.which(accel) else "not installed"
     raise LinkError(f"{origin}: a GCC {made} offload object (LTO bytecode {version[0]}."
                     f"{version[1]}); offlink links GCC {LTO_MAJOR}'s, for its accel compiler "
                     f"{accel} ({have}) and libgomp {LTO_MAJOR}: compile it with "
@@ -301,13 +301,12 @@ def accel_compiler(major: str | None, target: str = TARGET) -> str:
 @functools.lru_cache(maxsize=16)
 def _accel_compiler(major: str | None, path: str, target: str = TARGET) -> str:
     """One PATH search per GCC version (and PATH), not one per CU."""
-    machine = os.uname().machine  # platform.machine(), without importing platform (~1.5 ms)
+    machine = os.uname().machine
     names = [f"{machine}-linux-gnu-accel-{target}-gcc"]
     if major:
         names.insert(0, f"{names[0]}-{major}")
-    from ...run import which
 
-    return next((n for n in names if which(n)), names[0])
+    return next((n for n in names if runner.which(n)), names[0])
 
 
 def object_cus(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -> list[CU]:
@@ -333,8 +332,6 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
     options are its host compile's plus every -foffload-options value for nvptx-none (the
     object's own, then the link line's, so the link line wins). Its host tables are read
     here too, from the object extract has open (whose symbol table is parsed once for all)."""
-    from ...formats.payload import Payload
-
     fat_lto = any(s.name.startswith(".gnu.lto_") for s in elf.sections)
     if fat_lto and (elf.is_lto_slim or lto):
         raise LinkError(f"{origin}: a GCC offload object in a host -flto link: GCC writes its "

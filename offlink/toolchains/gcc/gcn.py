@@ -27,9 +27,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ...errors import LinkError, ToolError
+from ... import run as runner
+from ...elf import ElfFile, elf_files
+from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...model import Offer
 from ...plugins import Target
 from . import dialect as gcc
+from .nvptx import _driver_words, _host_side, _tag, accel_libdir, missing_symbols
 
 NAME = "amdgcn-amdhsa"
 GOMP_VERSION = 1  # GCC 12
@@ -169,8 +173,6 @@ def assemble_argv(shown: str, asm: str, output: str) -> list[str]:
     """The assembler's command for one CU: the one line the accel driver shows under `-###`
     for `-c STEP.s -o STEP.o` with the CU's -march= and device_flags (`shown`), with the
     files put in. GCC 12's driver runs its `as` (llvm-mc-13) there."""
-    from .nvptx import _driver_words
-
     commands = [_driver_words(line) for line in shown.splitlines() if line.startswith(" ")]
     if len(commands) != 1 or os.path.basename(commands[0][0]) != "as":
         raise ValueError("the accel driver's -### shows no single assembler command")
@@ -211,19 +213,8 @@ def kernels(functions: list[str], tables: list[DeviceTables]
             for n in (*INIT_KERNELS, *functions)]
 
 
-def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True) -> str:
-    """The registration, as GCC 12's mkoffload writes it (process_asm, process_obj and main):
-    `rows` from kernels(), the image the `size` bytes at `symbol` (not copied: where offlink
-    stores the image), and __OFFLOAD_TABLE__ over what crtoffloadbegin.o and crtoffloadend.o
-    delimit (as gomp.py defines it). Not `alone`: to follow gomp.py's nvptx-none registration
-    in one file, which defines that table (and `target_data`, `init`, `fini`): the names here
-    get a `gcn_` prefix and the table is not defined again."""
-    for name, *_ in rows:
-        if not name or any(c in name for c in '"\\\n') or not name.isascii():
-            raise ValueError(f"cannot name '{name}' in C")
-    table = ",\n".join(f'  {{"{n}", {{{d[0]}, {d[1]}, {d[2]}}}, {s}, {v}}}'
-                       for n, d, s, v in rows)
-    text = f"""/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
+# The registration's C text (c_source), as GCC 12's mkoffload writes it.
+_REGISTRATION = """/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
    (GCC 12's mkoffload layout). */
 #include <stddef.h>
 
@@ -285,6 +276,22 @@ static __attribute__((destructor)) void fini (void)
                                &target_data);
 }}
 """
+
+
+def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True) -> str:
+    """The registration, as GCC 12's mkoffload writes it (process_asm, process_obj and main):
+    `rows` from kernels(), the image the `size` bytes at `symbol` (not copied: where offlink
+    stores the image), and __OFFLOAD_TABLE__ over what crtoffloadbegin.o and crtoffloadend.o
+    delimit (as gomp.py defines it). Not `alone`: to follow gomp.py's nvptx-none registration
+    in one file, which defines that table (and `target_data`, `init`, `fini`): the names here
+    get a `gcn_` prefix and the table is not defined again."""
+    for name, *_ in rows:
+        if not name or any(c in name for c in '"\\\n') or not name.isascii():
+            raise ValueError(f"cannot name '{name}' in C")
+    table = ",\n".join(f'  {{"{n}", {{{d[0]}, {d[1]}, {d[2]}}}, {s}, {v}}}'
+                       for n, d, s, v in rows)
+    text = _REGISTRATION.format(symbol=symbol, var_count=var_count, table=table, size=size,
+                                VERSION=VERSION, GOMP_DEVICE_GCN=GOMP_DEVICE_GCN)
     if alone:
         return text
     head, _, rest = text.partition("/* crtoffloadtable.o's table")
@@ -307,8 +314,6 @@ _FEATURE = {0: "", 1: "", 2: "-", 3: "+"}  # unsupported, any, off, on (v4)
 
 def e_flags(image: bytes) -> int:
     """The code object's e_flags; an error for another ELF machine."""
-    from ...elf import ElfFile
-
     elf = ElfFile(image, "the amdgcn-amdhsa image")
     if elf.e_machine != EM_AMDGPU:
         raise ValueError(f"not an AMD GPU code object (e_machine {elf.e_machine})")
@@ -377,6 +382,7 @@ def rename(asm: str, renames: dict[str, str]) -> str:
 
 class GccGcnTarget(Target):
     name = NAME
+    registration = "gomp"  # libgomp's (gomp.py)
     image_kind = NAME
     macro = "__OFFLINK_TARGET_AMDGCN_AMDHSA__"
     image_argv_reads_objects = True  # the registration's tables come from the CUs' assembly
@@ -392,8 +398,6 @@ class GccGcnTarget(Target):
         self._fat_lto = False
 
     def capture_argv(self, compiler, preprocess_args, language, source, output):
-        from ...errors import UsageError
-
         raise UsageError(f"target {NAME} takes GCC's own offload objects: compile with "
                          f"`gcc -fopenmp -foffload={NAME} -c` and link them with offlink link")
 
@@ -401,10 +405,8 @@ class GccGcnTarget(Target):
         return ".host.o"
 
     def compile_argv(self, cu, source, output):
-        from ...run import which
-
         p = cu.payload
-        if os.sep not in p.compiler and which(p.compiler) is None:
+        if os.sep not in p.compiler and runner.which(p.compiler) is None:
             major = p.compiler.rsplit("-", 1)[-1]
             raise ToolError(f"target compile of {cu.label} for {NAME}: GCC's accel compiler "
                             f"'{p.compiler}' not found (install gcc-"
@@ -418,8 +420,6 @@ class GccGcnTarget(Target):
     def offers(self, cu, obj_path):
         """The CU's entries keyed by name; its statics renamed to their keys in the assembly
         (the compiled object) before the cache stores it."""
-        from ...model import Offer
-
         with open(obj_path, encoding="utf-8", errors="surrogateescape") as f:
             asm = f.read()
         entries = self._pair(cu, asm)
@@ -430,8 +430,6 @@ class GccGcnTarget(Target):
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def _pair(self, cu, asm: str) -> list:
-        from .nvptx import _host_side, _tag
-
         hosts, functions = _host_side(cu)
         try:
             tables = read_asm(asm)
@@ -440,8 +438,6 @@ class GccGcnTarget(Target):
         return pair(list(hosts), tables, _tag(cu), cu.label, set(functions))
 
     def image_argv(self, plan, compiled, output):
-        from .nvptx import accel_libdir
-
         cus, tables, objects, options = [], [], [], ()
         for c in compiled:
             objects.append(c.object_path + ".o")
@@ -462,14 +458,12 @@ class GccGcnTarget(Target):
     def link_image(self, argv, output, compiled):
         """Each CU's assembly rewritten as mkoffload's process_asm does and assembled, the
         `.offload_var_table` start assembled, then the lld link `argv`."""
-        from ...run import run
-
         if not compiled:
             raise LinkError(f"device link for target {NAME}: no CU")
         options = compiled[0].cu.payload.options
         compiler = compiled[0].cu.payload.compiler
         try:
-            shown = run(assemble_probe(compiler, options),
+            shown = runner.run(assemble_probe(compiler, options),
                         f"{compiler} -###").stdout.decode(errors="replace")
         except ToolError as e:
             raise ToolError(f"device link for target {NAME}: {e}") from None
@@ -481,22 +475,20 @@ class GccGcnTarget(Target):
             with open(c.object_path + ".2.s", "w", encoding="utf-8",
                       errors="surrogateescape") as f:
                 f.write(without_func_tables(asm))
-            run(assemble_argv(shown, c.object_path + ".2.s", c.object_path + ".o"),
+            runner.run(assemble_argv(shown, c.object_path + ".2.s", c.object_path + ".o"),
                 f"device link for target {NAME}: assembling {c.cu.label}")
         start = output + ".var-table"
         with open(start + ".s", "w", encoding="utf-8") as f:
             f.write(var_table_start(directive))
-        run(assemble_argv(shown, start + ".s", start + ".o"),
+        runner.run(assemble_argv(shown, start + ".s", start + ".o"),
             f"device link for target {NAME}: the variable table's start")
         try:
-            run(argv, f"device link for target {NAME}")
+            runner.run(argv, f"device link for target {NAME}")
         except ToolError as e:
             said = explain(e, argv, {c.object_path + ".o": c.cu.label for c in compiled})
             raise (said or e) from None
 
     def exports(self, image, path):
-        from ...elf import ElfFile
-
         return {s.name for s in ElfFile(image, path).symbols() if s.defined and s.name}
 
     def for_inputs(self, cus, plan=None):
@@ -504,8 +496,6 @@ class GccGcnTarget(Target):
         for cu in cus:
             kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)
         if len(kinds) > 1:
-            from ...errors import UsageError
-
             raise UsageError(f"{kinds[True]} is OpenACC (-fopenacc) and {kinds[False]} OpenMP "
                              f"(-fopenmp): GCC 12's offload link builds an image for one of "
                              f"them per program, and so does offlink")
@@ -547,8 +537,6 @@ _LLD_REFERENCED = re.compile(r">>> referenced by ([^:\s]+)")
 def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolError | None:
     """The one-line error for a failed lld link `argv` (`objects`: object path -> its CU's
     label), or None where lld named no undefined symbol (the error stays as it is)."""
-    from .nvptx import missing_symbols
-
     missing: dict[str, list[str]] = {}
     current = None
     for line in error.output.splitlines():
@@ -577,9 +565,6 @@ def _library_definitions(argv: list[str], lib: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=8)
 def _archive_definitions(path: str) -> frozenset[str]:
-    from ...elf import elf_files
-    from ...errors import FormatError
-
     try:
         return frozenset(s.name for _, elf in elf_files(path) for s in elf.symbols()
                          if s.defined and s.name)

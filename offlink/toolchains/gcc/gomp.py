@@ -32,8 +32,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ... import plugins, settings
 from ... import run as runner
+from ...elf import ElfFile
 from ...errors import LinkError, UsageError
+from ...formats.table import image_symbol
+from ..llvm.omptarget import compile_c
+from . import dialect as gcc
+from . import gcn
+from .gcn import NAME as GCN
+from .nvptx import NAME
 
 GOMP_VERSION = 1  # GCC 12 (libgomp refuses a library version above it)
 GOMP_VERSION_NVIDIA_PTX = 1
@@ -64,8 +72,6 @@ def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
     `sizeof (ptx_code_N)` counts it: the image is stored once. The constructor finds the
     files (a NUL after each) before registering, so the text depends on their number, not
     their sizes: a relink after one CU changed takes the compiled object from the cache."""
-    from ...formats.table import image_symbol
-
     for n in (*funcs, *variables):
         if not n or any(c in n for c in '"\\\n') or not n.isascii():
             raise LinkError(f"libgomp registration: cannot name '{n}' in C")
@@ -193,8 +199,25 @@ class _Driver:
         self.driver = driver
 
 
+class GompRegistration(plugins.Registration):
+    """libgomp's registration, as the link's registry finds it: made by default where GCC's
+    targets' images are linked (as GCC's own link makes it), but where
+    OFFLINK_GOMP_REGISTER=0 leaves it out (--gomp-register then wins); it rewrites the host
+    link and relinks until the host table's order holds (`Registration`)."""
+
+    name = "gomp"
+    option = "--gomp-register"
+    relinks = True
+
+    def enabled(self, asked: bool) -> bool:
+        return asked or settings.flag("OFFLINK_GOMP_REGISTER")
+
+    def host_step(self, plan, images, workdir, cache, asked):
+        return Registration.for_link(plan, images, workdir, asked, cache)
+
+
 @dataclass
-class Registration:
+class Registration(plugins.HostStep):
     """The registration of one link's nvptx-none image: its C file, object and host inputs."""
 
     compiler: str
@@ -215,9 +238,6 @@ class Registration:
         """The registration of this link's nvptx-none and amdgcn-amdhsa images (one C file:
         a register call for each, as GCC's link makes one mkoffload file for each); without
         either, None, or an error when --gomp-register asked for one."""
-        from .gcn import NAME as GCN
-        from .nvptx import NAME
-
         index = next((k for k, i in enumerate(images) if i.target.name == NAME), None)
         gcn_index = next((k for k, i in enumerate(images) if i.target.name == GCN), None)
         image = None if index is None else images[index]
@@ -251,17 +271,12 @@ class Registration:
 
     def text(self) -> str:
         """The C file: the nvptx-none image's registration, then the amdgcn-amdhsa one's."""
-        from . import dialect as gcc
-
         out = ""
         if self.index >= 0:
             dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
             out = c_source(self.index, self.data, self.order["function"],
                            self.order["variable"], dims)
         if self.gcn is not None:
-            from ...formats.table import image_symbol
-            from . import gcn
-
             index, size, cus, tables = self.gcn
             # The amdgcn-amdhsa key of each slot, by the CU and host symbol the order's
             # keys (nvptx-none's where both are built) name.
@@ -280,7 +295,6 @@ class Registration:
 
     def build(self) -> None:
         text = self.text()
-        from ..llvm.omptarget import compile_c
 
         # A relink with the same names, order and PTX file sizes takes the object from the
         # cache (its text names the image by its symbol, not its bytes).
@@ -318,9 +332,6 @@ class Registration:
         """Whether the linked binary's host table is in the registered order; if the CUs'
         tables landed in another order, the C file is rewritten in it (relink, then check
         again). A slot offlink cannot name, or an entry the table lacks, is an error."""
-        from ...elf import ElfFile
-        from . import dialect as gcc
-
         found = gcc.slot_keys(ElfFile.open(path), self.cus)
         actual: dict[str, list[str]] = {}
         for kind, keys in found.items():

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import functools
 import os
-
-from ...errors import UsageError
 from typing import NamedTuple
+
+from ... import run as runner
+from ...errors import UsageError
 
 # What Debian's GCC 12 is configured for (OFFLOAD_TARGET_NAMES under `gcc -v`), in that order.
 CONFIGURED = ("nvptx-none", "amdgcn-amdhsa")
@@ -97,12 +98,10 @@ def wanted(words: OffloadWords, major: str | None) -> tuple[str, ...]:
 def installed(major: str | None, path: str) -> tuple[str, ...]:
     """The configured targets whose accel compiler (`<machine>-linux-gnu-accel-T-gcc-MAJOR`)
     is on PATH, as GCC's driver finds mkoffload for them."""
-    from ...run import which
-
     machine = os.uname().machine
     suffix = f"-{major}" if major else ""
     return tuple(t for t in CONFIGURED
-                 if which(f"{machine}-linux-gnu-accel-{t}-gcc{suffix}") is not None)
+                 if runner.which(f"{machine}-linux-gnu-accel-{t}-gcc{suffix}") is not None)
 
 
 def check_buildable(targets: tuple[str, ...], words: OffloadWords, major: str | None) -> None:

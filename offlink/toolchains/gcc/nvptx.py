@@ -16,14 +16,21 @@ the image is linked and used when the host addresses are read from the linked bi
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
+import subprocess
+import tempfile
+from typing import TYPE_CHECKING
 
+from ... import run as runner
+from ...cache.keys import file_stamp, key_prefix
+from ...elf import ElfFile
 from ...errors import ToolError, UsageError
+from ...model import Offer, write_objects
 from ...plugins import Target
 from . import dialect as gcc
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ...cache.store import Cache
 
@@ -34,6 +41,7 @@ MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
 
 class GccNvptxTarget(Target):
     name = NAME
+    registration = "gomp"  # libgomp's (gomp.py)
     image_kind = "nvptx-none"
     macro = "__OFFLINK_TARGET_NVPTX_NONE__"
     image_argv_reads_objects = False  # a CU's pairing comes from its offers (_restored)
@@ -66,9 +74,7 @@ class GccNvptxTarget(Target):
         p = cu.payload
         compiler = p.compiler
         if os.sep not in compiler and compiler not in self._found:
-            from ...run import which
-
-            if which(compiler) is not None:
+            if runner.which(compiler) is not None:
                 self._found.add(compiler)
             else:
                 major = compiler.rsplit("-", 1)[-1]
@@ -88,7 +94,7 @@ class GccNvptxTarget(Target):
 
     def identity_tool(self, cu, argv):
         # The driver names lto1 and nvptx-as and comes in the same package as lto1; hashing
-        # lto1 (19 MB) instead would cost ~30 ms on a link whose cache has not seen it yet.
+        # lto1 (19 MB) instead would be slow on a link whose cache has not seen it yet.
         return cu.payload.compiler
 
     def after_compile_argv(self, cu, obj_path):
@@ -101,8 +107,6 @@ class GccNvptxTarget(Target):
         object's statics are renamed to their keys in place, before a compile cache stores
         the object, so a cached object and its offers always agree (ptxas checks the ISA
         in prepare_image, for cached objects too)."""
-        from ...model import Offer
-
         if os.path.exists(obj_path + ".s"):  # lto1 ran alone (compile_argv): assemble
             assemble(cu, obj_path + ".s", obj_path)
         entries, ptx = self._pair(cu, obj_path)
@@ -119,8 +123,6 @@ class GccNvptxTarget(Target):
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def image_argv(self, plan, compiled, output):
-        from ...model import write_objects
-
         cus: list[tuple[str, str, list[gcc.Entry]]] = []
         link_opts: list[str] = []
         for c in compiled:
@@ -169,7 +171,7 @@ class GccNvptxTarget(Target):
         declare). So the libraries' part is that of a link of one file holding just those
         lines (`symbol_lines`), kept in the cache by those lines, the libraries and the
         linker; the image is the objects, NUL after each, then that part. Reading the
-        libraries (~3.5 MB of archives) was most of the link's ~30-40 ms. A cached object is
+        libraries (~3.5 MB of archives) was most of the link's time. A cached object is
         taken from its CompiledCU, not read from its file."""
         cache = self._cache
         objects = _image_objects(argv, compiled) if self._argvs.get(output) == argv else None
@@ -209,8 +211,6 @@ class GccNvptxTarget(Target):
 
     def _run(self, argv, output, compiled) -> None:
         """The image link run as its command, which reads every object's file."""
-        from ...model import write_objects
-
         write_objects(compiled)
         try:
             super().link_image(argv, output, compiled)
@@ -307,10 +307,6 @@ def _libraries_key(cache: Cache, argv: list[str], objects: tuple[int, int],
     options (library folders and names) and the archives they find (by stat stamp, as
     nvptx-none-ld finds them: `lib<name>.a` in the first folder that has it). None when the
     linker or an archive is not found (the link reports it)."""
-    import hashlib
-
-    from ...cache.keys import file_stamp, key_prefix
-
     linker = cache.tool_identity(argv[0])
     if linker is None:
         return None
@@ -336,14 +332,12 @@ def _libraries_part(argv: list[str], objects: tuple[int, int], output: str,
                     stub: bytes) -> bytes | None:
     """What nvptx-none-ld adds after the objects, from a link of `stub` (the objects'
     symbol lines) in their place; None if that link fails (the real one then reports it)."""
-    from ...run import run
-
     start, count = objects
     stub_path, part_path = output + ".symbols", output + ".libraries"
     with open(stub_path, "wb") as f:
         f.write(stub)
     try:
-        run([argv[0], "-o", part_path, *argv[3:start], stub_path, *argv[start + count:]],
+        runner.run([argv[0], "-o", part_path, *argv[3:start], stub_path, *argv[start + count:]],
             f"device link for target {NAME}: its libraries")
         out = _read_bytes(part_path)
     except (ToolError, OSError):
@@ -359,7 +353,6 @@ def _host_side(cu) -> tuple[tuple[gcc.HostEntry, ...], frozenset[str]]:
     """The CU's host table entries and external functions: read at extract for a GccCU."""
     if isinstance(cu, gcc.GccCU) and cu.host_entries is not None:
         return cu.host_entries, cu.global_functions
-    from ...elf import ElfFile
 
     host = ElfFile(cu.payload.code, cu.origin)
     return tuple(gcc.host_tables(host)), frozenset(gcc.global_functions(host))
@@ -404,7 +397,7 @@ def accel_steps(driver: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
     anything else or cannot say (then the driver runs, as before).
 
     Asked once per link and set of options (`-###`: the driver runs nothing), so the driver's
-    own start and its option handling (~2 ms a CU) are paid once, not per CU; lto1 and
+    own start and its option handling are paid once, not per CU; lto1 and
     nvptx-as get the words the driver would give them, less the names of dump files."""
     shown = _shown(driver)
     if shown is None:
@@ -431,10 +424,8 @@ def accel_steps(driver: tuple[str, ...]) -> tuple[list[str], list[str]] | None:
 def _shown(driver: tuple[str, ...]) -> str | None:
     """What the driver shows under `-###` for one CU's compile (it runs nothing), asked once
     per link and set of options; None if it fails."""
-    from ...run import run
-
     try:
-        out = run([*driver, "-c", STEP_IN, "-o", STEP_OUT, "-###"], f"{driver[0]} -###")
+        out = runner.run([*driver, "-c", STEP_IN, "-o", STEP_OUT, "-###"], f"{driver[0]} -###")
     except ToolError:
         return None
     return out.stdout.decode(errors="replace")
@@ -478,18 +469,15 @@ def assemble_argv(cu, asm: str, output: str) -> list[str]:
 
 
 def assemble(cu, asm: str, output: str) -> None:
-    from ...run import run
-
-    run(assemble_argv(cu, asm, output), f"target compile of {cu.label} for {NAME}: assembling")
+    runner.run(assemble_argv(cu, asm, output),
+               f"target compile of {cu.label} for {NAME}: assembling")
 
 
 @functools.cache
 def accel_libdir(compiler: str) -> str:
     """Where the accel compiler keeps libgomp.a (its `mgomp` multilib is a folder below)."""
-    from ...run import run
-
     try:
-        out = run([compiler, "-print-file-name=libgomp.a"], f"{compiler} -print-file-name")
+        out = runner.run([compiler, "-print-file-name=libgomp.a"], f"{compiler} -print-file-name")
     except ToolError:
         return ""
     path = out.stdout.decode().strip()
@@ -507,9 +495,7 @@ def check_ptx(label: str, preamble: str, cache: Cache | None = None) -> None:
     One ptxas run per preamble and link (verifying every CU's PTX in full cost more than
     the accel compile itself; the tests compile whole images with ptxas), none where the
     cache remembers that this ptxas (by its identity) accepted it."""
-    from ...run import which
-
-    ptxas = which("ptxas")
+    ptxas = runner.which("ptxas")
     if ptxas is None:
         return  # nvptx-as would not verify either
     text = " ".join(preamble.split())
@@ -538,8 +524,6 @@ def _accepted_key(cache: Cache, ptxas: str, preamble: str) -> str | None:
     """The cache key saying that this ptxas accepts `preamble`: the tool by its identity
     (cache.tool_identity, remembered across links by the file's stat stamp, so a relink
     neither hashes nor runs it), None when it is not found."""
-    import hashlib
-
     ident = cache.tool_identity(ptxas)
     if ident is None:
         return None
@@ -550,12 +534,7 @@ def _accepted_key(cache: Cache, ptxas: str, preamble: str) -> str | None:
 def _ptxas_refusal(preamble: str) -> str | None:
     """ptxas's complaint about a PTX file with just this preamble; None if it is accepted or
     there is no ptxas (then nvptx-as would not verify either)."""
-    import subprocess
-    import tempfile
-
-    from ...run import which
-
-    ptxas = which("ptxas")
+    ptxas = runner.which("ptxas")
     if ptxas is None:
         return None
     isa = preamble.split(".target", 1)[1].split()[0]
@@ -603,8 +582,6 @@ def missing_symbols(target: str, said: str, missing: list[str], users, defines,
     linker's own words for it): the first SHOWN names, the CUs `users(name)` names, the optional
     GCC device library that `defines(lib, name)` and the option that adds it; the command and
     the linker's lines only under --verbose. None where nothing is missing."""
-    from ... import run as runner
-
     if not missing:
         return None
     parts = []

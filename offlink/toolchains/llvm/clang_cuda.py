@@ -20,8 +20,13 @@ from __future__ import annotations
 import shlex
 
 from ...errors import LinkError
+from ...formats.cubin import cubin_symbols
+from ...model import Offer
 from ...plugins import Target
 from ..cuda_toolkit import cuda_bin, cuda_home
+from ..offlink.cuda import image_symbols
+from .dialect import is_offload_driver_word, linked_entries_of_kind
+from .llvm_release import entry_generation, release
 from .openmp import device_linker_words, link_opt_level, llvm_lib_dir, refuse_nvptx_words
 from .openmp_nvptx import check_entries, cu_arch, nvlink_words
 
@@ -56,7 +61,6 @@ class ClangCudaTarget(Target):
             raise LinkError(f"target {self.name}: the CUs were compiled for "
                             f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                             f"links one --offload-arch per link so far")
-        from .llvm_release import entry_generation, release
 
         newer = sorted({cu.payload.compiler for cu in cus
                         if entry_generation(release(cu.payload.compiler)) > 1})
@@ -82,9 +86,6 @@ class ClangCudaTarget(Target):
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
-        from ...formats.cubin import cubin_symbols
-        from ...model import Offer
-
         with open(obj_path, "rb") as f:
             found = cubin_symbols(f.read(), obj_path)
         out = []
@@ -119,21 +120,15 @@ class ClangCudaTarget(Target):
         return ["sh", "-ec", "\n".join(script)]
 
     def exports(self, image, path):
-        from ..offlink.cuda import image_symbols
-
         per_arch = image_symbols(image, path)
         return set.intersection(*(set(s) for _, s in per_arch)) if per_arch else set()
 
     def host_link_drops(self, word: str) -> bool:
-        from .dialect import is_offload_driver_word
-
         return is_offload_driver_word(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `cuda_offloading_entries`: the rows the CUDA
         runtime is given (a kernel's address is its host stub's)."""
-        from .dialect import linked_entries_of_kind
-
         out = {}
         for address, e in linked_entries_of_kind(elf, "cuda"):
             if e.name in image.offers:

@@ -16,7 +16,10 @@ registers `__cudaUnregisterFatBinary` with atexit. The program links the CUDA ru
 
 from __future__ import annotations
 
-from .omptarget import ENTRY_C
+from ... import plugins
+from ...errors import LinkError
+from ...formats.table import image_symbol
+from .omptarget import ENTRY_C, compile_c
 
 SOURCE = "offlink-cudart-register.c"
 FATBIN_MAGIC = 0x466243B1
@@ -72,15 +75,19 @@ __attribute__((constructor(101))) static void register_fatbin(void) {
 
 def c_source(index: int) -> str:
     """The registration of the fatbin that is the table's image `index`."""
-    from ...formats.table import image_symbol
-
     return _TEXT % {"magic": FATBIN_MAGIC, "image": image_symbol(index)}
 
 
-def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
-    from ...errors import LinkError
-    from .omptarget import compile_c
+class CudartRegistration(plugins.Registration):
+    """The CUDA runtime's registration, as the link's registry finds it."""
 
+    name = "cudart"
+
+    def build(self, plan, images, indexes, workdir, cache=None):
+        return build(plan, images, indexes, workdir, cache)
+
+
+def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
     if len(images) != 1:
         raise LinkError("the CUDA runtime registers one fatbin per module")
     return compile_c(plan, c_source(indexes[0]), SOURCE, "the CUDA runtime registration",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import NamedTuple
 
 from ...elf import (
     SHT_RELA,
@@ -34,7 +35,8 @@ from ...formats.offload_binary import (
     ENTRY_LINK,
     parse_binaries,
 )
-from typing import NamedTuple
+from ...formats.payload import Payload
+from ...model import CU
 
 TARGET_PREFIX = "openmp-"
 RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)
@@ -130,9 +132,6 @@ def source_name(elf: ElfFile, fallback: str, table: SymbolTable | None = None) -
 
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
     """One CU per OpenMP image in the object's `.llvm.offloading` section."""
-    from ...formats.payload import Payload
-    from ...model import CU
-
     where = f"{origin}: section {section.name}"
     images = parse_binaries(bytes(elf.content(section)), where)
     compiler = producer(elf)
@@ -162,8 +161,6 @@ def relink_state(cu) -> list | None:
     """What the relink's record (link/relink.py) keeps of a CU `cus_of` made besides its
     payload: nothing (a plain CU whose code is its image's bytes); None for another
     dialect's CU."""
-    from ...model import CU
-
     if type(cu) is CU and cu.payload.target.startswith(_KINDS):
         return []
     return None
@@ -172,8 +169,6 @@ def relink_state(cu) -> list | None:
 def relink_cu(origin: str, payload, state: list):
     """The CU `relink_state` recorded, with its payload (whose code is read again only where
     it is needed)."""
-    from ...model import CU
-
     return CU(origin, payload)
 
 
@@ -201,6 +196,11 @@ def without_offload_driver(argv: list[str]) -> list[str]:
     if "clang" not in os.path.basename(argv[0]):
         return argv
     return [argv[0], *(w for w in argv[1:] if not is_offload_driver_word(w))]
+
+
+def relocatable_argv(argv: list[str]) -> list[str]:
+    """A `-r` link without the words that make clang 19 link the device code at `-r` time."""
+    return without_offload_driver(argv)
 
 
 def _string_at(elf: ElfFile, shndx: int, offset: int, where: str,

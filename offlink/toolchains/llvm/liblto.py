@@ -1,7 +1,8 @@
 """`llvm-lto2 run` of one bitcode CU, done by libLTO in a worker process that loads LLVM once.
 
-Each `llvm-lto2` process spends ~20 ms starting LLVM (libLLVM's relocations and static
-initialisers) against ~40 ms of compiling a small CU; clang's own link starts LLVM once. The
+Each `llvm-lto2` process starts LLVM anew (libLLVM's relocations and static initialisers),
+half as long again as compiling a small CU (benchmarks/health/RESULTS.md); clang's own link
+starts LLVM once. The
 worker (liblto_worker.py, run as a script) loads the libLTO.so of the same LLVM install as
 llvm-lto2 and compiles each request in a thread of its own (ctypes lets go of the
 GIL), each CU in its own LLVM context and code generator: the same one-module regular LTO as
@@ -36,13 +37,15 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ... import settings
+from . import liblto_worker
 from .liblto_worker import decode_reply, encode_request
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import subprocess
 
@@ -150,10 +153,6 @@ class Worker:
         self.used = 0  # requests it compiled
 
     def _start(self) -> None:
-        import subprocess
-
-        from . import liblto_worker
-
         worker_script = os.path.abspath(liblto_worker.__file__)
         env = dict(os.environ, TMPDIR=self.tmpdir)  # libLTO's temporary object: in the work folder
         # what it says goes to a file (a pipe nobody reads before the end could fill and stop it)

@@ -2,9 +2,11 @@
 requests it reads, each in a thread of its own and its own LLVM context and code generator.
 
 No offlink import, nothing but os, sys, threading and ctypes (the worker starts on every link
-that compiles bitcode: json alone would add ~15 ms). One request a line, its fields separated
-by NUL: id, source, output, optimisation level (0-3), cpu, then the names to preserve; one
-reply a line: id, `ok` or `error`, then what LLVM said (warnings) or why not, hex-encoded.
+that compiles bitcode: benchmarks/health/RESULTS.md); ctypes is imported by the functions the
+worker runs, as liblto.py imports this module for its requests' format. One request a line,
+its fields separated by NUL: id, source, output, optimisation level (0-3), cpu, then the names
+to preserve; one reply a line: id, `ok` or `error`, then what LLVM said (warnings) or why not,
+hex-encoded.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 
 from ... import run as runner
+from ...errors import LinkError
 
-# No re, no shutil: their imports (~4 ms) are start-up time of every clang link.
 _DRIVERS = ("clang", "clang++", "flang", "flang-new")
 
 
@@ -91,8 +91,6 @@ def of_link(name: str, cus, driver: str) -> tuple[str, int | None, int]:
     """(the clang, its release, the entry generation) of target `name`'s link of `cus`: the
     objects' clang (compiler_of), the rows their releases wrote (a clang-20 object linked by
     clang-22 keeps clang 20's). Objects whose releases write different rows are refused."""
-    from ...errors import LinkError
-
     producers = [cu.payload.compiler for cu in cus]
     compiler = compiler_of(producers, driver)
     generations = {entry_generation(release(p)) for p in producers if p != "clang"}

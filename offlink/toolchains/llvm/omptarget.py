@@ -26,8 +26,15 @@ prints it; libomptarget 21+ skips the rows of other kinds). The rest is the same
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
+from ... import plugins
 from ... import run as runner
+from ...cache.store import in_thread
+from ...digest import sha256
+from ...errors import ToolError
+from ...formats.table import image_symbol
 
 SOURCE = "offlink-omptarget-register.c"
 
@@ -109,8 +116,6 @@ __attribute__((constructor(100))) static void register_lib(void) {
 def c_source(indexes: list[int], generation: int = 1) -> str:
     """The registration of the table's images at these indexes (the placeholder's symbols),
     with the entry rows of `generation` (GENERATIONS)."""
-    from ...formats.table import image_symbol
-
     release, entry, section = GENERATIONS[generation]
 
     names = [(image_symbol(k), image_symbol(k, "_end")) for k in indexes]
@@ -127,6 +132,26 @@ def c_source(indexes: list[int], generation: int = 1) -> str:
     return text.replace("RELEASE", release).replace("SECTION", section)
 
 
+class OmptargetRegistration(plugins.Registration):
+    """libomptarget's registration, as the link's registry finds it: its compile started
+    beside the device links (`start`), under a file name known before (the host link's
+    early `-###` names it)."""
+
+    name = "omptarget"
+
+    def start(self, plan, targets, indexes, workdir, cache):
+        start(plan, targets, indexes, workdir, cache)
+
+    def object_name(self, workdir):
+        return os.path.join(workdir, object_name(SOURCE))
+
+    def discard(self):
+        discard()
+
+    def build(self, plan, images, indexes, workdir, cache=None):
+        return build(plan, images, indexes, workdir, cache)
+
+
 def c_compiler(driver: str) -> str:
     name = os.path.basename(driver)
     if "clang" in name or "gcc" in name or name in ("cc", "c++", "g++"):
@@ -135,32 +160,11 @@ def c_compiler(driver: str) -> str:
 
 
 def build(plan, images, indexes: list[int], workdir: str, cache=None) -> str:
-    """The registration object of `images`, the table's images at `indexes`: on an x86-64
-    host written as the link's clang compiles `c_source` (omptarget_x86_64.py), elsewhere
-    that text compiled (or the object taken from the cache: it depends only on the C text
-    and the compiler); the object's path."""
-    generation = getattr(images[0].target, "entry_generation", 1)
-    if written_here():
-        from ...formats.table import image_symbol
-        from .omptarget_x86_64 import registration_object
-
-        path = os.path.join(workdir, object_name(SOURCE))
-        with open(path, "wb") as f:
-            f.write(registration_object(
-                [(image_symbol(k), image_symbol(k, "_end")) for k in indexes],
-                GENERATIONS[generation][2], writable=generation != 3))
-        return path
-    text = c_source(indexes, generation)
+    """The registration object of `images`, the table's images at `indexes`: `c_source`
+    compiled (or the object taken from the cache: it depends only on the C text and the
+    compiler); the object's path."""
+    text = c_source(indexes, getattr(images[0].target, "entry_generation", 1))
     return compile_c(plan, text, SOURCE, "the libomptarget registration", workdir, cache)
-
-
-def written_here() -> bool:
-    """Whether offlink writes the registration object itself (x86-64 hosts), not compiling
-    `c_source`."""
-    from ...elf import EM_X86_64
-    from ...plugins import host_e_machine
-
-    return host_e_machine() == EM_X86_64
 
 
 # Registration compiles started early (`start`), beside the device links: (work folder, source,
@@ -174,12 +178,9 @@ def start(plan, targets, indexes: list[int], workdir: str, cache=None) -> None:
     per target, in their order), so a link whose cache lacks the object does not wait for it
     after the device links (~0.1 s of a cold link). `build` takes it when its text is the
     same, and compiles the text it wants otherwise: the object is the same either way."""
-    if written_here():
-        return  # no compile: `build` writes the object
     text = c_source(indexes, getattr(targets[indexes[0]], "entry_generation", 1))
     # In a thread: its cache key waits for the compiler's identity, whose `--version` a cold
     # cache runs (cache.probe_early), and the link's next stages do not need it.
-    from ...cache.store import in_thread
 
     # what fails there fails again, and is said, in compile_c
     _BEGINNING.append(in_thread(lambda: _begin(plan, text, SOURCE, workdir, cache)))
@@ -202,8 +203,6 @@ def object_name(source: str) -> str:
 
 
 def _key(cache, argv: list[str], text: str) -> str:
-    from ...digest import sha256  # not hashlib: ~3 ms of a link's start-up
-
     ident = cache.tool_identity(argv[0]) or argv[0]
     return sha256("\0".join(["omptarget-registration", ident, *argv, text])
                           .encode()).hexdigest()
@@ -218,22 +217,17 @@ def _begin(plan, text: str, source: str, workdir: str, cache) -> None:
     key = _key(cache, argv, text) if known else None
     if key is not None and os.path.exists(cache.path(key)):
         return  # compile_c takes it from the cache (or compiles it, the entry being corrupt)
-    import subprocess
 
     with open(os.path.join(workdir, source), "w", encoding="ascii") as f:
         f.write(text)
     said = open(os.path.join(workdir, source + ".out"), "w+b")
     if runner.VERBOSE:
-        import sys
-
         print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
     try:
         proc = subprocess.Popen(argv, cwd=workdir, stdout=said, stderr=subprocess.STDOUT)
     except OSError:
         said.close()
         return  # compile_c runs it and says why it cannot
-    if cache is not None and key is None:
-        key = _key(cache, argv, text)
     _STARTED[(workdir, source, text)] = (proc, said, key)
 
 
@@ -264,14 +258,14 @@ def compile_c(plan, text: str, source: str, what: str, workdir: str, cache=None)
         out = said.read().decode(errors="replace")
         said.close()
         if status != 0:
-            from ...errors import ToolError
-
             code = status if status > 0 else 128 - status
             raise ToolError(f"compiling {what} failed (exit status {status}): "
                             f"{runner.show(argv)}", exit_code=code, output=out)
-        if cache is not None and key is not None:
+        if cache is not None:
+            # A compiler the cache did not know: its key, which waits for its `--version`,
+            # made now, once the early `-###` of the link's other commands have been asked.
             with open(path, "rb") as f:
-                cache.put(key, {}, f.read())
+                cache.put(key or _key(cache, argv, text), {}, f.read())
         return path
     discard(workdir, source)  # one started for another text: it must not write `obj` now
     with open(os.path.join(workdir, source), "w", encoding="ascii") as f:

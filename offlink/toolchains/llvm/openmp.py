@@ -20,14 +20,21 @@ run by a worker that loads LLVM's libLTO once per link and makes the same object
 from __future__ import annotations
 
 import os
+import re
 import sys
-from _thread import allocate_lock  # threading's Lock, without importing threading
+import threading
 from collections import Counter
 
 from ... import run as runner
+from ...driver_args import expand_response_files, linker_options, words
 from ...elf import AR_MAGIC, ET_DYN, STB_GLOBAL, THIN_AR_MAGIC, ElfFile, elf_type
 from ...errors import FormatError, LinkError, ToolError, UsageError
+from ...formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED, symbols
+from ...model import Offer
 from ...plugins import Target
+from .dialect import entries_of_kind, is_offload_driver_word, linked_entries_of_kind
+from .liblto import Worker, identity, library, parse_lto2
+from .llvm_release import of_link
 
 
 def llvm_lib_dir(compiler: str) -> str:
@@ -62,8 +69,6 @@ def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str
     entry, a name a non-bitcode CU uses), another module names it, or another module defines
     it too (the image link then picks one, as it does without -foffload-lto, where the wrapper
     lets the first prevail). The rest is internalized: LTO may inline it and drop it."""
-    from ...formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED
-
     defined: Counter[str] = Counter()
     keep = set(pinned)
     for m in modules:
@@ -93,8 +98,6 @@ def lto_resolutions(modules: list, pinned: set[str]) -> list[list[tuple[str, str
 def cu_resolutions(cus) -> dict[int, list[tuple[str, str]]]:
     """lto_resolutions of a link's bitcode CUs, by id(cu); none when a CU's symbols cannot
     be read here (then every CU is compiled whole, nothing internalized)."""
-    from ...formats.bitcode import symbols
-
     modules, bitcode = [], []
     pinned: set[str] = set()
     for cu in cus:
@@ -121,8 +124,6 @@ def link_opt_level(args) -> int:
     (the wrapper's default) without one. A higher number is 3, as clang's compiles take it.
     The value of a separate-argument option (`-Xlinker -O1`, `-Xoffload-linker -O1`: the
     device linker's, `-mllvm`, `-o`) is no -O word."""
-    from ...driver_args import expand_response_files, words
-
     level = 2
     for w in words(expand_response_files(list(args)), clang=True):
         if w.option.startswith(("-O", "--optimize=")):
@@ -145,8 +146,6 @@ def llvm_options(args) -> list[str]:
     """The values of a link line's `-mllvm OPTION` (or `-mllvm=OPTION`) words, in order:
     clang 19 gives them to clang-linker-wrapper, which sets them in its own LLVM for the
     device LTO and code generation."""
-    from ...driver_args import expand_response_files, words
-
     return [w.value or w.option[len("-mllvm="):]
             for w in words(expand_response_files(list(args)), clang=True)
             if is_llvm_option(w.option)]
@@ -157,8 +156,6 @@ def refuse_nvptx_words(args) -> None:
     that offlink's NVIDIA link does not take: `-mllvm OPTION` (the wrapper's device LTO) and
     `-Xcuda-ptxas WORD` (the wrapper's `--ptxas-arg`), for OpenMP's sm_NN images and clang
     CUDA's alike. Dropping them silently would give other device code than clang's link."""
-    from ...driver_args import expand_response_files, words
-
     for w in words(expand_response_files(list(args)), clang=True):
         if is_llvm_option(w.option) or w.option == "-Xcuda-ptxas":
             said = f"{w.option} {w.value}" if w.value else w.option
@@ -189,7 +186,6 @@ def _llvm_arch(triple: str) -> str:
     arch = triple.split("-", 1)[0]
     if arch in _LLVM_ARCHS:
         return arch
-    import re  # only here: its import is start-up time of every clang link
 
     return arch if re.fullmatch(r"(armv|thumbv|aarch64v|arm64v)[0-9a-z.]+(eb)?", arch) else ""
 
@@ -203,8 +199,6 @@ def device_linker_words(args, triple: str) -> list[str]:
     no architecture in it: `-lm`, `--defsym=a=1`) makes the whole word every image's, a
     triple with an empty rest gives the triple itself, else the rest goes to the image whose
     triple is exactly that one."""
-    from ...driver_args import expand_response_files, words
-
     given = []
     for w in words(expand_response_files(list(args)), clang=True):
         if w.option.startswith("-Xoffload-linker"):
@@ -242,8 +236,6 @@ def _ld_args(args) -> tuple[list[str], list[str]]:
     """A driver link line's words as the linker gets them, in order (-lNAME, files, the items
     of -Wl,/-Xlinker, clang's `-rpath DIR`), and the driver's own -L folders, which clang's
     driver puts before them all."""
-    from ...driver_args import expand_response_files, linker_options, words
-
     ld: list[str] = []
     dirs: list[str] = []
     for w in words(expand_response_files(list(args)), clang=True):
@@ -376,11 +368,9 @@ class OpenMPTarget(Target):
         self.opt_level = 2  # the link line's (link_opt_level), as clang's link uses it
         self.llvm_options: list[str] = []  # the link line's -mllvm values (llvm_options)
         self._worker = None  # its liblto.Worker, started by the first command
-        self._lock = allocate_lock()
+        self._lock = threading.Lock()
 
     def for_inputs(self, cus, plan=None):
-        from .llvm_release import of_link
-
         # The objects' clang, else the driver's own (flang objects name none): never PATH's
         # unversioned clang, another release.
         compiler, major, generation = of_link(self.name, cus,
@@ -405,8 +395,6 @@ class OpenMPTarget(Target):
         if any(cu.payload.code_kind == "llvm-bc" for cu in cus):
             t.lto2 = _lto2(compiler)
             if t.lto2:
-                from .liblto import library
-
                 t.resolutions = cu_resolutions(cus)
                 t._cus = list(cus)
                 t.liblto = library(t.lto2)
@@ -432,8 +420,6 @@ class OpenMPTarget(Target):
     def run_compile(self, children, argv, what):
         """llvm-lto2's command done by the libLTO worker (the same object, without starting
         LLVM once per CU); the command itself where the worker does not take it or fails."""
-        from .liblto import Worker, parse_lto2
-
         request = parse_lto2(argv) if self.liblto else None
         if request is not None:
             with self._lock:
@@ -452,8 +438,6 @@ class OpenMPTarget(Target):
     def compile_engine(self, argv):
         """The libLTO worker keys the objects it makes: they are llvm-lto2's code, but C++'s
         internalized inline functions leave their comdat and the functions' order differs."""
-        from .liblto import identity, parse_lto2
-
         return identity(self.liblto) if self.liblto and parse_lto2(argv) is not None else ""
 
     def end_compiles(self):
@@ -474,9 +458,6 @@ class OpenMPTarget(Target):
     def offers(self, cu, obj_path):
         """The CU's entries, keyed by name. This is also the step after the compile (as for
         GCC's objects): `llvm-lto2 run -o X` writes its one output as X.0, renamed here."""
-        from ...model import Offer
-        from .dialect import entries_of_kind
-
         if self.resolutions.get(id(cu)) is not None:
             os.replace(obj_path + ".0", obj_path)
         elf = ElfFile.open(obj_path)
@@ -523,16 +504,12 @@ class OpenMPTarget(Target):
         `-mllvm` (with its value): clang 19 gives it to that link (llvm_options); a host-only
         link never takes it, -flto or not (no -mllvm reaches the linker plugin), so it calls
         it unused, an error under -Werror where clang's own link links."""
-        from .dialect import is_offload_driver_word
-
         return is_offload_driver_word(word) or is_llvm_option(word)
 
     def host_addresses(self, elf, image):
         """Each row's host address from the linked `omp_offloading_entries`: the very rows
         libomptarget is given (a kernel's address is its region id, not a symbol of its
         name)."""
-        from .dialect import linked_entries_of_kind
-
         out = {}
         missing = []
         for address, e in linked_entries_of_kind(elf, "openmp"):

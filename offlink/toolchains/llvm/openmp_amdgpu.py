@@ -28,13 +28,20 @@ from __future__ import annotations
 import hashlib
 import os
 
+from ...elf import STB_GLOBAL, STT_FUNC, ElfFile
 from ...errors import LinkError, UsageError
+from ...formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED, symbols
+from ...model import Offer
+from .llvm_release import device_runtime_words, of_link
 from .openmp import (
     OpenMPTarget,
     c_identifier,
+    cu_resolutions,
     device_linker_words,
+    link_opt_level,
     llvm_lib_dir,
     lto_level_words,
+    refuse_nvptx_words,
 )
 from .openmp_nvptx import calls_runtime_across_cus, cu_arch, llvm_tool, read_runtime
 
@@ -48,8 +55,6 @@ def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
     it was compiled with), the runtime's is dropped; a definition prevails, is final (l)
     unless default-visible or common, and stays visible (x) when neither hidden nor omittable
     or in a section with a C-identifier name. The rest is internalized."""
-    from ...formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED
-
     out = []
     for name, flags, section in symtab:
         if flags & FB_UNDEFINED or name in cu_defines:
@@ -77,10 +82,6 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
         self.amd_resolutions: dict = {}  # by id(cu): (the CU's, the runtime's)
 
     def for_inputs(self, cus, plan=None):
-        from ...formats.bitcode import symbols
-        from .llvm_release import device_runtime_words, of_link
-        from .openmp import cu_resolutions, link_opt_level, refuse_nvptx_words
-
         compiler, major, generation = of_link(self.name, cus,
                                               plan.driver if plan is not None else "")
         archs = sorted({cu_arch(cu) for cu in cus})
@@ -161,9 +162,6 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
     def offers(self, cu, obj_path):
         """The names the CU's host entries register that its object defines (kernels,
         declare target variables)."""
-        from ...elf import STB_GLOBAL, STT_FUNC, ElfFile
-        from ...model import Offer
-
         os.replace(obj_path + ".0", obj_path)
         found = {s.name: s for s in ElfFile.open(obj_path).symbols() if s.defined and s.name}
         out = []
@@ -190,6 +188,4 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
         return []
 
     def exports(self, image, path):
-        from ...elf import ElfFile
-
         return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}

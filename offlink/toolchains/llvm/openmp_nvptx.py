@@ -33,14 +33,33 @@ skips the first; toolchains/cuda_toolkit.py finds them).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
-
-from ...errors import LinkError, ToolError, UsageError
-from ..cuda_toolkit import cuda_bin, cuda_home
-from .openmp import OpenMPTarget, device_linker_words, llvm_lib_dir, lto_level_words
-
 from typing import TYPE_CHECKING
+
+from ... import run as runner
+from ...driver_args import linker_options
+from ...driver_args import words as parsed
+from ...elf import ElfFile, archive_members
+from ...errors import LinkError, ToolError, UsageError
+from ...formats.bitcode import FB_COMMON, FB_EXECUTABLE, FB_UNDEFINED, FB_USED, symbols
+from ...formats.cubin import cubin_names, cubin_symbols
+from ...formats.offload_binary import SECTION, parse_binaries
+from ...model import Offer
+from ..cuda_toolkit import cuda_bin, cuda_home
+from .llvm_release import device_runtime_words, of_link
+from .openmp import (
+    OpenMPTarget,
+    _lto2,
+    cu_resolutions,
+    device_linker_words,
+    link_opt_level,
+    llvm_lib_dir,
+    lto_level_words,
+    refuse_nvptx_words,
+)
+
 if TYPE_CHECKING:
     from ...cache.store import Cache
 
@@ -80,9 +99,6 @@ def read_runtime(path: str, compiler: str) -> bytes:
 def device_runtime(compiler: str, arch: str) -> bytes:
     """The device runtime's bitcode for `arch`: the image of libomptarget.devicertl.a's member
     for nvptx64/arch (as clang-linker-wrapper picks it: by the member's OffloadBinary)."""
-    from ...elf import ElfFile, archive_members
-    from ...formats.offload_binary import SECTION, parse_binaries
-
     path = os.path.join(llvm_lib_dir(compiler), DEVICE_RUNTIME)
     data = read_runtime(path, compiler)
     members = list(archive_members(data, path))
@@ -144,9 +160,6 @@ def nvlink_words(words: list[str], target: str) -> list[str]:
     searches -L/-l for archives and gives nvlink the linker words (-Wl,X, -Xlinker X) and the
     files; other driver words (-O3, -g) change its own device LTO, which offlink does not run,
     and are refused."""
-    from ...driver_args import linker_options
-    from ...driver_args import words as parsed
-
     out = []
     try:
         ws = parsed(words)
@@ -173,8 +186,6 @@ def runtime_resolutions(symtab, cu_defines: set[str]) -> list[tuple[str, str]]:
     (the `__omp_rtl_*` settings the CU was compiled with); the runtime's definitions prevail
     and are internalized (this CU's copy), except those in llvm.used (the device environment
     and memory pool the plugin finds by name), which stay visible, weak, in every CU."""
-    from ...formats.bitcode import FB_COMMON, FB_UNDEFINED, FB_USED
-
     out = []
     for name, flags, _ in symtab:
         if flags & FB_UNDEFINED or name in cu_defines:
@@ -206,8 +217,6 @@ def calls_runtime_across_cus(modules, runtime) -> bool:
 
     Bitcode symbol tables have no call graph, so a CU's runtime calls count for each of its
     functions, except those of every kernel (KERNEL_ONLY_CALLS)."""
-    from ...formats.bitcode import FB_EXECUTABLE, FB_UNDEFINED
-
     provided = {s.name for s in runtime if not s.flags & FB_UNDEFINED} - KERNEL_ONLY_CALLS
     for syms, res in modules:
         kept = {n for n, r in res if "x" in r}
@@ -249,9 +258,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.lto_defines: frozenset[str] = frozenset()  # what those CUs define of the runtime
 
     def for_inputs(self, cus, plan=None):
-        from .llvm_release import device_runtime_words, of_link
-        from .openmp import link_opt_level, refuse_nvptx_words
-
         compiler, major, generation = of_link(self.name, cus,
                                               plan.driver if plan is not None else "")
         archs = sorted({cu_arch(cu) for cu in cus})
@@ -275,11 +281,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
         """The -foffload-lto CUs' LTO: llvm-lto2, ptxas, the device runtime's bitcode and each
         bitcode CU's resolutions (the CU's and the runtime's); nothing (each CU compiled whole
         by clang) without llvm-lto2, at -O0, or when a CU's symbols cannot be read here."""
-        import hashlib
-
-        from ...formats.bitcode import FB_UNDEFINED, symbols
-        from .openmp import _lto2, cu_resolutions
-
         if self.opt_level == 0 or not any(cu.payload.code_kind == "llvm-bc" for cu in cus):
             return  # (-O0: LLVM 19 cannot compile the device runtime unoptimized)
         lto2 = _lto2(self.compiler)
@@ -349,10 +350,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
         """The names the CU's host entries register that its cubin defines (kernels, declare
         target variables, indirect functions' pointer cells). This is also the step after a
         -foffload-lto CU's llvm-lto2: ptxas (after_compile_argv)."""
-        from ... import run as runner
-        from ...formats.cubin import cubin_symbols
-        from ...model import Offer
-
         for argv in self.after_compile_argv(cu, obj_path):
             runner.run(argv, f"assembling {cu.label}'s PTX for target {self.name}")
             os.remove(obj_path + ".0")
@@ -371,10 +368,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
     def prepare_image(self, plan, compiled, workdir: str, cache: Cache | None) -> None:
         """The device runtime's part these cubins call, compiled (or taken from the cache)
         into `runtime_cubin` in the work folder."""
-        import hashlib
-
-        from ...formats.cubin import cubin_names
-
         check_entries(self.name, self.arch, compiled)
 
         used: set[str] = set()
@@ -406,7 +399,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
             with open(self.runtime_cubin, "wb") as f:
                 f.write(hit.data)
             return
-        from ... import run as runner
 
         # One resolution per symbol: a response file keeps the command line readable.
         rsp = os.path.join(workdir, f"devicertl-{self.arch}.resolutions")
@@ -452,10 +444,6 @@ class OpenMPNvptxTarget(OpenMPTarget):
 
     @staticmethod
     def _symtab(lto2: str, bc: str, runtime: bytes, cache: Cache | None):
-        import hashlib
-
-        from ... import run as runner
-
         key = hashlib.sha256(b"llvm-lto2 dump-symtab\0" + runtime).hexdigest()
         hit = cache.get(key) if cache else None
         if hit is not None:
@@ -491,6 +479,4 @@ class OpenMPNvptxTarget(OpenMPTarget):
         return []
 
     def exports(self, image, path):
-        from ...formats.cubin import cubin_symbols
-
         return set(cubin_symbols(image, path))

@@ -34,9 +34,11 @@ import re
 import shlex
 from pathlib import Path
 
+from ...driver_args import words
 from ...errors import LinkError, UsageError
 from ...formats.cubin import DeviceSymbol, cubin_symbols
 from ...formats.fatbin import FATBIN_ELF, FATBIN_PTX, fatbin_entries, is_fatbin
+from ...model import Offer
 from ...plugins import Target
 from ..cuda_toolkit import toolkit
 
@@ -190,8 +192,6 @@ class CudaTarget(Target):
                 source, "-o", output]
 
     def offers(self, cu, obj_path):
-        from ...model import Offer
-
         with open(obj_path, "rb") as f:
             data = f.read()
         per_arch = image_symbols(data, obj_path)
@@ -287,8 +287,6 @@ def cu_archs(cu) -> tuple[str, ...]:
 def preprocess_options(args: list[str]) -> list[str]:
     """The host compile's -D, -U, -I, -isystem and -include options, spelled for nvcc; the rest
     (warnings, -std=c11, -O2 ...) are gcc's and do not apply to the CUDA preprocessing."""
-    from ...driver_args import words
-
     out: list[str] = []
     for w in words(args):
         if w.option in ("-D", "-U", "-I"):

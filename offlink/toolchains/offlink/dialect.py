@@ -8,10 +8,13 @@ LLVM's offload objects.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...errors import FormatError
 from ...formats import PAYLOAD_SECTION_PREFIX as SECTION_PREFIX
+from ...formats.payload import parse_records
+from ...model import CU
 
-from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ...elf import ElfFile, Section
     from ...model import CU
@@ -21,9 +24,6 @@ RUNTIME = ""  # none besides offlink's own
 
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list[CU]:
     """The CUs of one payload section, one per record ("a.o#N" when it holds several)."""
-    from ...formats.payload import parse_records  # construct: only with target code
-    from ...model import CU
-
     where = f"{origin}: section {section.name}"
     # Lazy: the code is inflated only for a CU compiled (not found in the cache).
     records = parse_records(bytes(elf.content(section)), where, lazy=True)

@@ -11,6 +11,7 @@ for variables).
 from __future__ import annotations
 
 import os
+import re
 
 from ...elf import (
     ET_DYN,
@@ -25,6 +26,7 @@ from ...elf import (
     elf_type,
 )
 from ...errors import LinkError
+from ...model import Offer, find_library
 from ...plugins import Target
 
 
@@ -61,8 +63,6 @@ class HostTarget(Target):
         return elf_offers(cu, obj_path)
 
     def image_argv(self, plan, compiled, output):
-        from ...model import find_library
-
         cxx = next((c for c in compiled if c.cu.payload.code_kind == "c++"), None)
         driver = (cxx or compiled[0]).cu.payload.compiler
         libs = []
@@ -178,8 +178,6 @@ def cu_files(compiled) -> set[str]:
 def is_shared_library(path: str) -> bool:
     """A link input named by path that is a shared library: named like one (libz.so.1.3, or
     a linker script named .so), or an ELF shared object under another name."""
-    import re  # only a link asks: re (with enum) costs every `offlink cc` ~5 ms to import
-
     if re.search(r"\.so(\.[0-9]+)*$", path):
         return True
     try:
@@ -198,8 +196,6 @@ NOT_EXPORTED = {STV_HIDDEN: "hidden", STV_INTERNAL: "internal"}
 def elf_offers(cu, obj_path: str):
     """External functions and variables an ELF target object defines (default or protected
     visibility, not TLS), narrowed to the CU's explicit list when it has one."""
-    from ...model import Offer
-
     elf = ElfFile.open(obj_path)
     found: dict[str, Offer] = {}
     for s in elf.symbols():

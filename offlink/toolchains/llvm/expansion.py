@@ -2,12 +2,12 @@
 image and host links of a relink start the linker without starting clang's driver first.
 
 clang's driver, started for a link whose inputs are all objects and libraries, only works out
-the linker's command line and runs it: clang-22 here spends ~28 ms of CPU (~37 ms wall) on
-that before ld starts, and offlink runs two such links (the image's and the host's). What the
-driver works out depends on its words, its own release, the environment it reads, its working
-directory and the files and folders it finds (crt files, GCC's installation, library folders),
-never on the inputs' content (a `.o` is an object by its name): `clang -###` prints it without
-running it.
+the linker's command line and runs it, which delays ld by a driver's start
+(benchmarks/health/RESULTS.md), and offlink runs two such links (the image's and the host's).
+What the driver works out depends on its words, its own release, the environment it reads,
+its working directory and the files and folders it finds (crt files, GCC's installation,
+library folders), never on the inputs' content (a `.o` is an object by its name):
+`clang -###` prints it without running it.
 
 So the expansion is kept in the cache under a key of the driver's identity
 (cache.tool_identity: its resolved path, content and `--version`), its words (the link's work
@@ -36,15 +36,16 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-
-from .. import run as runner
-from ..cache.keys import file_stamp
-from ..cache.freshness import SETTLED as _SETTLED
-from ..cache.store import in_thread
-
 from typing import TYPE_CHECKING
+
+from ... import run as runner
+from ...cache.freshness import SETTLED as _SETTLED
+from ...cache.keys import file_stamp
+from ...cache.store import in_thread
+from ...driver_args import is_clang
+
 if TYPE_CHECKING:
-    from ..cache.store import Cache
+    from ...cache.store import Cache
 
 WORK = "\0offlink-work\0"  # the link's work folder in kept words (no word can hold a NUL)
 # The environment a clang driver reads when it plans a link (tool and library search, its
@@ -87,8 +88,8 @@ def expand_early(argv: list[str], stand_ins: list[str], after_others: bool = Fal
     keys no entry yet), given to the link as it is (its entry kept while the host link runs).
     A cold link then does not wait for `-###` there. Stand-ins that are one run of the link's
     words (an image link's objects) are asked as their first alone, whose word in the answer
-    is then the run (a link's driver passes its inputs on in order; a file made is ~0.4 ms on
-    some disks). `after_others`: asked once those started before have their answers (the host
+    is then the run (a link's driver passes its inputs on in order; one file made, not one
+    per object). `after_others`: asked once those started before have their answers (the host
     link's, needed last, does not take a CPU from the image link's on the way)."""
     if _CONTEXT is None or not expandable(argv):
         return
@@ -150,8 +151,6 @@ def join_early(argv: Sequence[str] | None = None) -> None:
 def expandable(argv: Sequence[str]) -> bool:
     """Whether a driver command may be run through a kept expansion (a clang driver, no word
     that makes it print or read a response file)."""
-    from ..driver_args import is_clang
-
     if not is_clang(argv[0]):
         return False
     return not any(w in _PRINTING or w.startswith(("@", "-print", "--print", "-M"))
