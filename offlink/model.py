@@ -1,5 +1,6 @@
 """The data the link's stages and its plug-ins (dialects, targets, registrations) hand each
-other: the link plan, a CU's target code, what a compiled CU offers, a target's image.
+other: the link plan, a CU's target code, what a compiled CU offers. What carries a target
+(a compiled CU, an image) is plugins.py's, beside the Target it names.
 
 It sits below link/, cc/, cli/ and toolchains/ and imports none of them (only for
 annotations), so they all can import it and none needs another's module for its types.
@@ -11,14 +12,12 @@ of them (benchmarks/health/RESULTS.md).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from .formats import Frozen
 
 if TYPE_CHECKING:
     from .formats.payload import Payload
-    from .plugins import Target
 
 
 # -- stage 1, plan ---------------------------------------------------------------------------
@@ -104,40 +103,3 @@ class Offer(NamedTuple):
     kind: str  # "function" or "variable"
     size: int
     strong: bool  # STB_GLOBAL (a weak or COMDAT definition may appear in many CUs)
-
-
-class CompiledCU(NamedTuple):
-    cu: CU
-    target: Target
-    object_path: str
-    offers: tuple[Offer, ...]
-    key: str = ""  # the cache key ("" without a cache)
-    cached: bool = False  # the object came from the cache
-    # A cached object's bytes: written to object_path only when something reads the file (the
-    # device link of an image not in the cache, write_objects), so a relink with nothing
-    # changed writes no object into the work folder.
-    data: bytes | None = None
-    warnings: str = ""  # what the target compiler said (shown by show_warnings)
-    span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
-    # The object is the CU's code itself (clang's device object without -foffload-lto), not
-    # written yet: write_objects writes it when something reads the file, as `data`.
-    from_code: bool = False
-
-
-def write_objects(compiled: Sequence[CompiledCU]) -> None:
-    """Write the cached objects that are not in the work folder yet (CompiledCU.data), and
-    the CUs' codes that are their objects (CompiledCU.from_code)."""
-    for c in compiled:
-        if (c.data is not None or c.from_code) and not os.path.exists(c.object_path):
-            with open(c.object_path, "wb") as f:
-                f.write(c.data if c.data is not None else c.cu.payload.code)
-
-
-# -- stage 4, device link --------------------------------------------------------------------
-
-class Image(NamedTuple):
-    target: Target
-    path: str
-    data: bytes
-    offers: dict[str, Offer]  # by name, over all CUs
-    owners: dict[str, str]  # name -> the CU that offers it (for messages)

@@ -1,4 +1,5 @@
-"""The plug-ins' interfaces: Target, Dialect, Registration; and the host machines.
+"""The plug-ins' interfaces: Target, Dialect, Registration; the host machines; and the data
+that carries a target (a compiled CU, an image), beside the Target it names.
 
 A target says how a CU's code is captured at `offlink cc` time, how it is compiled at link
 time (one CU at a time), which symbols the result offers, and how the per-CU results become
@@ -10,7 +11,8 @@ implementation.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import run as runner
 from .elf import EM_AARCH64, EM_X86_64
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from .cache.store import Cache
     from .elf import ElfFile
     from .jobserver import Children
-    from .model import CU, CompiledCU, Image, LinkPlan, Offer
+    from .model import CU, LinkPlan, Offer
 
 # The host machines offlink supports: the host target's triple and the ELF e_machine.
 HOSTS = {"x86_64": ("x86_64-pc-linux-gnu", EM_X86_64),
@@ -307,3 +309,42 @@ class DriverJobs:
 
     def run_link(self, argv: list[str], what: str, *, here: bool = False) -> None:
         """Run the link `argv`, through its kept expansion where there is one."""
+
+
+# -- stage 3, compile ------------------------------------------------------------------------
+
+class CompiledCU(NamedTuple):
+    cu: CU
+    target: Target
+    object_path: str
+    offers: tuple[Offer, ...]
+    key: str = ""  # the cache key ("" without a cache)
+    cached: bool = False  # the object came from the cache
+    # A cached object's bytes: written to object_path only when something reads the file (the
+    # device link of an image not in the cache, write_objects), so a relink with nothing
+    # changed writes no object into the work folder.
+    data: bytes | None = None
+    warnings: str = ""  # what the target compiler said (shown by show_warnings)
+    span: tuple[float, float, int] = (0.0, 0.0, 0)  # compile start, end (perf_counter), thread
+    # The object is the CU's code itself (clang's device object without -foffload-lto), not
+    # written yet: write_objects writes it when something reads the file, as `data`.
+    from_code: bool = False
+
+
+def write_objects(compiled: Sequence[CompiledCU]) -> None:
+    """Write the cached objects that are not in the work folder yet (CompiledCU.data), and
+    the CUs' codes that are their objects (CompiledCU.from_code)."""
+    for c in compiled:
+        if (c.data is not None or c.from_code) and not os.path.exists(c.object_path):
+            with open(c.object_path, "wb") as f:
+                f.write(c.data if c.data is not None else c.cu.payload.code)
+
+
+# -- stage 4, device link --------------------------------------------------------------------
+
+class Image(NamedTuple):
+    target: Target
+    path: str
+    data: bytes
+    offers: dict[str, Offer]  # by name, over all CUs
+    owners: dict[str, str]  # name -> the CU that offers it (for messages)

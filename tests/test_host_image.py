@@ -6,7 +6,8 @@ import subprocess
 
 from offlink.formats.payload import Payload
 from offlink.link.plan import plan_link
-from offlink.model import CU, CompiledCU
+from offlink.model import CU
+from offlink.plugins import CompiledCU
 from offlink.toolchains.offlink import host
 from offlink.toolchains.offlink.host import HostTarget
 

@@ -11,7 +11,7 @@
   module as one): link/ imports toolchains/, so toolchains/ must not import link/;
 - no import circle between modules either, among the imports a module makes at its top level
   (those under `if TYPE_CHECKING:` included; imports inside functions run late and are how a
-  module reaches one above it), but for the annotation-only pairs in ANNOTATION_PAIRS;
+  module reaches one above it);
 - `offlink/model.py`, the data types the parts share, sits below all of them;
 - the generic parts (link/, cache/, cc/, cli/) name no toolchain in their code: no target,
   no registration, no import of a toolchain's package (`toolchains_named`).
@@ -34,12 +34,6 @@ PLUGINS = ("toolchains",)
 # The registry and the interfaces of the plug-ins, which link/ may name.
 REGISTRY = ("offlink.toolchains", "offlink.toolchains.dialects",
             "offlink.toolchains.registrations", "offlink.plugins")
-# Module circles allowed, each through imports under TYPE_CHECKING only (for annotations),
-# with the reason the two modules name each other.
-ANNOTATION_PAIRS = {
-    ("offlink.model", "offlink.plugins"): "the shared data (CU, Image) holds its Target, and "
-    "Target's hooks take and return the shared data",
-}
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -182,24 +176,17 @@ def top_level_imports(name: str, path: Path, known: dict[str, Path]) -> list[tup
 
 def module_circles(root: Path = PACKAGE) -> list[str]:
     """The import circles between modules, through top-level imports (TYPE_CHECKING ones
-    included), but for ANNOTATION_PAIRS; each as its modules and the imports that close it."""
+    included); each as its modules and the imports that close it."""
     known = modules(root)
     edges: dict[str, dict[str, list[str]]] = {}
-    runtime: set[tuple[str, str]] = set()
     for name, path in known.items():
-        for imported, runs in top_level_imports(name, path, known):
+        for imported, _runs in top_level_imports(name, path, known):
             if imported in known and imported != name:
                 edges.setdefault(name, {}).setdefault(imported, []).append(
                     f"{name} -> {imported}")
-                if runs:
-                    runtime.add((name, imported))
     out = []
     for group in circles(edges):
-        pair = tuple(group)
         inside = {(a, b) for a in group for b in edges.get(a, {}) if b in group}
-        if pair in ANNOTATION_PAIRS and not circles(
-                {a: {b: []} for a, b in inside & runtime}):  # one way is annotations only
-            continue
         out.append(f"import circle between {', '.join(group)}: "
                    f"{'; '.join(e for a, b in sorted(inside) for e in edges[a][b][:1])}")
     return out

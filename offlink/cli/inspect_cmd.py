@@ -30,7 +30,6 @@ from ..link.fill import host_symbols
 from ..table import Table
 from ..toolchains import binaries
 
-
 SCHEMA_VERSION = 2
 SCHEMA_ID = "urn:offlink:schema:inspect:2"  # the $id of inspect.schema.json, in every output
 KINDS = ("function", "variable", "indirect-function", "link-variable")

@@ -21,8 +21,8 @@ from ..cache.keys import hash_from, hash_parts, key_prefix, normalise, uses_debu
 from ..cache.store import Cache, Entry
 from ..errors import OfflinkError, ToolError
 from ..jobserver import Children, Slots, run_jobs
-from ..model import CU, CompiledCU, Offer
-from ..plugins import Target
+from ..model import CU, Offer
+from ..plugins import CompiledCU, Target
 
 
 def object_names(i: int, cu: CU, target: Target, workdir: str) -> tuple[str, str]:

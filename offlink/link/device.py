@@ -11,8 +11,8 @@ from ..cache.keys import normalise
 from ..cache.store import Cache
 from ..digest import sha256
 from ..errors import LinkError
-from ..model import CompiledCU, Image, LinkPlan, Offer, write_objects
-from ..plugins import Target
+from ..model import LinkPlan, Offer
+from ..plugins import CompiledCU, Image, Target, write_objects
 from ..toolchains import driver_jobs
 from .compile import planned
 from .narrow import EVERY, Narrowing

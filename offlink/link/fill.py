@@ -22,7 +22,7 @@ from ..elf import (
 )
 from ..errors import LinkError
 from ..formats.table import SECTION, SYMBOL, ImageSpec, Layout, RowSpec, build_table
-from ..model import Image
+from ..plugins import Image
 
 _GLOBAL_BINDS = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)  # Symbol.is_global, without a call
 

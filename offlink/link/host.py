@@ -15,8 +15,8 @@ from ..toolchains import driver_jobs, registrations
 
 if TYPE_CHECKING:
     from ..cache.store import Cache
-    from ..model import Image, LinkPlan
-    from ..plugins import DriverJobs
+    from ..model import LinkPlan
+    from ..plugins import DriverJobs, Image
 
 HOST_RELINKS = 2  # at most this many host links after the first (a registration's relinks)
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from .. import settings
-from ..model import CompiledCU
+from ..plugins import CompiledCU
 
 NOTHING: Mapping = MappingProxyType({})  # an empty mapping no one can fill (a shared default)
 

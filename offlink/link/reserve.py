@@ -39,7 +39,8 @@ from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ..model import CU, CompiledCU, Image
+    from ..model import CU
+    from ..plugins import CompiledCU, Image
     from .narrow import Narrowing
 
 

@@ -15,8 +15,8 @@ from ..cache.store import Cache
 from ..errors import LinkError, UsageError
 from ..formats import origins as origins_format
 from ..formats.table import Layout, reserve
-from ..model import CU, CompiledCU, Image
-from ..plugins import Target, host_e_machine
+from ..model import CU
+from ..plugins import CompiledCU, Image, Target, host_e_machine
 from ..toolchains import registrations, resolve
 from . import host
 from .compile import compile_all, object_names, planned, show_warnings

@@ -7,7 +7,7 @@ from array import array
 from ..elf import ElfFile
 from ..errors import LinkError, OfflinkError
 from ..formats.table import SECTION
-from ..model import Image
+from ..plugins import Image
 from ..table import Table
 from .fill import Filled, host_symbols, symbol_tables
 

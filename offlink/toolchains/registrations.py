@@ -19,8 +19,8 @@ from . import LINK_OPTIONS, registration
 
 if TYPE_CHECKING:
     from ..cache.store import Cache
-    from ..model import Image, LinkPlan
-    from ..plugins import HostStep, Registration, Target
+    from ..model import LinkPlan
+    from ..plugins import HostStep, Image, Registration, Target
 
 
 def _groups(targets: list) -> dict[str, list[int]]:

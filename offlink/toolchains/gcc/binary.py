@@ -13,8 +13,17 @@ import re
 from collections.abc import Callable
 
 from ...elf import ElfFile
-from ..binaries import (Entry, Image, Memory, Offload, defines, differs, host_names,
-                        registration, symbol)
+from ..binaries import (
+    Entry,
+    Image,
+    Memory,
+    Offload,
+    defines,
+    differs,
+    host_names,
+    registration,
+    symbol,
+)
 from .dialect import TARGET as NVPTX
 from .dialect import compile_options, offload_options, table_slots
 

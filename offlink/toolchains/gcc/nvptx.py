@@ -27,8 +27,8 @@ from ... import run as runner
 from ...cache.keys import file_stamp, key_prefix
 from ...elf import ElfFile
 from ...errors import ToolError, UsageError
-from ...model import Offer, write_objects
-from ...plugins import Target
+from ...model import Offer
+from ...plugins import Target, write_objects
 from . import dialect as gcc
 
 if TYPE_CHECKING:
