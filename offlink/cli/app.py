@@ -134,8 +134,8 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
 
 @app.command()
 def extract(binaries: Annotated[list[str], typer.Argument(
-                metavar="FILE", help="linked binary, fat object (offlink cc, gcc "
-                "-foffload=nvptx-none, clang -fopenmp-targets) or archive of them")],
+                metavar="FILE", help="linked binary, fat object (offlink cc's, or a "
+                "toolchain's own offload object) or archive of them")],
             target: Annotated[Optional[list[str]], typer.Option(
                 "--target", metavar="T", help="target name, 'host' or 'cuda' (repeatable)")
             ] = None,

@@ -28,15 +28,16 @@ from ..formats.fatbin import FATBIN_ELF, fatbin_entries
 from ..formats.offload_binary import SECTION as LLVM_SECTION
 from ..formats.offload_binary import parse_binaries
 from ..formats.payload import parse_records
+from ..formats.table import PTX_TEXT_KINDS
 from ..formats.table import SECTION as TABLE_SECTION
 from ..link.staging import WorkFolder, write_all
 from ..table import Table
 from ..toolchains import binaries, resolve
 
 # Image kinds (the table's, OffloadBinary's) and payload code kinds -> a file name suffix.
-SUFFIXES = {"shared-object": ".so", "cubin": ".cubin", "fatbin": ".fatbin", "ptx": ".ptx",
-            "nvptx-none": ".ptx", "bc": ".bc", "llvm-bc": ".bc", "object": ".o", "c": ".i",
-            "c++": ".ii", "cuda": ".cu.ii"}
+SUFFIXES = {"shared-object": ".so", "cubin": ".cubin", "fatbin": ".fatbin",
+            **{kind: ".ptx" for kind in PTX_TEXT_KINDS}, "bc": ".bc", "llvm-bc": ".bc",
+            "object": ".o", "c": ".i", "c++": ".ii", "cuda": ".cu.ii"}
 _ELF_SUFFIXES = {ET_REL: ".o", ET_EXEC: ".elf", ET_DYN: ".so"}
 
 

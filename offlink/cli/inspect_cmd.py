@@ -24,7 +24,7 @@ from ..formats.cubin import cubin_arch
 from ..formats.fatbin import fatbin_archs
 from ..formats.origins import SECTION as ORIGINS_SECTION
 from ..formats.origins import Origins, decode
-from ..formats.table import SECTION
+from ..formats.table import PTX_TEXT_KINDS, SECTION
 from ..link.extract import cus_of
 from ..link.fill import host_symbols
 from ..table import Table
@@ -245,7 +245,7 @@ def image_archs(kind: str, image: bytes) -> list[str]:
         return [a] if (a := _cubin_arch(image)) else []
     if kind == "fatbin":
         return fatbin_archs(image)
-    if kind in ("ptx", "nvptx-none"):  # PTX text (GCC's image: one per CU, NUL-separated)
+    if kind in PTX_TEXT_KINDS:
         found = {m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)}
         return sorted(found, key=lambda a: (len(a), a))
     if kind == "shared-object":

@@ -33,6 +33,9 @@ SECTION_ALIGN = 64
 IMAGE_KINDS = {"shared-object": 1, "cubin": 2, "fatbin": 3, "ptx": 4, "nvptx-none": 5,
                "amdgcn-amdhsa": 6}
 SYMBOL_KINDS = {"function": 1, "variable": 2, "indirect-function": 3, "link-variable": 4}
+# The image kinds whose image is PTX text (kind 5, GCC's nvptx image: one text per CU,
+# NUL-separated).
+PTX_TEXT_KINDS = tuple(k for k, v in IMAGE_KINDS.items() if v in (4, 5))
 IMAGE_KIND_NAMES = {v: k for k, v in IMAGE_KINDS.items()}
 SYMBOL_KIND_NAMES = {v: k for k, v in SYMBOL_KINDS.items()}
 
