@@ -12,9 +12,12 @@ toolchain names in link/, cache/, cc/ and cli/. Pairs of repeated code come from
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from pathlib import Path
+
+# What names a toolchain in code is test_layout's rule, read from the checkout's own tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from test_layout import toolchain_words  # noqa: E402
 
 PRIVATE_MODULES = {"_signal", "_thread", "_sha2", "_sha256", "_posixsubprocess", "_io",
                    "_json", "_weakref", "_collections", "_functools", "_operator", "_stat",
@@ -22,10 +25,6 @@ PRIVATE_MODULES = {"_signal", "_thread", "_sha2", "_sha256", "_posixsubprocess",
                    "_posixshmem", "_opcode", "_abc", "_warnings", "_imp", "_codecs", "posix"}
 PRIVATE_ATTRS = {"_ncallbacks", "_exit_function", "_getframe", "_current_frames",
                  "_clear_type_cache", "_shutdown", "_active", "_limbo"}
-# What names a toolchain in code (strings that are not docstrings, identifiers, imports):
-# its targets, its registrations, its plug-in's package.
-TOOLCHAIN_WORDS = re.compile(r"nvptx-none|amdgcn-amdhsa|nvptx64-nvidia-cuda|x86_64-pc-linux-gnu|"
-                             r"omptarget|gomp|libgomp|cudart|toolchains\.(gcc|llvm|offlink)\b")
 GENERIC = ("link", "cache", "cc", "cli")
 
 
@@ -107,31 +106,6 @@ def imported(name: str, path: Path, tree: ast.AST, known: set[str]) -> set[str]:
     return out
 
 
-def toolchain_words(tree: ast.AST) -> list[str]:
-    """Toolchain names in a module's code: string constants other than docstrings,
-    identifiers, attribute names and imported module names (comments and docstrings aside)."""
-    docs = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                docs.add(id(body[0].value))
-    words = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
-            words.append(node.value)
-        elif isinstance(node, ast.Name):
-            words.append(node.id)
-        elif isinstance(node, ast.Attribute):
-            words.append(node.attr)
-        elif isinstance(node, ast.ImportFrom):
-            words.append("." * node.level + (node.module or ""))
-            words += [a.name for a in node.names]
-        elif isinstance(node, ast.Import):
-            words += [a.name for a in node.names]
-    return [w for w in words if TOOLCHAIN_WORDS.search(w)]
-
-
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -195,7 +169,8 @@ def main() -> None:
         lines = len(path.read_text().splitlines())
         if lines > 400:
             big.append(f"{rel}({lines})")
-        graph[name] = {m for m in imported(name, path, tree, set(names)) if m in names and m != name}
+        graph[name] = {m for m in imported(name, path, tree, set(names))
+                       if m in names and m != name}
         if rel.parts[1] in GENERIC:
             hits = len(toolchain_words(tree))
             if hits:
