@@ -1,0 +1,227 @@
+"""Running target compiles in parallel: a thread per job in the slots jobserver.py gives,
+the tools they start stopped on Ctrl-C, SIGTERM or SIGHUP, every token given back.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol, TypeVar
+
+from . import run as runner
+from .errors import ToolError
+from .jobserver import Slots
+
+T = TypeVar("T")
+
+
+class Progress(Protocol):
+    """What run_jobs tells of each job (progress.CompileProgress)."""
+
+    def started(self) -> None: ...
+    def finished(self, ok: bool) -> None: ...
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP turned into an exception, so cleanup (tokens, temporaries) runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def stop_on_signals() -> None:
+    """Make SIGTERM and SIGHUP unwind like Ctrl-C does (main thread only: elsewhere
+    signal.signal refuses, and nothing is changed)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _raise_interrupted)
+        except ValueError:  # not the main thread
+            return
+
+
+class Children:
+    """The tool processes the jobs run, so that an interrupt can stop them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pids: set[int] = set()
+        self._stopping = False
+
+    def run(self, argv: Sequence[str], what: str) -> str:
+        """Run a tool (stdin /dev/null, stdout and stderr into one pipe) with its output kept
+        and returned (warnings); a failure is a ToolError carrying that output. The tool is
+        started by run.spawn_tool."""
+        if runner.VERBOSE:
+            print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
+        # close-on-exec: a tool that another thread starts meanwhile must not hold the write
+        # end (this read would wait for that tool to end)
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_DUP2, write_fd, 1), (os.POSIX_SPAWN_DUP2, write_fd, 2)]
+        try:
+            with self._lock:
+                if self._stopping:
+                    raise KeyboardInterrupt
+                pid = runner.spawn_tool(argv, actions, what)
+                self._pids.add(pid)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        try:
+            chunks = []
+            while chunk := os.read(read_fd, 65536):
+                chunks.append(chunk)
+            # Ended, not yet reaped: its pid stays its own until stop() can no longer see it.
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        except BaseException:  # Ctrl-C or SIGTERM in the thread running it: the tool stops
+            self._forget(pid, signal.SIGTERM)
+            raise
+        finally:
+            os.close(read_fd)
+        code = self._forget(pid)
+        out = b"".join(chunks).decode(errors="replace")
+        if self._stopping:
+            raise KeyboardInterrupt
+        if code != 0:
+            status = code if code > 0 else 128 - code
+            raise ToolError(f"{what} failed (exit status {code}): {runner.show(argv)}",
+                            exit_code=status, output=out)
+        return out
+
+    def _forget(self, pid: int, signum: int = 0) -> int:
+        """Reap the tool (after sending it `signum`, if not 0); its exit code."""
+        with self._lock:
+            self._pids.discard(pid)
+            if signum:
+                try:
+                    os.kill(pid, signum)
+                except OSError:
+                    pass
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            for pid in self._pids:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+
+
+def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
+             children: Children | None = None, progress: Progress | None = None) -> list[T]:
+    """job(0) ... job(count-1) on threads, as many at once as `slots` allows; results in order.
+
+    After a failure no further job starts, and the failure of the lowest-numbered job is
+    raised (jobs start in order, so that is the first failure in order over all jobs). On any
+    way out, Ctrl-C and SIGTERM included, the tools still running are stopped and every
+    jobserver token is given back.
+    """
+    if count == 1 and slots.take():  # the implicit slot: one job needs no thread
+        return [_one(job, slots, children, progress)]
+    if slots.note and count > 1:  # only when jobs would wait; once per link
+        if not runner.VERBOSE:  # --verbose says it with slots.why
+            print(slots.note, file=sys.stderr)
+        slots.note = ""
+    results: list = [None] * count
+    errors: dict[int, BaseException] = {}
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def wake(_future: Future) -> None:
+        try:
+            os.write(wake_w, b".")
+        except OSError:  # full (wake-ups pending anyway) or closed
+            pass
+
+    pending: dict[int, Future] = {}
+    nxt = 0
+    pool = ThreadPoolExecutor(max(1, min(slots.limit, count)), thread_name_prefix="offlink-job")
+    try:
+        poller = select.poll()
+        poller.register(wake_r, select.POLLIN)
+        polled_token = False
+        while True:
+            while nxt < count and not errors and slots.take():
+                pending[nxt] = pool.submit(job, nxt)
+                pending[nxt].add_done_callback(wake)
+                nxt += 1
+                if progress:
+                    progress.started()
+            if not pending:
+                break
+            want_token = nxt < count and not errors and slots.waits_for_token()
+            if want_token != polled_token:
+                assert slots.jobserver is not None or not want_token
+                if want_token:
+                    poller.register(slots.jobserver.read_fd, select.POLLIN)  # type: ignore
+                else:
+                    poller.unregister(slots.jobserver.read_fd)  # type: ignore[union-attr]
+                polled_token = want_token
+            poller.poll()
+            try:
+                while os.read(wake_r, 256):
+                    pass
+            except BlockingIOError:
+                pass
+            for i in [i for i, future in pending.items() if future.done()]:
+                future = pending.pop(i)
+                slots.give()
+                exc = future.exception()
+                if exc is not None:
+                    errors[i] = exc
+                else:
+                    results[i] = future.result()
+                if progress:
+                    progress.finished(exc is None)
+    except BaseException:
+        if children is not None:
+            children.stop()
+        raise
+    finally:
+        try:
+            pool.shutdown()  # waits for the jobs started
+        finally:
+            slots.release_all()
+            os.close(wake_r)
+            os.close(wake_w)
+    if errors:
+        raise errors[min(errors)]
+    return results
+
+
+def _one(job: Callable[[int], T], slots: Slots, children: Children | None,
+         progress: Progress | None) -> T:
+    """run_jobs of one job, whose slot is taken, in this thread: no thread, pipe or poll
+    (every `offlink cc` that compiles target code runs one job)."""
+    if progress:
+        progress.started()
+    try:
+        result = job(0)
+    except Exception:
+        if progress:
+            progress.finished(False)
+        raise
+    except BaseException:  # Ctrl-C, SIGTERM: as run_jobs, the tools still running stop
+        if children is not None:
+            children.stop()
+        raise
+    finally:
+        slots.release_all()
+    if progress:
+        progress.finished(True)
+    return result
