@@ -10,7 +10,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
 from . import run as runner
@@ -140,31 +139,40 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
         slots.note = ""
     results: list = [None] * count
     errors: dict[int, BaseException] = {}
+    finished: list[tuple[int, object, BaseException | None]] = []  # (job, result, exception)
+    lock = threading.Lock()
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
-    def wake(_future: Future) -> None:
+    def run(i: int) -> None:
+        try:
+            outcome = (i, job(i), None)
+        except BaseException as e:  # handed to the main thread, which raises it
+            outcome = (i, None, e)
+        with lock:
+            finished.append(outcome)
         try:
             os.write(wake_w, b".")
-        except OSError:  # full (wake-ups pending anyway) or closed
+        except OSError:  # full: wake-ups are pending anyway
             pass
 
-    pending: dict[int, Future] = {}
-    nxt = 0
-    pool = ThreadPoolExecutor(max(1, min(slots.limit, count)), thread_name_prefix="offlink-job")
+    threads: list[threading.Thread] = []
+    running = 0
     try:
         poller = select.poll()
         poller.register(wake_r, select.POLLIN)
         polled_token = False
         while True:
-            while nxt < count and not errors and slots.take():
-                pending[nxt] = pool.submit(job, nxt)
-                pending[nxt].add_done_callback(wake)
-                nxt += 1
+            while len(threads) < count and not errors and slots.take():
+                thread = threading.Thread(target=run, args=(len(threads),),
+                                          name=f"offlink-job_{len(threads)}")
+                threads.append(thread)
+                thread.start()
+                running += 1
                 if progress:
                     progress.started()
-            if not pending:
+            if not running:
                 break
-            want_token = nxt < count and not errors and slots.waits_for_token()
+            want_token = len(threads) < count and not errors and slots.waits_for_token()
             if want_token != polled_token:
                 assert slots.jobserver is not None or not want_token
                 if want_token:
@@ -178,14 +186,16 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
                     pass
             except BlockingIOError:
                 pass
-            for i in [i for i, future in pending.items() if future.done()]:
-                future = pending.pop(i)
+            with lock:
+                ended = finished.copy()
+                finished.clear()
+            for i, result, exc in ended:
+                running -= 1
                 slots.give()
-                exc = future.exception()
                 if exc is not None:
                     errors[i] = exc
                 else:
-                    results[i] = future.result()
+                    results[i] = result
                 if progress:
                     progress.finished(exc is None)
     except BaseException:
@@ -194,7 +204,8 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
         raise
     finally:
         try:
-            pool.shutdown()  # waits for the jobs started
+            for thread in threads:  # the jobs started end (their tools stopped, on an error)
+                thread.join()
         finally:
             slots.release_all()
             os.close(wake_r)
