@@ -122,6 +122,55 @@ class Children:
                     pass
 
 
+Outcome = tuple[int, object, "BaseException | None"]  # a job's number, result, exception
+
+
+class _Ended:
+    """The jobs that ended, handed by their threads to run_jobs's thread, which waits on a
+    pipe they write to for one to end (and on make's pipe, when it waits for a token too)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._outcomes: list[Outcome] = []
+        self._read, self._write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def run(self, job: Callable[[int], object], i: int) -> None:
+        """job(i), in its own thread; its result or exception is kept for run_jobs."""
+        outcome: Outcome
+        try:
+            outcome = (i, job(i), None)
+        except BaseException as e:  # raised by run_jobs's thread
+            outcome = (i, None, e)
+        with self._lock:
+            self._outcomes.append(outcome)
+        try:
+            os.write(self._write, b".")
+        except OSError:  # full: wake-ups are pending anyway
+            pass
+
+    def wait(self, token_fd: int = -1) -> list[Outcome]:
+        """(job, result, exception) of the jobs that ended since the last call, once one has
+        ended or token_fd (when not -1) can be read."""
+        poller = select.poll()
+        poller.register(self._read, select.POLLIN)
+        if token_fd >= 0:
+            poller.register(token_fd, select.POLLIN)
+        poller.poll()
+        try:
+            while os.read(self._read, 256):
+                pass
+        except BlockingIOError:
+            pass
+        with self._lock:
+            outcomes = self._outcomes.copy()
+            self._outcomes.clear()
+        return outcomes
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)
+
+
 def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
              children: Children | None = None, progress: Progress | None = None) -> list[T]:
     """job(0) ... job(count-1) on threads, as many at once as `slots` allows; results in order.
@@ -139,57 +188,24 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
         slots.note = ""
     results: list = [None] * count
     errors: dict[int, BaseException] = {}
-    finished: list[tuple[int, object, BaseException | None]] = []  # (job, result, exception)
-    lock = threading.Lock()
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-
-    def run(i: int) -> None:
-        try:
-            outcome = (i, job(i), None)
-        except BaseException as e:  # handed to the main thread, which raises it
-            outcome = (i, None, e)
-        with lock:
-            finished.append(outcome)
-        try:
-            os.write(wake_w, b".")
-        except OSError:  # full: wake-ups are pending anyway
-            pass
-
+    ended = _Ended()
     threads: list[threading.Thread] = []
     running = 0
     try:
-        poller = select.poll()
-        poller.register(wake_r, select.POLLIN)
-        polled_token = False
         while True:
             while len(threads) < count and not errors and slots.take():
-                thread = threading.Thread(target=run, args=(len(threads),),
-                                          name=f"offlink-job_{len(threads)}")
-                threads.append(thread)
-                thread.start()
+                i = len(threads)
+                threads.append(threading.Thread(target=ended.run, args=(job, i),
+                                                name=f"offlink-job_{i}"))
+                threads[-1].start()
                 running += 1
                 if progress:
                     progress.started()
             if not running:
                 break
             want_token = len(threads) < count and not errors and slots.waits_for_token()
-            if want_token != polled_token:
-                assert slots.jobserver is not None or not want_token
-                if want_token:
-                    poller.register(slots.jobserver.read_fd, select.POLLIN)  # type: ignore
-                else:
-                    poller.unregister(slots.jobserver.read_fd)  # type: ignore[union-attr]
-                polled_token = want_token
-            poller.poll()
-            try:
-                while os.read(wake_r, 256):
-                    pass
-            except BlockingIOError:
-                pass
-            with lock:
-                ended = finished.copy()
-                finished.clear()
-            for i, result, exc in ended:
+            token_fd = slots.jobserver.read_fd if want_token and slots.jobserver else -1
+            for i, result, exc in ended.wait(token_fd):
                 running -= 1
                 slots.give()
                 if exc is not None:
@@ -208,8 +224,7 @@ def run_jobs(count: int, job: Callable[[int], T], slots: Slots, *,
                 thread.join()
         finally:
             slots.release_all()
-            os.close(wake_r)
-            os.close(wake_w)
+            ended.close()
     if errors:
         raise errors[min(errors)]
     return results
