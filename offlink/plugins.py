@@ -21,7 +21,7 @@ from .errors import UsageError
 if TYPE_CHECKING:
     from .cache.store import Cache
     from .elf import ElfFile
-    from .jobserver import Children
+    from .jobs import Children
     from .model import CU, LinkPlan, Offer
 
 # The host machines offlink supports: the host target's triple and the ELF e_machine.

@@ -178,7 +178,7 @@ class Captured:
 def run_here(argv: Sequence[str], what: str) -> None:
     """run(argv, what, capture=False) as `spawn` starts tools: the tool on offlink's own
     stdin, stdout and stderr. As subprocess.run, an exception while waiting (Ctrl-C,
-    SIGTERM: jobserver.stop_on_signals) kills the tool and waits for it before going on; a
+    SIGTERM: jobs.stop_on_signals) kills the tool and waits for it before going on; a
     failure is the same ToolError."""
     if VERBOSE:
         print(f"offlink: {show(argv)}", file=sys.stderr, flush=True)

@@ -212,7 +212,8 @@ def test_meson_dependency(offlink, tmp_path):
 
 def test_unreachable_jobserver_note_is_said_once_and_only_when_jobs_wait(capsys, monkeypatch):
     from offlink import run as runner
-    from offlink.jobserver import run_jobs, slots_for
+    from offlink.jobs import run_jobs
+    from offlink.jobserver import slots_for
 
     monkeypatch.setattr(runner, "VERBOSE", False)
     unreachable = "-j8 --jobserver-auth=998,999"

@@ -36,7 +36,7 @@ def guard(fn: Callable[[], int]) -> int:
         return _report(e)
     except OSError as e:  # the system refused a file operation: not a bug in offlink
         return _report(OfflinkError(_os_error_text(e)))
-    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP during a link (jobserver.py)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP during a link (jobs.py)
         print("offlink: interrupted", file=sys.stderr)
         return 128 + getattr(e, "signum", 2)
     except Exception as e:  # noqa: BLE001 - a bug in offlink: still one line, traceback on request

@@ -20,7 +20,8 @@ from ..cache import native
 from ..cache.keys import hash_from, hash_parts, key_prefix, normalise, uses_debug_info
 from ..cache.store import Cache, Entry
 from ..errors import OfflinkError, ToolError
-from ..jobserver import Children, Slots, run_jobs
+from ..jobs import Children, run_jobs
+from ..jobserver import Slots
 from ..model import CU, Offer
 from ..plugins import CompiledCU, Target
 

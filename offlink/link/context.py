@@ -13,7 +13,8 @@ from types import ModuleType
 from .. import run as runner
 from ..cache.identity import join_early
 from ..cache.store import Cache, in_thread
-from ..jobserver import Slots, slots_for, stop_on_signals
+from ..jobs import stop_on_signals
+from ..jobserver import Slots, slots_for
 from ..plugins import Registration
 from ..toolchains import driver_jobs
 from .options import LinkOptions, target_launcher
