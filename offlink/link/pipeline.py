@@ -106,7 +106,3 @@ def link_as_given(plan: LinkPlan, options: LinkOptions, timer: Timer) -> int:
     if options.time_trace:
         timer.write_trace(options.time_trace, plan.output)
     return 0
-
-
-
-
