@@ -27,7 +27,7 @@ for s in "${samples[@]}"; do
         if [ $side = after ]; then
             # The toolchain's own objects are the before side's (GCC's LTO sections carry a
             # random suffix per compile): only what offlink makes is made again.
-            cp -r "$OUT/before/$s" "$OUT/work/$s/build"
+            cp -rp "$OUT/before/$s" "$OUT/work/$s/build"
             find "$OUT/work/$s/build" -type f ! -name '*.o' ! -name '*.a' ! -name '*.mod' -delete
             if grep -q 'OFFLINK) cc' "samples/$s/Makefile"; then
                 find "$OUT/work/$s/build" -type f -delete
