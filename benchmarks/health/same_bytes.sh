@@ -27,8 +27,11 @@ for s in "${samples[@]}"; do
         if [ $side = after ]; then
             # The toolchain's own objects are the before side's (GCC's LTO sections carry a
             # random suffix per compile): only what offlink makes is made again.
-            cp -rp "$OUT/before/$s" "$OUT/work/$s/build"
+            cp -r "$OUT/before/$s" "$OUT/work/$s/build"
             find "$OUT/work/$s/build" -type f ! -name '*.o' ! -name '*.a' ! -name '*.mod' -delete
+            # all one time, after the sources' (make compiles nothing for an older file)
+            sleep 1
+            find "$OUT/work/$s/build" -type f -exec touch -d "@$(date +%s)" {} +
             if grep -q 'OFFLINK) cc' "samples/$s/Makefile"; then
                 find "$OUT/work/$s/build" -type f -delete
             fi
