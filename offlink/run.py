@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import ToolError
 
-if TYPE_CHECKING:
-    import subprocess
-
 # Tools are started with os.posix_spawnp where offlink waits for them itself (`spawn`): they
 # inherit offlink's file descriptors as a plain build's tools do (make's jobserver among them).
-# subprocess is imported where it is used: `offlink cc`'s warm hit imports this module, and
-# its import budget (tests/test_cc_cache.py) holds no subprocess.
+# subprocess and shlex are imported where they are used, and typing not at all: `offlink cc`'s
+# warm hit imports this module (benchmarks/health/RESULTS.md; its import budget is
+# tests/test_cc_cache.py's).
 
 VERBOSE = settings.flag("OFFLINK_VERBOSE")
 
@@ -29,6 +25,8 @@ def set_verbose(flag: bool) -> None:
 
 
 def show(argv: Sequence[str]) -> str:
+    import shlex
+
     return shlex.join(argv)
 
 
@@ -91,10 +89,10 @@ def exec_tool(argv: Sequence[str]) -> None:
 
 
 def probe(argv: Sequence[str], *, cwd: str | None = None, env: dict | None = None,
-          timeout: float | None = None) -> subprocess.CompletedProcess:
-    """Ask a tool something (`--version`, `-###`): its exit status, output and diagnostics
-    apart, stdin empty, nothing shown with --verbose. Raises OSError where it cannot start,
-    subprocess.TimeoutExpired past `timeout`."""
+          timeout: float | None = None):
+    """Ask a tool something (`--version`, `-###`): a subprocess.CompletedProcess with its exit
+    status, output and diagnostics apart, stdin empty, nothing shown with --verbose. Raises
+    OSError where it cannot start, subprocess.TimeoutExpired past `timeout`."""
     import subprocess
 
     return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, cwd=cwd,
@@ -113,8 +111,9 @@ def version(tool: str) -> bytes:
 
 
 def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None = None,
-        stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a tool; a missing tool or a failure becomes one ToolError naming `what`.
+        stdin: bytes | None = None, env: dict | None = None):
+    """Run a tool (a subprocess.CompletedProcess); a missing tool or a failure becomes one
+    ToolError naming `what`.
 
     With capture, the tool's output is kept and attached to the error (the CLI prints it
     before the one-line error), so a failing compile shows the compiler's own diagnostics.

@@ -4,7 +4,6 @@ CPU, remembered by compiler and CPU so a warm compile starts no driver."""
 from __future__ import annotations
 
 import os
-import shlex
 
 from .. import run as runner
 from .keys import hash_parts
@@ -47,6 +46,8 @@ def driver_command(said: str) -> str | None:
     `-march=znver3 -mavx2 ... --param l1-cache-size=32`, `-target-cpu znver4 -target-feature
     +avx2 ...`), its words joined by NULs, the output name (gcc's is a temporary file) taken
     out; None when there is none."""
+    import shlex  # only where -march=native is asked about: not on the warm hit's way
+
     for line in said.splitlines():
         if not line.startswith(" ") or line.strip() == "(in-process)":
             continue

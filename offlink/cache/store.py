@@ -24,8 +24,8 @@ import struct
 import sys
 import threading
 import time
+from collections import namedtuple
 from collections.abc import Callable
-from typing import NamedTuple
 
 from .. import run as runner
 from .. import settings
@@ -111,11 +111,9 @@ def trusted_root(root: str) -> str:
     return root
 
 
-class Entry(NamedTuple):
-    """An entry's metadata and bytes."""
-
-    meta: dict
-    data: bytes
+# An entry's metadata (a dict) and bytes. collections' named tuple, not typing's: offlink cc's
+# warm hit imports this module and no typing (benchmarks/health/RESULTS.md).
+Entry = namedtuple("Entry", "meta data")
 
 
 class Store:

@@ -13,8 +13,8 @@ import os
 import signal
 import stat
 import sys
-from shlex import join as show
 
+from .. import run as runner
 from .. import settings
 from ..cache.keys import hash_parts
 from ..cache.native import native_expansion
@@ -36,7 +36,7 @@ RESTORED_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 def say(argv: list[str], verbose: bool, prefix: str = "") -> None:
     """--verbose's line for a command offlink runs."""
     if verbose:
-        print(f"offlink: {prefix}{show(argv)}", file=sys.stderr, flush=True)
+        print(f"offlink: {prefix}{runner.show(argv)}", file=sys.stderr, flush=True)
 
 
 class Job:

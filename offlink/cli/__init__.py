@@ -1,45 +1,15 @@
-"""The `offlink` command: `cc` (cc_cmd.py) and `link` read their options by options.py's
-table, the other commands are the typer app's (app.py); each imports its own modules where it
-starts (typer for the app's commands only, the link's stages for a link).
+"""The `offlink` command: `cc` (cc_cmd.py) and `link` (link_cmd.py) read their options by
+options.py's table, the other commands are the typer app's (app.py); each imports its own
+modules where it starts (typer for the app's commands only, the link's stages for a link).
 """
 
 from __future__ import annotations
 
 import gc
-import shlex
 import sys
 import warnings
 
-from ..errors import UsageError
-from .options import parse, set_common, warn_misplaced
 from .report import guard, version_text
-
-
-def cmd_link(argv: list[str]) -> int:
-    opts, rest = parse(argv, "link")
-    warn_misplaced(rest, "link")
-    set_common(opts)
-    jobs_opt = opts.get("--jobs") or ["0"]
-    try:
-        jobs = int(jobs_opt[-1])  # type: ignore[index]
-    except ValueError:
-        raise UsageError(f"--jobs takes a number, not '{jobs_opt[-1]}'") from None
-    from ..link.pipeline import LinkOptions, link
-    from ..toolchains import LINK_OPTIONS
-
-    options = LinkOptions(targets=list(opts.get("--offload-target") or []), jobs=jobs,
-                          save_temps=bool(opts.get("--save-temps")),
-                          dry_run=bool(opts.get("--dry-run")),
-                          timings=bool(opts.get("--timings")),
-                          cache=not opts.get("--no-cache"),
-                          deep_verify=bool(opts.get("--verify-deep")),
-                          toolchain_options={o: True for o in LINK_OPTIONS if opts.get(o)},
-                          offload_options=list(opts.get("--offload-option") or []),
-                          offload_symbols=list(opts.get("--offload-symbol") or []),
-                          offload_symbol_lists=list(opts.get("--offload-symbol-list") or []),
-                          launcher=shlex.split((opts.get("--target-launcher") or [""])[-1]),
-                          time_trace=(opts.get("--time-trace") or [""])[-1])  # type: ignore[index]
-    return link(rest, options)
 
 
 def _one_line_warnings() -> None:
@@ -57,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
         if args[0] == "cc":
             from .cc_cmd import cmd_cc as fn  # the warm path's imports, and no others
         else:
-            fn = cmd_link
+            from .link_cmd import cmd_link as fn
         code = guard(lambda: fn(args[1:]))
         if own:  # what is left is freed by the interpreter's end, not scanned for cycles
             gc.freeze()

@@ -12,7 +12,6 @@ is an error (a typo would otherwise leave a function silently out of the table).
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from collections.abc import Iterable, Sequence
@@ -82,6 +81,7 @@ class Narrowing(NamedTuple):
         missing = sorted(self.exact.difference(names))
         if not missing:
             return
+        import difflib  # the error's hint only: not every link's import
 
         more = f" (nor {len(missing) - 1} more of the names listed)" if len(missing) > 1 else ""
         close = difflib.get_close_matches(missing[0], sorted(names), 1)
