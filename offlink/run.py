@@ -31,8 +31,9 @@ def show(argv: Sequence[str]) -> str:
 
 
 def which(tool: str) -> str | None:
-    """The tool's path as exec would find it: shutil.which's answer, for `offlink cc`'s warm
-    hit (it asks for the compiler's identity, and its import budget holds no shutil)."""
+    """The tool's path as exec would find it: shutil.which's answer, without shutil (with the
+    bz2 and lzma it imports), which `offlink cc`'s warm hit and every link would import for it
+    (benchmarks/health/RESULTS-cache-and-run.md)."""
     if os.sep in tool:
         return tool if os.access(tool, os.X_OK) else None
     path = os.environ.get("PATH")

@@ -7,7 +7,6 @@ One compile per CU per target. A CU's result is its target object and the symbol
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import threading
 import time
@@ -194,9 +193,9 @@ def compile_all(cus: list[CU], target: Target, workdir: str, jobs: int | Slots,
         cu = cus[i]
         with open(src, "wb") as f:
             f.write(cu.payload.code)
-        if shutil.which(argv[0]) is None:
+        if runner.which(argv[0]) is None:
             raise ToolError(f"{what}: target compiler '{argv[0]}' not found")
-        if launcher and shutil.which(launcher[0]) is None:
+        if launcher and runner.which(launcher[0]) is None:
             raise ToolError(f"{what}: target launcher '{launcher[0]}' not found")
         start = time.perf_counter()
         if engine is None:
