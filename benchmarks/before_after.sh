@@ -17,18 +17,7 @@ BEFORE=${1:?usage: benchmarks/before_after.sh BEFORE_REV [AFTER_REV]}
 AFTER=${2:-HEAD}
 PY=${PY:-$PWD/.venv/bin/python}
 OUT=${OUT:-$(mktemp -d /tmp/offlink-before-after-XXXXXX)}
-export TMPDIR=$OUT/tmp
-mkdir -p "$TMPDIR"
-for side in before after; do
-    rev=$([ $side = before ] && echo "$BEFORE" || echo "$AFTER")
-    mkdir -p "$OUT/$side"
-    git archive "$rev" offlink | tar -x -C "$OUT/$side"
-    cp offlink/_ctable*.so "$OUT/$side/offlink/"
-    cp -r offlink/runtime/lib "$OUT/$side/offlink/runtime/"
-    "$PY" -m compileall -q "$OUT/$side"
-done
-OLD="env PYTHONPATH=$OUT/before $PY -m offlink"
-NEW="env PYTHONPATH=$OUT/after $PY -m offlink"
+. benchmarks/exports.sh
 set -x
 uptime
 "$PY" benchmarks/cc_build/bench.py --runs 3 --src "$OUT/after" --before-src "$OUT/before" \

@@ -16,18 +16,7 @@ AFTER=${2:-HEAD}
 RUNS=${RUNS:-7}
 PY=${PY:-$PWD/.venv/bin/python}
 OUT=${OUT:-$(mktemp -d /tmp/offlink-cost-XXXXXX)}
-export TMPDIR=$OUT/tmp
-mkdir -p "$TMPDIR"
-for side in before after; do
-    rev=$([ $side = before ] && echo "$BEFORE" || echo "$AFTER")
-    mkdir -p "$OUT/$side"
-    git archive "$rev" offlink | tar -x -C "$OUT/$side"
-    cp offlink/_ctable*.so "$OUT/$side/offlink/"
-    cp -r offlink/runtime/lib "$OUT/$side/offlink/runtime/"
-    "$PY" -m compileall -q "$OUT/$side"
-done
-OLD="env PYTHONPATH=$OUT/before $PY -m offlink"
-NEW="env PYTHONPATH=$OUT/after $PY -m offlink"
+. benchmarks/exports.sh
 set -x
 uptime
 "$PY" benchmarks/gcc_offload/bench.py --cus 30 --repeat "$RUNS" --offlink "before=$OLD" \
