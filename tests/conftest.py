@@ -141,6 +141,8 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
         "test_lazy_payload_keeps_the_bounds_checks_and_a_stable_key": (),
         "test_normalise_replaces_temporary_paths_in_and_as_words": (),
         "test_object_key_covers_what_the_compile_depends_on": (),
+        "test_a_warm_entry_is_read_without_json": (),
+        "test_entry_metadata_is_read_as_json_loads_reads_it": (),
         "test_parse_size": (),
         "test_remembered_tool_changed_in_place_or_replaced_is_noticed": (),
         "test_runtime_library_key_follows_a_same_size_rewrite_of_the_compiler": (),

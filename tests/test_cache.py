@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -1048,3 +1049,61 @@ def test_a_changed_device_runtime_command_or_offlink_code_misses_the_cache(tmp_p
     assert key() == base
     monkeypatch.setattr(identity, "_CODE", "another offlink")
     assert key() != base
+
+
+def test_entry_metadata_is_read_as_json_loads_reads_it():
+    """Store.decode reads metadata with compact_json.json_value (`offlink cc`'s warm hit imports
+    no json): what json.loads gives, or the error it raises, for metadata as Store.put writes
+    it and for JSON-like text; anything it does not take goes to json.loads."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from offlink.cache.compact_json import json_value
+
+    def same(text: bytes) -> None:
+        try:
+            want = ("value", json.loads(text))
+        except ValueError as e:
+            want = ("error", type(e))
+        try:
+            got = ("value", json_value(text))
+        except ValueError as e:
+            got = ("error", type(e))
+        assert repr(got) == repr(want), text
+
+    leaf = st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False)
+    tree = st.recursive(leaf, lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+                        max_leaves=20)
+
+    @settings(max_examples=300, deadline=None)
+    @given(tree)
+    def written(value):
+        same(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+        same(json.dumps(value, ensure_ascii=False).encode())
+
+    @settings(max_examples=2000, deadline=None)
+    @given(st.text(st.sampled_from(list('{}[],:"\\ubfnrt0123456789-.eEaD /\x00\x7f\u00e9')),
+                   max_size=24))
+    def jsonish(text):
+        same(text.encode())
+
+    written()
+    jsonish()
+
+
+def test_a_warm_entry_is_read_without_json(tmp_path):
+    """The compact reader is what Store.decode uses: an entry written and read back in a fresh
+    interpreter leaves json unimported."""
+    script = (
+        "import sys\n"
+        "from offlink.cache.store import Store\n"
+        f"s = Store({str(tmp_path)!r})\n"
+        "s.put('k' * 64, {'said': 'x\\u00e9', 'n': [1, True, None]}, b'data')\n"
+        "del sys.modules['json']\n"
+        "for m in [m for m in sys.modules if m.startswith('json.')]: del sys.modules[m]\n"
+        "e = s.get('k' * 64)\n"
+        "assert e.meta == {'said': 'x\\u00e9', 'n': [1, True, None]} and e.data == b'data', e\n"
+        "print('json' in sys.modules)\n")
+    out = run([sys.executable, "-c", script],
+              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert out.stdout.strip() == "False"

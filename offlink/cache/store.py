@@ -18,7 +18,6 @@ identity, and the tools' identities are remembered in its folder.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import sys
@@ -31,6 +30,7 @@ from .. import run as runner
 from .. import settings
 from ..digest import sha256
 from ..errors import UsageError
+from .compact_json import json_value
 from .identity import ToolIdentity
 from .keys import key as entry_key
 
@@ -169,13 +169,15 @@ class Store:
         if sha256(body).digest() != digest:
             return None
         try:
-            meta = json.loads(bytes(body[:meta_size]))
+            meta = json_value(bytes(body[:meta_size]))
         except ValueError:
             return None
         return Entry(meta, bytes(body[meta_size:]))
 
     def put(self, key: str, meta: dict, data: bytes) -> None:
         """Store an entry; a cache that cannot be written is skipped, never an error."""
+        import json  # not on the warm hit's way, which reads entries (compact_json.py)
+
         meta_bytes = json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
         digest = sha256(meta_bytes + data).digest()
         blob = _HEADER.pack(MAGIC, len(meta_bytes), len(data), digest) + meta_bytes + data
