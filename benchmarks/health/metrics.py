@@ -15,9 +15,10 @@ import ast
 import sys
 from pathlib import Path
 
-# What names a toolchain in code is test_layout's rule, read from the checkout's own tests.
+# What names a toolchain in code, and what an import circle is, are test_layout's rules, read
+# from the checkout's own tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from test_layout import toolchain_words  # noqa: E402
+from test_layout import circles, toolchain_words  # noqa: E402
 
 PRIVATE_MODULES = {"_signal", "_thread", "_sha2", "_sha256", "_posixsubprocess", "_io",
                    "_json", "_weakref", "_collections", "_functools", "_operator", "_stat",
@@ -103,42 +104,6 @@ def imported(name: str, path: Path, tree: ast.AST, known: set[str]) -> set[str]:
                 continue
             for a in node.names:  # `from . import x` imports the module x, not the package
                 out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod)
-    return out
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out = []
-    sys.setrecursionlimit(10000)
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in list(graph):
-        if v not in index:
-            visit(v)
     return out
 
 
