@@ -18,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from .. import settings
+from .. import __version__, settings
+from .. import run as runner
+from ..cache.keys import file_stamp
+from ..cache.store import default_dir, make_dirs, trusted_root, write_atomic
 from ..errors import ToolError
 from . import recipe
 from .recipe import CFLAGS, LIBRARY, SEAL
@@ -54,8 +56,6 @@ def prebuilt_library() -> Path | None:
 def cache_dir() -> Path:
     """offlink's cache folder, shared with the link cache (`runtime/` beside `objects/`),
     created 0700 if missing and refused when others could plant a library there."""
-    from ..cache.store import default_dir, trusted_root
-
     root = default_dir()
     try:
         return Path(trusted_root(root))
@@ -74,13 +74,11 @@ def _key(cc: list[str], ar: str) -> str:
     mtime and ctime): no subprocess and no read, so a cache hit stays cheap (`offlink config
     --libs` runs in every build).
     """
-    from ..cache.keys import file_stamp
-
     h = hashlib.sha256()
     h.update(recipe.sources_hash(RUNTIME_DIR).encode())
     h.update(" ".join([*cc, *CFLAGS, ar]).encode())
     for tool in (cc[0], ar):
-        found = shutil.which(tool)
+        found = runner.which(tool)
         if found:
             real = os.path.realpath(found)
             st = os.stat(real)
@@ -89,8 +87,6 @@ def _key(cc: list[str], ar: str) -> str:
 
 
 def _run(argv: list[str]) -> None:
-    from .. import run as runner
-
     runner.run(argv, "building the offlink runtime")
 
 
@@ -125,9 +121,6 @@ def runtime_library() -> Path:
     target = cache_dir() / "runtime" / _key(cc, ar) / LIBRARY
     if _intact(target):
         return target
-    from .. import run as runner
-    from ..cache.store import make_dirs, write_atomic
-
     if runner.VERBOSE and target.exists():
         print(f"offlink: {target} does not match its seal; rebuilding it", file=sys.stderr)
     try:
@@ -161,9 +154,6 @@ def _config_dir(sub: str) -> Path:
     library = runtime_library()
     if library.parent == PREBUILT_DIR:
         return PREBUILT_DIR / sub
-    from .. import __version__
-    from ..cache.store import write_atomic
-
     include = str(RUNTIME_DIR)
     files = recipe.config_files(__version__, include, str(library), include, str(library),
                                 RUNTIME_DIR / "config")
