@@ -33,6 +33,11 @@ def _groups(targets: list) -> dict[str, list[int]]:
     return groups
 
 
+def _asked(reg: Registration, toolchain_options: Mapping[str, object]) -> bool:
+    """Whether the link's own option for `reg` (Registration.option) was given."""
+    return bool(reg.option and toolchain_options.get(reg.option))
+
+
 def start(plan: LinkPlan, targets: list[Target], workdir: str,
           cache: Cache | None = None) -> list[Registration]:
     """Start, beside the device links, what the registrations of `targets` (one image per
@@ -78,7 +83,7 @@ def host_steps(plan: LinkPlan, images: list[Image], workdir: str, cache: Cache |
     out = []
     for name in dict.fromkeys(names):
         reg = registration(name)
-        asked = bool(reg.option and toolchain_options.get(reg.option))
+        asked = _asked(reg, toolchain_options)
         if reg.relinks and reg.enabled(asked):
             step = reg.host_step(plan, images, workdir, cache, asked)
             if step is not None:
@@ -93,6 +98,6 @@ def dry_run_objects(targets: list[Target], workdir: str,
     out = []
     for name in _groups(targets):
         reg = registration(name)
-        if reg.enabled(bool(reg.option and toolchain_options.get(reg.option))):
+        if reg.enabled(_asked(reg, toolchain_options)):
             out.append(os.path.join(workdir, f"offlink-{name}-register.o"))
     return out
