@@ -35,6 +35,27 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+CHROOTS = ROOT / ".ci" / "chroots"
+
+
+def chroot(name: str) -> Path:
+    """The chroot `tests/chroots/make.sh` built for `name` (trixie: GCC 14; sid: GCC 15, 16 and
+    clang-23), or skip (fail under CI=true) where it is not there."""
+    folder = CHROOTS / name
+    return need_tool(folder if (folder / ".offlink-ready").exists() else None,
+                     f"the {name} chroot is not built (tests/chroots/make.sh .ci/chroots {name})")
+
+
+def in_chroot(name: str, command: list[str], cwd: Path | str | None = None,
+              **kwargs) -> subprocess.CompletedProcess:
+    """`command` run inside chroot `name` (tests/chroots/run.sh: /work, /tmp and the checkout
+    at the same paths, `offlink` on PATH runs this checkout with the chroot's Python)."""
+    kwargs.setdefault("capture_output", True)
+    kwargs.setdefault("text", True)
+    return subprocess.run([str(ROOT / "tests" / "chroots" / "run.sh"), str(chroot(name)),
+                           *command], cwd=cwd, **kwargs)
+
+
 def need_tool(found, reason: str):
     """`found` (a path, a command, True) when it is there; else skip the test with the reason,
     or fail it under CI=true: .ci/run installs every tool a test asks for here, so a skip
@@ -73,12 +94,13 @@ def pytest_runtest_setup(item) -> None:
 # `make venv` builds; one that needs nothing more is a unit test, marked `unit` here, and
 # `make test-fast` runs those alone. The markers are registered in pyproject.toml.
 TOOLCHAIN_MARKERS = ("gcc_offload", "clang19", "clang22", "flang", "cuda", "other_tools", "suite",
-                     "real_projects")
+                     "real_projects", "chroots")
 # `host`: the host's compilers, binutils and make alone; `slow`: nothing more, but seconds
 NEED_MARKERS = ("host", "slow", *TOOLCHAIN_MARKERS)
 
 # A need_tool, needs_tool or skipif reason names its tool: the markers it means (every match).
 REASON_MARKERS = [
+    (r"chroot|gcc-1[3-6]|GCC 1[3-6]|clang-23|LLVM 23", "chroots"),
     (r"offload tests are not|libgomp tests are not", "suite"),
     (r"flang", "flang"),
     (r"clang-22|LLVM 22|liboffload-22", "clang22"),

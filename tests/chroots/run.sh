@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run a command inside one of the chroots tests/chroots/make.sh builds, as if on that system:
+#   tests/chroots/run.sh CHROOT_DIR COMMAND...
+# /work, /tmp, /dev and /proc are the host's (bind mounts in a private mount namespace, gone
+# when the command ends), so paths are the same inside and out; the working directory is kept.
+# offlink runs from the checkout this script is in, with the chroot's Python 3.13 and the
+# dependencies make.sh installed (/opt/offlink-venv): `offlink` and `python3` on PATH are those.
+set -euo pipefail
+root=$(realpath "$1"); shift
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+[ -f "$root/.offlink-ready" ] || { echo "tests/chroots/run.sh: $root is not ready (tests/chroots/make.sh)" >&2; exit 2; }
+exec unshare --mount --propagation private bash -c '
+  set -e
+  root=$1 repo=$2 cwd=$3; shift 3
+  for d in /work /tmp /dev; do mkdir -p "$root$d"; mount --rbind "$d" "$root$d"; done
+  mount -t proc proc "$root/proc"
+  mkdir -p "$root/opt/offlink-bin"
+  printf "#!/bin/sh\nexec /opt/offlink-venv/bin/python -m offlink \"\$@\"\n" > "$root/opt/offlink-bin/offlink"
+  chmod +x "$root/opt/offlink-bin/offlink"
+  exec chroot "$root" /usr/bin/env -C "$cwd" \
+    PATH=/opt/offlink-bin:/opt/offlink-venv/bin:/usr/local/bin:/usr/bin:/bin \
+    PYTHONPATH="$repo" HOME=/tmp LANG=C.UTF-8 TMPDIR=/tmp "$@"
+' _ "$root" "$repo" "$PWD" "$@"
