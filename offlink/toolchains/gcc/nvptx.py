@@ -37,7 +37,34 @@ if TYPE_CHECKING:
 NAME = gcc.TARGET
 DEFAULT_ISA = "-misa=sm_80"  # GCC 12's default (sm_30) is refused by CUDA 12+'s ptxas
 MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
+# GCC 13+: lto1 writes the CU's `omp requires` mask (4 bytes) to the file this names, and is
+# fatal without it (lto-cgraph.cc, input_offload_tables); mkoffload sets it per link.
+REQUIRES_FILE = "GCC_OFFLOAD_OMP_REQUIRES_FILE"
+# The mask, kept at the end of the CU's object (a PTX comment), so that a cached object
+# carries it: the registration reads every CU's from the image (gomp.py, cu_masks).
+REQUIRES_LINE = "// offlink: omp_requires {:#x}\n"
+_REQUIRES_LINE = re.compile(rb"// offlink: omp_requires (0x[0-9a-f]+)\n")
+# Host libraries a release's driver names for the device (-foffload-options=-l_GCC_m, added
+# by g++ and gfortran), turned into the device's own as its mkoffload turns them.
+GCC_LIBRARIES = {"14": ("gfortran", "m"), "15": ("gfortran", "m", "stdc++"),
+                 "16": ("gfortran", "m", "stdc++")}
 
+
+def release(cu) -> int:
+    """The GCC release of a CU (its accel compiler's), 12 where it does not say."""
+    found = gcc.release_of(cu)
+    return int(found) if found else 12
+
+
+def cu_masks(image: bytes, count: int) -> list[int | None]:
+    """The `omp requires` mask of each of the first `count` PTX files of an image (one per
+    CU, in link order), None for a file without one (GCC 12's)."""
+    parts = image.split(b"\0", count)[:count]
+    out: list[int | None] = []
+    for part in parts:
+        m = _REQUIRES_LINE.search(part)
+        out.append(int(m.group(1), 16) if m else None)
+    return out
 
 class GccNvptxTarget(Target):
     name = NAME
@@ -84,13 +111,16 @@ class GccNvptxTarget(Target):
                                 f"compiler '{compiler}' not found (install {package} and "
                                 f"nvptx-tools)")
         driver = compile_driver(cu)
+        # GCC 13+'s lto1 writes the CU's `requires` mask where REQUIRES_FILE says (through
+        # env: the compiles of a link run in parallel, each with its own file)
+        env = ["env", f"{REQUIRES_FILE}={output}.omp_requires"] if release(cu) >= 13 else []
         steps = accel_steps(tuple(driver))
         if steps is None:
-            return [*driver, "-c", source, "-o", output]
+            return [*env, *driver, "-c", source, "-o", output]
         # lto1 itself, without the driver between: it writes the PTX beside the object, and
         # offers() assembles it (the driver's second step).
-        return [source if w == STEP_IN else output + ".s" if w == STEP_ASM else w
-                for w in steps[0]]
+        return [*env, *(source if w == STEP_IN else output + ".s" if w == STEP_ASM else w
+                        for w in steps[0])]
 
     def identity_tool(self, cu, argv):
         # The driver names lto1 and nvptx-as and comes in the same package as lto1; hashing
@@ -109,6 +139,8 @@ class GccNvptxTarget(Target):
         in prepare_image, for cached objects too)."""
         if os.path.exists(obj_path + ".s"):  # lto1 ran alone (compile_argv): assemble
             assemble(cu, obj_path + ".s", obj_path)
+        if release(cu) >= 13:
+            keep_mask(cu, obj_path)
         entries, ptx = self._pair(cu, obj_path)
         renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
         if renames:
@@ -125,8 +157,11 @@ class GccNvptxTarget(Target):
     def image_argv(self, plan, compiled, output):
         cus: list[tuple[str, str, list[gcc.Entry]]] = []
         link_opts: list[str] = []
+        libraries = GCC_LIBRARIES.get(str(release(compiled[0].cu)), ()) if compiled else ()
         for c in compiled:
             for o in c.cu.payload.options:
+                if o.startswith("-l_GCC_") and o[7:] in libraries:
+                    o = "-l" + o[7:]  # as the release's mkoffload turns it
                 if o.startswith(("-l", "-L")) and o not in link_opts:
                     link_opts.append(o)
             # From the offers (cached ones too): a relink reads no CU's PTX to find its image.
@@ -227,6 +262,7 @@ class GccNvptxTarget(Target):
         return gcc.ptx_definitions(image)
 
     def for_inputs(self, cus, plan=None):
+        self.release = str(release(cus[0])) if cus else "12"  # one per link (dialect.select)
         # GCC 12's mkoffload builds an image for OpenMP or for OpenACC, never both: the merged
         # options of a program with both say neither ("either '-fopenacc' or '-fopenmp' must
         # be set"), and its compile of each differs (-mgomp and its multilib for OpenMP only).
@@ -278,6 +314,21 @@ def symbol_lines(ptx: bytes) -> bytes:
     """The lines of an object nvptx-none-ld reads for its symbols, each with the newline
     before it, in order."""
     return b"".join(_GLOBAL_LINE.findall(ptx))
+
+
+def keep_mask(cu, obj_path: str) -> None:
+    """The CU's `requires` mask, which lto1 wrote beside its object, appended to the object
+    (REQUIRES_LINE); an error naming the CU where lto1 wrote none."""
+    try:
+        with open(obj_path + ".omp_requires", "rb") as f:
+            raw = f.read()
+    except OSError:
+        raw = b""
+    if len(raw) != 4:
+        raise ToolError(f"target compile of {cu.label} for {NAME}: the accel compiler wrote "
+                        f"no `omp requires` mask ({REQUIRES_FILE})")
+    with open(obj_path, "a", encoding="ascii") as f:
+        f.write(REQUIRES_LINE.format(int.from_bytes(raw, "little")))
 
 
 def _read_bytes(path: str) -> bytes:
@@ -375,8 +426,10 @@ def compile_driver(cu) -> list[str]:
     """The accel compiler's driver command for one CU, up to `-c IN -o OUT`."""
     compile_opts = [o for o in cu.payload.options if not o.startswith(("-l", "-L"))]
     # -mgomp (OpenMP's multilib) for OpenMP only: lto1 refuses it with -fopenacc, and
-    # mkoffload leaves it out there.
+    # mkoffload leaves it out there. GCC 15+'s mkoffload adds -mfake-exceptions always.
     gomp = [] if gcc.is_openacc(cu.payload.options) else ["-mgomp"]
+    if release(cu) >= 15:
+        gomp.append("-mfake-exceptions")
     # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
     return [cu.payload.compiler, "-xlto", "-m64", *gomp, DEFAULT_ISA, *compile_opts,
             "-Wa,--no-verify"]
