@@ -349,6 +349,17 @@ def driver_adds_crt(driver: str, args: list[str]) -> bool:
     return any(live.values())
 
 
+def c_driver(driver: str) -> str:
+    """The C compiler of a link by `driver`: the driver itself, the gcc beside a g++ or
+    gfortran (`g++-14` -> `gcc-14`: the registration is C), else cc."""
+    folder, name = os.path.split(driver)
+    if "g++" in name or "gfortran" in name:
+        return os.path.join(folder, name.replace("g++", "gcc").replace("gfortran", "gcc"))
+    if "gcc" in name or "clang" in name or name in ("cc", "c++"):
+        return driver
+    return "cc"
+
+
 class _Driver:
     """What omptarget.compile_c reads of a link plan: the driver that compiles the C file."""
 
@@ -416,9 +427,7 @@ class Registration(plugins.HostStep):
         if release not in LAYOUTS:
             raise UsageError(f"offlink writes the libgomp registration of GCC "
                              f"{', '.join(LAYOUTS)}; these objects are GCC {release}'s")
-        driver = os.path.basename(plan.driver)
-        compiler = plan.driver if ("gcc" in driver or "clang" in driver
-                                   or driver in ("cc", "c++", "g++")) else "cc"
+        compiler = c_driver(plan.driver)
         version = runner.run([compiler, "-dumpversion"], f"{compiler} -dumpversion")
         major = version.stdout.decode().strip().split(".")[0]
         if major != release:

@@ -44,10 +44,29 @@ REQUIRES_FILE = "GCC_OFFLOAD_OMP_REQUIRES_FILE"
 # carries it: the registration reads every CU's from the image (gomp.py, cu_masks).
 REQUIRES_LINE = "// offlink: omp_requires {:#x}\n"
 _REQUIRES_LINE = re.compile(rb"// offlink: omp_requires (0x[0-9a-f]+)\n")
-# Host libraries a release's driver names for the device (-foffload-options=-l_GCC_m, added
-# by g++ and gfortran), turned into the device's own as its mkoffload turns them.
+# GCC 14+: the host libraries of a link that have device versions, which the driver hands
+# mkoffload as `-l_GCC_NAME` and mkoffload links as `-lNAME` (gcc.cc; nvptx/mkoffload.cc):
+# those the link line names and those g++ and gfortran add (GCC 14's g++: -lm; 15+: -lstdc++
+# -lm; gfortran: -lgfortran -lm), checked under -save-temps in each release.
 GCC_LIBRARIES = {"14": ("gfortran", "m"), "15": ("gfortran", "m", "stdc++"),
                  "16": ("gfortran", "m", "stdc++")}
+
+
+def device_libraries(plan, release: str) -> list[str]:
+    """The `-lNAME` words GCC `release`'s offload link adds to its device link (GCC_LIBRARIES),
+    in the order its driver passes them: the link line's, then those its driver adds."""
+    libs = GCC_LIBRARIES.get(release, ())
+    if not libs or plan is None:
+        return []
+    args = list(plan.base_args)
+    out = [a for a in args if a.startswith("-l") and a[2:] in libs]
+    name = os.path.basename(plan.driver)
+    if not any(a in ("-nostdlib", "-nodefaultlibs") for a in args):
+        if "g++" in name:
+            out += [f"-l{n}" for n in ("stdc++", "m") if n in libs]
+        elif "gfortran" in name:
+            out += ["-lgfortran", "-lm"]
+    return list(dict.fromkeys(out))
 
 
 def release(cu) -> int:
@@ -157,11 +176,8 @@ class GccNvptxTarget(Target):
     def image_argv(self, plan, compiled, output):
         cus: list[tuple[str, str, list[gcc.Entry]]] = []
         link_opts: list[str] = []
-        libraries = GCC_LIBRARIES.get(str(release(compiled[0].cu)), ()) if compiled else ()
         for c in compiled:
             for o in c.cu.payload.options:
-                if o.startswith("-l_GCC_") and o[7:] in libraries:
-                    o = "-l" + o[7:]  # as the release's mkoffload turns it
                 if o.startswith(("-l", "-L")) and o not in link_opts:
                     link_opts.append(o)
             # From the offers (cached ones too): a relink reads no CU's PTX to find its image.
@@ -172,6 +188,9 @@ class GccNvptxTarget(Target):
                 entries = self._pair(c.cu, c.object_path)[0]
             if entries is not None:
                 cus.append((c.cu.label, c.cu.payload.source, entries))
+        if compiled:
+            link_opts += [o for o in device_libraries(plan, str(release(compiled[0].cu)))
+                          if o not in link_opts]
         self._links[output] = cus
         lib = _library_dir(tuple(compile_driver(compiled[0].cu))) if compiled else ""
         # OpenMP's libraries come from the -mgomp multilib first; OpenACC's from the folder
