@@ -34,32 +34,58 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ROOT / ".ci" / "gcc-12-src" / "libgomp" / "testsuite"
 SHIM_SOURCE = ROOT / "tests" / "gcc_offload" / "gomp_shim.c"
-OFFLINK = os.environ.get("OFFLINK", str(ROOT / ".venv" / "bin" / "offlink"))
-GFORTRAN = shutil.which("gfortran-12") or shutil.which("gfortran") or "gfortran-12"
-GXX = shutil.which("g++-12") or shutil.which("g++") or "g++"
-GCC = shutil.which("gcc-12") or shutil.which("gcc") or "gcc"
 OACC_HOST = ["-DACC_DEVICE_TYPE_host=1", "-DACC_MEM_SHARED=1"]
 # Link words of a directory's .exp (lang_link_flags): libgfortran on the host and the device.
 LINK_WORDS = {"libgomp.fortran": ["-lgfortran", "-foffload=-lgfortran"],
               "libgomp.oacc-fortran": ["-lgfortran", "-foffload=-lgfortran"]}
-# directory -> (driver, model words, the file names it runs)
-DIRS = {
-    "libgomp.c": (GCC, ["-fopenmp"], (".c",)),
-    "libgomp.c-c++-common": (GCC, ["-fopenmp"], (".c",)),
-    "libgomp.c++": (GXX, ["-fopenmp"], (".C",)),
-    "libgomp.fortran": (GFORTRAN, ["-fopenmp"], (".f90", ".f", ".F90", ".F", ".f95", ".f03")),
-    "libgomp.oacc-c": (GCC, ["-fopenacc", *OACC_HOST], (".c",)),
-    "libgomp.oacc-c-c++-common": (GCC, ["-fopenacc", *OACC_HOST], (".c",)),
-    "libgomp.oacc-c++": (GXX, ["-fopenacc", *OACC_HOST], (".C",)),
-    "libgomp.oacc-fortran": (GFORTRAN, ["-fopenacc", *OACC_HOST],
-                             (".f90", ".f", ".F90", ".F", ".f95")),
-}
+# Where each release's tests run: GCC 12 on this machine, the later ones in the chroot that
+# ships them (tests/chroots/make.sh), this script run there by tests/chroots/run.sh.
+CHROOT = {12: None, 13: "trixie", 14: "trixie", 15: "sid", 16: "sid"}
+
+
+def _default_offlink() -> str:
+    """OFFLINK, else this checkout's venv's offlink, else the `offlink` on PATH (in a chroot,
+    where the host venv's Python is not there, tests/chroots/run.sh puts one on PATH)."""
+    venv_python = ROOT / ".venv" / "bin" / "python"
+    if os.environ.get("OFFLINK"):
+        return os.environ["OFFLINK"]
+    if venv_python.exists():  # the link's target (the host's python3.11) exists
+        return str(ROOT / ".venv" / "bin" / "offlink")
+    return shutil.which("offlink") or "offlink"
+
+
+OFFLINK = _default_offlink()
+
+
+def use_release(release: int) -> None:
+    """Set the suite's folder and its drivers to GCC `release`'s (gcc-N, g++-N, gfortran-N)."""
+    global RELEASE, SUITE, GCC, GXX, GFORTRAN, DIRS
+    RELEASE = release
+    SUITE = ROOT / ".ci" / f"gcc-{release}-src" / "libgomp" / "testsuite"
+    GFORTRAN = shutil.which(f"gfortran-{release}") or f"gfortran-{release}"
+    GXX = shutil.which(f"g++-{release}") or f"g++-{release}"
+    GCC = shutil.which(f"gcc-{release}") or f"gcc-{release}"
+    # directory -> (driver, model words, the file names it runs)
+    DIRS = {
+        "libgomp.c": (GCC, ["-fopenmp"], (".c",)),
+        "libgomp.c-c++-common": (GCC, ["-fopenmp"], (".c",)),
+        "libgomp.c++": (GXX, ["-fopenmp"], (".C",)),
+        "libgomp.fortran": (GFORTRAN, ["-fopenmp"], (".f90", ".f", ".F90", ".F", ".f95", ".f03")),
+        "libgomp.oacc-c": (GCC, ["-fopenacc", *OACC_HOST], (".c",)),
+        "libgomp.oacc-c-c++-common": (GCC, ["-fopenacc", *OACC_HOST], (".c",)),
+        "libgomp.oacc-c++": (GXX, ["-fopenacc", *OACC_HOST], (".C",)),
+        "libgomp.oacc-fortran": (GFORTRAN, ["-fopenacc", *OACC_HOST],
+                                 (".f90", ".f", ".F90", ".F", ".f95")),
+    }
+
+
+RELEASE = 12
+use_release(12)
 OFFLOAD = ["-foffload=nvptx-none"]
 GCC_ISA = ["-foffload-options=nvptx-none=-misa=sm_80"]  # CUDA 12+'s ptxas refuses sm_30
 NEEDS_DEVICE = re.compile(r"offload_device|openacc_cu|openacc_nvidia|openacc_radeon|"
-                          r"offload_target_amdgcn")
+                          r"offload_target_amdgcn|openacc_lib|gomp_lib|gomp_hip")
 _DG = re.compile(r"\{\s*(dg-[\w-]+)\s*(.*?)\}\s*(?:\*/|$)", re.M)
 # Effective targets and triplets that hold here, as libgomp.exp's checks find them for an nvptx
 # offload compiler on x86_64 with no device (OpenACC then runs on the host device).
@@ -76,8 +102,9 @@ ENV = {**os.environ, "GOMP_SPINCOUNT": "1000", "OMP_WAIT_POLICY": "passive"}
 _QUALIFIER = re.compile(r"\$(?:[A-Za-z0-9_]+\$[0-9a-f]{8}|lto_priv\$\d+)$")
 
 
-def find_tests(suite: Path = SUITE) -> list[str]:
+def find_tests(suite: Path | None = None) -> list[str]:
     """Every test, the directories interleaved (a run cut short has tried each alike)."""
+    suite = suite or SUITE
     per_dir = []
     for d, (_, _, suffixes) in DIRS.items():
         per_dir.append([str(p.relative_to(suite)) for p in sorted((suite / d).rglob("*"))
@@ -125,7 +152,8 @@ def _quoted(rest: str) -> tuple[str, str]:
 
 
 class Plan:
-    def __init__(self, name: str, suite: Path = SUITE):
+    def __init__(self, name: str, suite: Path | None = None):
+        suite = suite or SUITE
         self.name = name
         self.path = suite / name
         directory = name.split("/", 1)[0]
@@ -138,6 +166,7 @@ class Plan:
         self.sources = [self.path]
         self.excluded = ""
         self.shouldfail = False
+        self.env: dict[str, str] = {}
         for dg, rest in directives(self.path.read_text(errors="replace")):
             arg, selector = _quoted(rest)
             if dg == "dg-do":
@@ -154,6 +183,10 @@ class Plan:
                 self.sources += [self.path.parent / s for s in arg.split()]
             elif dg == "dg-require-effective-target" and NEEDS_DEVICE.search(arg):
                 self.excluded = self.excluded or f"needs {arg} (no GPU here)"
+            elif dg == "dg-set-target-env-var":  # the environment its run gets
+                name_value = rest.split(None, 1)
+                if len(name_value) == 2:
+                    self.env[name_value[0]] = name_value[1].strip().strip('"')
             elif dg == "dg-shouldfail":
                 self.shouldfail = True
         if self.what not in ("run", "link"):
@@ -191,7 +224,8 @@ def registered(log: Path) -> list[tuple]:
     return [(kind, head, tuple(f), tuple(v)) for kind, head, f, v in out]
 
 
-def run_test(name: str, shim: str, keep: Path | None = None, suite: Path = SUITE) -> tuple:
+def run_test(name: str, shim: str, keep: Path | None = None,
+             suite: Path | None = None) -> tuple:
     """(outcome, detail): outcome is "same", "differ" or "excluded"."""
     plan = Plan(name, suite)
     if plan.excluded:
@@ -206,7 +240,8 @@ def run_test(name: str, shim: str, keep: Path | None = None, suite: Path = SUITE
                         [plan.driver, *plan.options, *OFFLOAD, "-c", src, "-o", obj,
                          f"-I{src.parent}", "-w"], work)
             if proc.returncode != 0:
-                return "excluded", f"GCC 12 does not compile it here: {_first_error(proc)}"
+                return "excluded", f"GCC {RELEASE} does not compile it here: " \
+                                   f"{_first_error(proc)}"
             objects.append(obj)
         link = [*plan.options, *OFFLOAD, *objects, *LINK_WORDS.get(name.split("/")[0], []),
                 "-lm"]
@@ -232,14 +267,15 @@ def run_test(name: str, shim: str, keep: Path | None = None, suite: Path = SUITE
         results = []
         for d in ("gcc", "offlink"):
             log = work / f"{d}.log"
-            proc = _run(["./a.out"], work / d, {**ENV, "LD_PRELOAD": shim,
+            proc = _run(["./a.out"], work / d, {**ENV, **plan.env, "LD_PRELOAD": shim,
                                                  "GOMP_SHIM_LOG": str(log)}, RUN_TIMEOUT)
             results.append((proc.returncode, proc.stdout, proc.stderr, registered(log)))
         (rc, out, err, reg), (rc2, out2, err2, reg2) = results
         if (rc, out, err) != (rc2, out2, err2):
             # Threads' timing shows in some outputs: run each build again; a build whose
             # runs differ among themselves, or meet the other's, says nothing about the link.
-            runs = {d: [_run(["./a.out"], work / d, {**ENV, "LD_PRELOAD": shim}, RUN_TIMEOUT)
+            runs = {d: [_run(["./a.out"], work / d, {**ENV, **plan.env, "LD_PRELOAD": shim},
+                             RUN_TIMEOUT)
                         for _ in range(3)] for d in ("gcc", "offlink")}
             seen = {d: {(p.returncode, p.stdout, p.stderr) for p in runs[d]}
                     for d in runs}
@@ -261,7 +297,7 @@ def run_test(name: str, shim: str, keep: Path | None = None, suite: Path = SUITE
 
 def build_shim(where: Path) -> str:
     out = where / "gomp_shim.so"
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(SHIM_SOURCE), "-o", str(out)],
+    subprocess.run([GCC, "-O2", "-shared", "-fPIC", str(SHIM_SOURCE), "-o", str(out)],
                    check=True)
     return str(out)
 
@@ -277,7 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--subset", type=Path)
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--release", type=int, default=12, choices=sorted(CHROOT),
+                    help="the GCC release whose suite and drivers are used (13-16: run this "
+                         "script in its chroot, tests/chroots/run.sh)")
     args = ap.parse_args(argv)
+    use_release(args.release)
     if not SUITE.is_dir():
         print(f"offlink: error: no tests in {SUITE} (tests/libgomp_suite/fetch.sh)",
               file=sys.stderr)
