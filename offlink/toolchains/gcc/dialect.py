@@ -260,9 +260,8 @@ def _major_of(comment: bytes) -> str | None:
 
 
 # The GCC releases whose offload objects offlink links, each with its libgomp registration
-# (gomp.py, LAYOUTS): GCC 13 writes GOMP_VERSION 2, a layout of its own that no test here has
-# seen (Debian 13 carries gcc-13-offload-nvptx, not installed in the chroots), so it is refused.
-RELEASES = (12, 14, 15, 16)
+# (gomp.py, LAYOUTS), each checked against its own link (tests/test_gcc_later.py).
+RELEASES = (12, 13, 14, 15, 16)
 LTO_MAJOR = 12  # the release of this machine's own GCC (Debian 12)
 _LTO_SECTION = OPTS_SECTION[:-len("opts")] + "lto."  # `.gnu.offload_lto_.lto.<id>`
 
@@ -283,7 +282,8 @@ def check_version(elf: ElfFile, origin: str) -> str | None:
     """The GCC release that wrote the object (its LTO bytecode's major: lto1 reads one
     major's bytecode only), or None where the object does not say; a release offlink does
     not link is refused in one line naming it and those it links (each release registers
-    with libgomp in its own layout: GCC 13's GOMP_VERSION 2 is not GCC 14's 3)."""
+    with libgomp in its own layout: GCC 13's GOMP_VERSION 2 is not GCC 14's 3, and a layout
+    offlink has not seen is never guessed)."""
     version = lto_version(elf)
     if version is None:
         return gcc_major(elf)
@@ -291,10 +291,8 @@ def check_version(elf: ElfFile, origin: str) -> str | None:
         return str(version[0])
     made = gcc_major(elf) or str(version[0])
     known = ", ".join(map(str, RELEASES))
-    why = (" (GCC 13's registration, GOMP_VERSION 2, is a layout of its own that offlink "
-           "has not checked)" if version[0] == 13 else "")
     raise LinkError(f"{origin}: a GCC {made} offload object (LTO bytecode {version[0]}."
-                    f"{version[1]}); offlink links those of GCC {known}{why}: compile it with "
+                    f"{version[1]}); offlink links those of GCC {known}: compile it with "
                     f"one of them, or link it with GCC {made}'s own link")
 
 

@@ -5,26 +5,36 @@ the registration out; `--gomp-register`, once the way to ask for it, is accepted
 nothing).
 
 Unverified on a real GPU. Per link, one generated C file (compiled by the host compiler, byte
-for byte the same for the same names and PTX file sizes) holds what GCC 12's mkoffload writes:
+for byte the same for the same names and PTX file sizes) holds what the objects' GCC release's
+mkoffload writes (LAYOUTS, checked against each release's own link under -save-temps):
 the PTX files (`ptx_objs`, pointing into the image in `.openmp_target`, so it is stored once),
 the variable and function names (`var_mappings`, `func_mappings` with launch dimensions) and
 the `nvptx_tdata` struct, a constructor calling
-`GOMP_offload_register_ver(0x10001, __OFFLOAD_TABLE__, 5, &target_data)` and a destructor
+`GOMP_offload_register_ver(VERSION, __OFFLOAD_TABLE__, 5, &target_data)` and a destructor
 calling `GOMP_offload_unregister_ver` likewise. libgomp pairs host table slot i with name i
 (target.c, gomp_load_image_to_device), so the names are written in the order of the linked
-binary's `.gnu.offload_funcs`/`.gnu.offload_vars`, each slot named by offlink's by-name
-pairing; where the link put the CUs' tables in another order than the inputs suggested, the
-C file is written again in the binary's order and the host link runs once more.
+binary's `.gnu.offload_funcs`/`.gnu.offload_vars` (and GCC 14+'s `.gnu.offload_ind_funcs`),
+each slot named by offlink's by-name pairing; where the link put the CUs' tables in another
+order than the inputs suggested, the C file is written again in the binary's order and the host
+link runs once more.
+
+What changed after GCC 12 (nvptx/mkoffload.cc and libgomp/target.c of each release):
+- GCC 13 (GOMP_VERSION 2, 0x20001): `nvptx_tdata` starts with `omp_requires_mask`, the
+  program's `omp requires` clauses, which every CU's accel compile writes to
+  GCC_OFFLOAD_OMP_REQUIRES_FILE (nvptx.py keeps each CU's in its object; combined_mask joins
+  them as lto1 does). Under `requires reverse_offload` mkoffload adds a PTX file of its own,
+  `$offload_func_table` (func_table).
+- GCC 14, 15, 16 (GOMP_VERSION 3, 0x30001): `ind_fn_num` at the end, a PTX file
+  `$offload_ind_func_table` naming the `declare target indirect` functions (ind_func_table),
+  and a six-word host table (crtoffloadtable.o's: funcs, vars, ind_funcs, begin and end each).
 
 `__OFFLOAD_TABLE__` spans those sections as in GCC's link: crtoffloadbegin.o (from the GCC
 install) comes before every input and crtoffloadend.o after them. The table itself is
-crtoffloadtable.o's four pointers, defined in the generated file instead of taking that object:
+crtoffloadtable.o's pointers, defined in the generated file instead of taking that object:
 GCC 12's crtoffloadtable.o keeps them in `.rodata`, which gives a PIE text relocations (GCC's
 own link warns "relocation ... in read-only section"); compiled -fPIC here they go to
-`.data.rel.ro`. GCC 12's interface, checked against Debian's 12.2 libgomp: GOMP_VERSION 1,
-GOMP_VERSION_NVIDIA_PTX 1 (the plugin refuses a larger device version), GOMP_DEVICE_NVIDIA_PTX
-5; `nvptx_tdata` is {ptx_objs, ptx_num, var_names, var_num, fn_descs, fn_num} (GCC 13 adds
-omp_requires_mask in front and GOMP_VERSION 2, GCC 14 ind_fn_num at the end).
+`.data.rel.ro` (as GCC 14+'s lto-wrapper compiles its own). GOMP_VERSION_NVIDIA_PTX is 1 in
+every release (the plugin refuses a larger device version), GOMP_DEVICE_NVIDIA_PTX 5.
 """
 
 from __future__ import annotations
@@ -60,10 +70,11 @@ class Layout:
     #                 table (funcs, vars, ind_funcs: begin and end each; GOMP_VERSION 3+)
 
 
-# GCC 12: GOMP_VERSION 1 (libgomp refuses a library version above its own); GCC 14, 15 and
-# 16 (16.2: its libgomp takes GOMP_VERSION 3 still): 3, GOMP_VERSION_NVIDIA_PTX 1.
-LAYOUTS = {"12": Layout(0x10001, False, False), "14": Layout(0x30001, True, True),
-           "15": Layout(0x30001, True, True), "16": Layout(0x30001, True, True)}
+# GCC 12: GOMP_VERSION 1 (libgomp refuses a library version above its own); 13: 2; 14, 15
+# and 16 (16.2: its libgomp takes GOMP_VERSION 3 still): 3; GOMP_VERSION_NVIDIA_PTX 1.
+LAYOUTS = {"12": Layout(0x10001, False, False), "13": Layout(0x20001, True, False),
+           "14": Layout(0x30001, True, True), "15": Layout(0x30001, True, True),
+           "16": Layout(0x30001, True, True)}
 VERSION = LAYOUTS["12"].version
 
 # gomp-constants.h: the `omp requires` clauses a mask holds (GOMP_REQUIRES_*), as GCC names

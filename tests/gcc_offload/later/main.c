@@ -9,7 +9,9 @@ static int hidden = 7;
 int twice (int x) { return 2 * x; }
 int thrice (int x) { return 3 * x; }
 #pragma omp end declare target
+#ifndef NO_INDIRECT /* GCC 13 has no `declare target indirect` */
 #pragma omp declare target indirect to(twice, thrice)
+#endif
 
 extern int other (int);
 
