@@ -262,7 +262,6 @@ def _major_of(comment: bytes) -> str | None:
 # The GCC releases whose offload objects offlink links, each with its libgomp registration
 # (gomp.py, LAYOUTS), each checked against its own link (tests/test_gcc_later.py).
 RELEASES = (12, 13, 14, 15, 16)
-LTO_MAJOR = 12  # the release of this machine's own GCC (Debian 12)
 _LTO_SECTION = OPTS_SECTION[:-len("opts")] + "lto."  # `.gnu.offload_lto_.lto.<id>`
 
 

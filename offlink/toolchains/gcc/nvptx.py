@@ -290,7 +290,7 @@ class GccNvptxTarget(Target):
             kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)
         if len(kinds) > 1:
             raise UsageError(f"{kinds[True]} is OpenACC (-fopenacc) and {kinds[False]} OpenMP "
-                             f"(-fopenmp): GCC {gcc.LTO_MAJOR}'s offload link builds an image "
+                             f"(-fopenmp): GCC {self.release}'s offload link builds an image "
                              f"for one of them per program (its mkoffload: \"either "
                              f"'-fopenacc' or '-fopenmp' must be set\"), and so does offlink")
         # -ffat-lto-objects CUs linked without -flto: GCC's linker plugin still links their
