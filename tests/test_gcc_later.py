@@ -1,10 +1,10 @@
 """GCC 13, 14, 15 and 16's offload objects linked by offlink as each release's own link links
 them (issue 32), inside the chroots tests/chroots/make.sh builds: trixie (Debian 13: gcc-13,
-gcc-14) and sid (gcc-15, gcc-16). Every program is built both ways in the chroot, with the same link words, and
-run there with the LD_PRELOAD stand-in of GOMP_offload_register_ver (tests/gcc_offload/
-gomp_shim.c, compiled by that GCC): the same output (host fallback: no GPU here) and the same
-registration (version word, `requires` mask, host slots and their names, indirect functions,
-mkoffload's own PTX files byte for byte).
+gcc-14) and sid (gcc-15, gcc-16). Every program is built both ways in the chroot, with the same
+link words, and run there with the LD_PRELOAD stand-in of GOMP_offload_register_ver
+(tests/gcc_offload/gomp_shim.c, compiled by that GCC): the same output (host fallback: no GPU
+here) and the same registration (version word, `requires` mask, host slots and their names,
+indirect functions, mkoffload's own PTX files byte for byte).
 """
 
 from __future__ import annotations

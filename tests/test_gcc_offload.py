@@ -1030,6 +1030,7 @@ def test_objects_of_two_gcc_releases_are_refused_in_one_line_naming_both(offlink
                 "prog"], cwd=tmp_path, check=False)
     assert proc.returncode != 0 and proc.stderr.splitlines() == [
         f"offlink: error: main.c ({sample / 'build' / 'main.o'}) is a GCC 12 offload object "
-        f"and stats.c (stats.o) a GCC 14 one: one link takes one GCC release's objects (lto1 reads its own "
-        f"bytecode only, libgomp one registration layout); compile them all with one GCC"]
+        f"and stats.c (stats.o) a GCC 14 one: one link takes one GCC release's objects (lto1 "
+        f"reads its own bytecode only, libgomp one registration layout); compile them all with "
+        f"one GCC"]
     assert not (tmp_path / "prog").exists()

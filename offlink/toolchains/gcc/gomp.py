@@ -75,7 +75,6 @@ class Layout:
 LAYOUTS = {"12": Layout(0x10001, False, False), "13": Layout(0x20001, True, False),
            "14": Layout(0x30001, True, True), "15": Layout(0x30001, True, True),
            "16": Layout(0x30001, True, True)}
-VERSION = LAYOUTS["12"].version
 
 # gomp-constants.h: the `omp requires` clauses a mask holds (GOMP_REQUIRES_*), as GCC names
 # them (omp-general.cc, omp_requires_to_name), and the bit every CU with target code sets.
