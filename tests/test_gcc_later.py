@@ -292,3 +292,30 @@ def test_c_source_in_each_releases_layout():
             text.index("ptx_objs[3].code = ind_func_table;")
     with pytest.raises(LinkError, match="GCC 12 has no `declare target indirect`"):
         gomp.c_source(0, IMAGE, [], [], {}, "12", 0, ("f",))
+
+
+MATH = """#include <math.h>
+#include <stdio.h>
+int main (void) { double r = 0, x = 0.5;
+#pragma omp target map(tofrom: r) firstprivate(x)
+  r = cos (x) + erf (x);
+  printf ("%.3f\\n", r); return 0; }
+"""
+
+
+def test_a_missing_device_symbol_names_the_fix_the_release_takes(tmp_path):
+    """GCC 14+ links the link line's -lm on the device too: without it GCC's own link fails,
+    and offlink's says so in one line with that fix; with it both links run alike."""
+    chroot("trixie")
+    (tmp_path / "m.c").write_text(MATH)
+    script = f"""gcc-14 {FLAGS} -c m.c || exit 9
+gcc-14 {FLAGS} m.o -o ref 2> gcc.txt && exit 8
+offlink link gcc-14 {FLAGS} m.o -o prog"""
+    proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        "offlink: error: device link for target nvptx-none: unresolved symbol erf (needed by "
+        "m.c (m.o); in libm): link with -lm"]
+    script = f"gcc-14 {FLAGS} m.o -o ref -lm && offlink link gcc-14 {FLAGS} m.o -o prog -lm " \
+             f"&& ./ref && ./prog"
+    proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "1.398\n1.398\n", proc.stderr

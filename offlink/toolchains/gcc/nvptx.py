@@ -269,7 +269,8 @@ class GccNvptxTarget(Target):
         try:
             super().link_image(argv, output, compiled)
         except ToolError as e:
-            said = explain(e, argv, [(c.cu.label, self._object(c)) for c in compiled])
+            said = explain(e, argv, [(c.cu.label, self._object(c)) for c in compiled],
+                           GCC_LIBRARIES.get(getattr(self, "release", "12"), ()))
             if said is None:
                 raise
             raise said from None
@@ -634,10 +635,12 @@ _UNRESOLVED = re.compile(r"^unresolved symbol (\S+)", re.M)
 SHOWN = 3  # symbols named in the line; the rest counted
 
 
-def explain(error: ToolError, argv: list[str],
-            objects: list[tuple[str, bytes]]) -> ToolError | None:
+def explain(error: ToolError, argv: list[str], objects: list[tuple[str, bytes]],
+            linked: tuple[str, ...] = ()) -> ToolError | None:
     """The one-line error for a failed device link `argv` whose objects are `objects` (label,
-    PTX), or None where nvptx-none-ld said no unresolved symbol (the error stays as it is)."""
+    PTX), or None where nvptx-none-ld said no unresolved symbol (the error stays as it is).
+    `linked`: the libraries the release's driver links on the device when the link line
+    names them (GCC_LIBRARIES: then `-lm` is the fix, as for the host)."""
     def users(name: str) -> list[str]:
         decl = re.compile(rb"\n// BEGIN GLOBAL (?:FUNCTION|VAR) DECL: " + re.escape(
             name.encode()) + rb"\n")
@@ -645,11 +648,12 @@ def explain(error: ToolError, argv: list[str],
 
     missing = list(dict.fromkeys(_UNRESOLVED.findall(error.output)))
     return missing_symbols(NAME, "unresolved symbol", missing, users,
-                           lambda lib, name: _defines(argv, lib, name), error, argv)
+                           lambda lib, name: _defines(argv, lib, name), error, argv, linked)
 
 
 def missing_symbols(target: str, said: str, missing: list[str], users, defines,
-                    error: ToolError, argv: list[str]) -> ToolError | None:
+                    error: ToolError, argv: list[str],
+                    linked: tuple[str, ...] = ()) -> ToolError | None:
     """The one line for a device link of `target` that left `missing` undefined (`said`: the
     linker's own words for it): the first SHOWN names, the CUs `users(name)` names, the optional
     GCC device library that `defines(lib, name)` and the option that adds it; the command and
@@ -665,7 +669,8 @@ def missing_symbols(target: str, said: str, missing: list[str], users, defines,
         where = f"needed by {', '.join(who)}" if who else "needed by a device library"
         parts.append(f"{name} ({where}{f'; in lib{libs[0]}' if libs else ''})")
     more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
-    fix = (": link with " + " ".join(f"-foffload-options={target}=-l{lib}" for lib in fixes)
+    fix = (": link with " + " ".join(f"-l{lib}" if lib in linked else
+                                     f"-foffload-options={target}=-l{lib}" for lib in fixes)
            if fixes else ": no GCC device library defines it (is it a host-only function "
            "called in a target region?)")
     command = f" [{runner.show(argv)}]" if runner.VERBOSE else ""
