@@ -4,7 +4,8 @@ gcc-14) and sid (gcc-15, gcc-16). Every program is built both ways in the chroot
 link words, and run there with the LD_PRELOAD stand-in of GOMP_offload_register_ver
 (tests/gcc_offload/gomp_shim.c, compiled by that GCC): the same output (host fallback: no GPU
 here) and the same registration (version word, `requires` mask, host slots and their names,
-indirect functions, mkoffload's own PTX files byte for byte).
+indirect functions, mkoffload's own PTX files byte for byte; for amdgcn-amdhsa the kernels with
+their register counts and the code object's e_flags).
 """
 
 from __future__ import annotations
@@ -227,17 +228,59 @@ offlink link gcc-16 {FLAGS} a.o a16.o -o prog"""
     assert not (tmp_path / "prog").exists()
 
 
-def test_gcn_of_a_later_gcc_is_refused_in_one_line(tmp_path):
-    """Without -foffload=, GCC 14's link builds an image for every installed offload compiler
-    (the chroot has both): offlink builds GCC 12's amdgcn-amdhsa images only, and says so."""
+GCN = "-O2 -fopenmp -foffload=amdgcn-amdhsa -foffload-options=amdgcn-amdhsa=-march=gfx90a"
+
+
+def gcn_registration(folder, name: str) -> dict:
+    """What the stand-in saw of `name`'s amdgcn-amdhsa registration (GCN's lines: the kernels
+    with their register counts, the host slots by symbol) and the image's ELF e_flags."""
+    lines = [ln.split() for ln in (folder / f"{name}.log").read_text().splitlines()]
+    heads = [i for i, ln in enumerate(lines) if ln[0] in ("register", "unregister")]
+    assert [lines[i][0] for i in heads] == ["register", "unregister"], lines
+    block = lines[heads[0] + 1:heads[1]]
+    at = host_symbols(folder / name)
+    return {"head": lines[heads[0]][1:],
+            "kernels": [ln[1:] for ln in block if ln[0] == "kernel"],
+            "funcs": [at[int(ln[1])] for ln in block if ln[0] == "func"],
+            "vars": [(at[int(ln[1])], int(ln[2])) for ln in block if ln[0] == "var"],
+            "ind": [at[int(ln[1])] for ln in block if ln[0] == "ind"],
+            "e_flags": ElfFile.open(folder / f"{name}.log.gcn").e_flags}
+
+
+@pytest.mark.parametrize("march", ["gfx90a", "default"])
+@pytest.mark.parametrize("suite,release", RELEASES[1:])
+def test_gcn_registers_as_gccs_own_link(suite, release, march, tmp_path):
+    """amdgcn-amdhsa (gfx90a, and the release's default: gfx900 for 14 and 15, gfx90a for
+    16): registration 0x30003, the `requires` mask, the kernels with their register counts in
+    the host table's order, the indirect functions and variables by host slot, the code
+    object's e_flags (xnack and sramecc as mkoffload sets them): as GCC's own link; the image
+    is offlink's own link of the CUs (its size differs by a few hundred bytes: GCC links one
+    assembly file)."""
+    chroot(suite)
+    flags = GCN if march == "gfx90a" else GCN.split(" -foffload-options")[0]
+    both_ways(suite, release, tmp_path, [str(SAMPLE / "main.c"), str(SAMPLE / "calls.c")],
+              flags=flags)
+    assert (tmp_path / "prog.out").read_text() == (SAMPLE / "expected.txt").read_text()
+    mine, ref = gcn_registration(tmp_path, "prog"), gcn_registration(tmp_path, "ref")
+    assert mine["head"][:3] == ref["head"][:3] == ["0x30003", "8", "gcn"]
+    assert mine["head"][4:] == ref["head"][4:] == ["kernels", "4/2", "vars", "4/4", "mask",
+                                                   "0x200", "ind", "2/2"]
+    for part in ("kernels", "funcs", "vars", "ind", "e_flags"):
+        assert mine[part] == ref[part], part
+
+
+def test_gcn_of_a_release_offlink_has_not_checked_is_refused_in_one_line(tmp_path):
+    """GCC 13's amdgcn-amdhsa registration is not checked here (Debian 13 cannot install
+    gcc-13-offload-amdgcn beside gcc-14's): its objects linked for it are refused."""
     chroot("trixie")
     (tmp_path / "a.c").write_text(PLAIN.replace("+ f (0) + g (0) - 3", ""))
-    script = "gcc-14 -O2 -fopenmp -c a.c && offlink link gcc-14 -O2 -fopenmp a.o -o prog"
+    script = ("gcc-13 -O2 -fopenmp -foffload=nvptx-none -c a.c && offlink link gcc-13 -O2 "
+              "-fopenmp -foffload=amdgcn-amdhsa a.o -o prog")
     proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
-        "offlink: error: a.c (a.o): offlink builds GCC 12's amdgcn-amdhsa images; GCC 14's "
-        "(registration 0x30003, another kernel table) not yet: link with "
-        "-foffload=nvptx-none, or with GCC 14's own link"]
+        "offlink: error: a.c (a.o): offlink builds the amdgcn-amdhsa images of GCC 12, 14, 15, "
+        "16; GCC 13's registration is not checked here: link with -foffload=nvptx-none, or "
+        "with GCC 13's own link"]
 
 
 # -- the registration's pieces, without a toolchain ---------------------------------------------

@@ -455,6 +455,9 @@ class Registration(plugins.HostStep):
         if LAYOUTS[release].requires and image is not None:
             reg.mask = combined_mask([label for label, _s, _e in cus],
                                      cu_masks(image.data, len(cus)))
+        elif LAYOUTS[release].requires and gcn is not None:  # amdgcn-amdhsa alone
+            reg.mask = combined_mask([label for label, _s, _e in gcn[2]],
+                                     [t.mask for t in gcn[3]])
         return reg
 
     def text(self) -> str:
@@ -475,7 +478,9 @@ class Registration(plugins.HostStep):
                     for label, _s, entries in self.cus for e in entries}
             funcs = [mine.get(k, k) for k in self.order["function"]]
             out += gcn.c_source(image_symbol(index), size, gcn.kernels(funcs, tables),
-                                len(self.order["variable"]), alone=self.index < 0)
+                                len(self.order["variable"]), alone=self.index < 0,
+                                gcc_release=self.release, mask=self.mask,
+                                ind_count=len(self.order[gcc.INDIRECT]))
         return out
 
     @property
