@@ -269,6 +269,29 @@ def test_gcn_registers_as_gccs_own_link(suite, release, march, tmp_path):
         assert mine[part] == ref[part], part
 
 
+@pytest.mark.parametrize("program", ["c++", "fortran", "openacc", "reverse"])
+@pytest.mark.parametrize("suite,release", RELEASES[1:])
+def test_gcn_cxx_fortran_openacc_and_reverse_offload_register_as_gccs_own_link(
+        suite, release, program, tmp_path):
+    chroot(suite)
+    if program == "reverse":
+        (tmp_path / "r.c").write_text(REVERSE)
+        (tmp_path / "s.c").write_text(SIDE)
+        sources, driver, flags, output = ["r.c", "s.c"], "gcc", GCN, "42 2\n"
+    else:
+        source, driver, flags, output = LANGUAGES[program]
+        sources = [str(SAMPLE / source)]
+        flags = GCN.replace("-fopenmp", "-fopenacc") if program == "openacc" else GCN
+    both_ways(suite, release, tmp_path, sources, driver, flags)
+    assert (tmp_path / "prog.out").read_text() == output
+    mine, ref = gcn_registration(tmp_path, "prog"), gcn_registration(tmp_path, "ref")
+    assert mine["head"][:3] == ref["head"][:3] and mine["head"][4:] == ref["head"][4:]
+    mask = {"openacc": "0", "reverse": "0x280"}.get(program, "0x200")
+    assert mine["head"][8:10] == ["mask", mask]
+    for part in ("kernels", "funcs", "vars", "ind", "e_flags"):
+        assert mine[part] == ref[part], part
+
+
 def test_gcn_of_a_release_offlink_has_not_checked_is_refused_in_one_line(tmp_path):
     """GCC 13's amdgcn-amdhsa registration is not checked here (Debian 13 cannot install
     gcc-13-offload-amdgcn beside gcc-14's): its objects linked for it are refused."""

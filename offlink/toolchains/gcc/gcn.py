@@ -46,7 +46,9 @@ from .nvptx import (
     _driver_words,
     _host_side,
     _tag,
+    GCC_LIBRARIES,
     accel_libdir,
+    device_libraries,
     missing_symbols,
     release,
 )
@@ -583,7 +585,10 @@ class GccGcnTarget(Target):
         later = bool(compiled) and release(compiled[0].cu) >= 14
         march = [o[len("-march="):] for o in options if o.startswith("-march=")][-1:]
         folder = multilib(compiler, march[0] if march else None) if later else None
-        return link_argv(libdir, arch(options), [start, *objects], output, options, folder,
+        # GCC 14+: the link's libraries that have device versions, as for nvptx-none
+        libraries = device_libraries(plan, str(release(compiled[0].cu))) if later else []
+        return link_argv(libdir, arch(options), [start, *objects], output,
+                         [*options, *(w for w in libraries if w not in options)], folder,
                          linker(compiler) if later else None)
 
     def link_image(self, argv, output, compiled):
@@ -622,7 +627,8 @@ class GccGcnTarget(Target):
         try:
             runner.run(argv, f"device link for target {NAME}")
         except ToolError as e:
-            said = explain(e, argv, {c.object_path + ".o": c.cu.label for c in compiled})
+            said = explain(e, argv, {c.object_path + ".o": c.cu.label for c in compiled},
+                           GCC_LIBRARIES.get(str(release(compiled[0].cu)), ()))
             raise (said or e) from None
 
     def exports(self, image, path):
@@ -678,7 +684,8 @@ _LLD_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
 _LLD_REFERENCED = re.compile(r">>> referenced by ([^:\s]+)")
 
 
-def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolError | None:
+def explain(error: ToolError, argv: list[str], objects: dict[str, str],
+            linked: tuple[str, ...] = ()) -> ToolError | None:
     """The one-line error for a failed lld link `argv` (`objects`: object path -> its CU's
     label), or None where lld named no undefined symbol (the error stays as it is)."""
     missing: dict[str, list[str]] = {}
@@ -695,7 +702,7 @@ def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolE
             missing[current].append(label)
     return missing_symbols(NAME, "undefined symbol", list(missing), missing.__getitem__,
                            lambda lib, name: name in _library_definitions(argv, lib),
-                           error, argv)
+                           error, argv, linked)
 
 
 def _library_definitions(argv: list[str], lib: str) -> frozenset[str]:
