@@ -247,8 +247,10 @@ def gcn_registration(folder, name: str) -> dict:
             "e_flags": ElfFile.open(folder / f"{name}.log.gcn").e_flags}
 
 
-@pytest.mark.parametrize("march", ["gfx90a", "default"])
-@pytest.mark.parametrize("suite,release", RELEASES[1:])
+@pytest.mark.parametrize("suite,release,march", [
+    *((*p.values, m) for p in RELEASES[1:] for m in ("gfx90a", "default")),
+    # GCC 16's generic targets (its multilibs; code object v6, `generic v1` in e_flags)
+    ("sid", "16", "gfx9-generic"), ("sid", "16", "gfx10-3-generic")])
 def test_gcn_registers_as_gccs_own_link(suite, release, march, tmp_path):
     """amdgcn-amdhsa (gfx90a, and the release's default: gfx900 for 14 and 15, gfx90a for
     16): registration 0x30003, the `requires` mask, the kernels with their register counts in
@@ -257,7 +259,8 @@ def test_gcn_registers_as_gccs_own_link(suite, release, march, tmp_path):
     is offlink's own link of the CUs (its size differs by a few hundred bytes: GCC links one
     assembly file)."""
     chroot(suite)
-    flags = GCN if march == "gfx90a" else GCN.split(" -foffload-options")[0]
+    flags = GCN.split(" -foffload-options")[0] if march == "default" else \
+        GCN.replace("gfx90a", march)
     both_ways(suite, release, tmp_path, [str(SAMPLE / "main.c"), str(SAMPLE / "calls.c")],
               flags=flags)
     assert (tmp_path / "prog.out").read_text() == (SAMPLE / "expected.txt").read_text()

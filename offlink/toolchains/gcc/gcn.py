@@ -91,7 +91,8 @@ _SECTION = re.compile(r"^\s*\.(?:section|text|data|bss)\b")
 _QUAD = re.compile(r"^\s*\.8byte\s+(\S+)\s*$")
 _DIMS = re.compile(r"^\s*;; OPENACC-DIMS: (-?\d+), (-?\d+), (-?\d+) : (\S+)\s*$")
 _META_NAME = re.compile(r"^\s*- \.name:\s+(\S+)\s*$")
-_META_COUNT = re.compile(r"^\s*\.(sgpr|vgpr)_count:\s+(\d+)\s*$")
+# (gfx10+ follow the count with a comment: `.vgpr_count: 24 ; wavefrontsize64 counts ...`)
+_META_COUNT = re.compile(r"^\s*\.(sgpr|vgpr)_count:\s+(\d+)\s*(?:;.*)?$")
 
 
 def read_asm(asm: str) -> DeviceTables:
