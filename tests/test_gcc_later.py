@@ -388,3 +388,50 @@ offlink link gcc-14 {FLAGS} m.o -o prog"""
              f"&& ./ref && ./prog"
     proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == "1.398\n1.398\n", proc.stderr
+
+
+LIBRARY = """#pragma omp requires unified_shared_memory
+int libf (int x) { int r = x;
+#pragma omp target map(tofrom: r)
+  r += 1;
+  return r; }
+"""
+APP = """#include <stdio.h>
+extern int libf (int);
+int main (void) { int r = 0;
+#pragma omp target map(tofrom: r)
+  r = 41;
+  printf ("%d\\n", libf (r)); return 0; }
+"""
+
+
+def test_a_library_whose_requires_differ_is_warned_about_naming_both(tmp_path):
+    """A program without `requires` linked against a library with `requires
+    unified_shared_memory`: GCC's own program gets libgomp's error at run time and hangs at
+    exit; offlink's link warns, naming both, whether GCC or offlink linked the library."""
+    chroot("trixie")
+    (tmp_path / "lib.c").write_text(LIBRARY)
+    (tmp_path / "app.c").write_text(APP)
+    script = f"""set -e
+gcc-14 {FLAGS} -fPIC -c lib.c app.c
+gcc-14 {FLAGS} -shared lib.o -o libbygcc.so
+offlink link gcc-14 {FLAGS} -shared lib.o -o libbyofflink.so
+offlink link gcc-14 {FLAGS} app.o -L. -lbygcc -Wl,-rpath,$PWD -o prog1
+offlink link gcc-14 {FLAGS} app.o libbyofflink.so -Wl,-rpath,$PWD -o prog2
+offlink link gcc-14 {FLAGS} app.o lib.o -o prog3 || echo "rc=$?"
+timeout -s KILL 3 ./prog2 || true"""
+    proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
+    said = ("has `omp requires` none and {} unified_shared_memory: libgomp refuses the two at "
+            "run time (its \"OpenMP 'requires' directive\" error), and GCC's own program then "
+            "hangs at exit")
+    # (the same two CUs in one link: refused, as GCC's own link refuses them)
+    assert proc.stderr.splitlines()[:3] == [
+        f"offlink: warning: prog1 {said.format('./libbygcc.so')}",
+        f"offlink: warning: prog2 {said.format('libbyofflink.so')}",
+        "offlink: error: app.c (app.o) has `omp requires` none and lib.c (lib.o) "
+        "unified_shared_memory: the CUs of one program must agree (GCC's link refuses them "
+        "too: \"OpenMP 'requires' directive with non-identical clauses in multiple "
+        "compilation units\"; libgomp would abort at run time)"]
+    # what the warning foretells: libgomp's own message (then the hang, cut short here)
+    assert proc.stdout.splitlines()[0] == "rc=1" and "libgomp: OpenMP 'requires' directive " \
+        "with 'unified_shared_memory' specified only in some compilation units" in proc.stderr
