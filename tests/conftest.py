@@ -197,6 +197,11 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
     }),
     "test_fuzz.py": (("other_tools",), {}),
     "test_gcc_languages.py": (("gcc_offload",), {}),
+    "test_gcc_later.py": (("chroots",), {
+        "test_requires_masks_combine_as_lto1_combines_them": (),
+        "test_mkoffloads_own_ptx_files_byte_for_byte": (),
+        "test_c_source_in_each_releases_layout": (),
+    }),
     "test_gcc_offload.py": ((), {"sample": ("gcc_offload",)}),
     "test_gpu_bundle.py": (("clang19", "cuda", "gcc_offload"), {}),
     "test_host_image.py": (("host",), {}),

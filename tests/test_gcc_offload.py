@@ -893,8 +893,9 @@ def host(name: str, kind: str = "variable", size: int = 4, link: bool = False,
 
 @needs_gcc_offload
 def test_the_options_of_cus_compiled_alike_are_read_once(sample):
-    """The CUs of a program compiled with the same flags have the same `.opts` section and
-    `.comment`: each is read once per link, not once per CU."""
+    """The CUs of a program compiled with the same flags have the same `.opts` section: it is
+    read once per link, not once per CU (and no `.comment`: the release is the LTO
+    bytecode's)."""
     from offlink.toolchains.gcc.dialect import _major_of, _options_of
 
     _options_of.cache_clear()
@@ -902,7 +903,7 @@ def test_the_options_of_cus_compiled_alike_are_read_once(sample):
     cus = [gcc.gcc_cu(ElfFile.open(sample / "build" / f"{n}.o"), n, [])
            for n in ("saxpy", "stats")]
     assert cus[0].payload.options == cus[1].payload.options
-    assert _options_of.cache_info().hits == 1 and _major_of.cache_info().hits == 1
+    assert _options_of.cache_info().hits == 1 and _major_of.cache_info().misses == 0
 
 
 def test_pairing_is_by_name_within_a_cu_not_by_position():
@@ -987,27 +988,49 @@ def test_an_unchanged_source_compiled_again_hits_the_cu_cache(offlink, sample, t
     assert (tmp_path / "one" / "prog").stat().st_size == (tmp_path / "two" / "prog").stat().st_size
 
 
-@needs_gcc_offload
-def test_an_object_of_another_gcc_major_is_refused_in_one_line(offlink, sample, tmp_path):
-    """GCC 13 writes LTO bytecode 13.x (and registers with GOMP_VERSION 2): an object made by
-    it is refused before any work, naming both GCCs. (Made here from a GCC 12 object with its
-    `struct lto_section` major and its .comment changed, as GCC 13 writes them.)"""
-    data = bytearray((sample / "build" / "stats.o").read_bytes())
-    elf = ElfFile(bytes(data), "stats.o")
+def _as_release(path: Path, major: int, out: Path) -> None:
+    """A GCC 12 object made to look like GCC `major`'s: its `struct lto_section` major and its
+    .comment changed, as that GCC writes them."""
+    data = bytearray(path.read_bytes())
+    elf = ElfFile(bytes(data), path.name)
     assert gcc.lto_version(elf) == (12, 0)
     lto = next(s for s in elf.sections if s.name.startswith(".gnu.offload_lto_.lto."))
-    data[lto.sh_offset:lto.sh_offset + 2] = (13).to_bytes(2, "little")
+    data[lto.sh_offset:lto.sh_offset + 2] = major.to_bytes(2, "little")
     comment = next(s for s in elf.sections if s.name == ".comment")
     old = bytes(data[comment.sh_offset:comment.sh_offset + comment.sh_size])
-    new = old.replace(b" 12.2.0", b" 13.2.0")
+    new = old.replace(b" 12.2.0", f" {major}.2.0".encode())
     assert len(new) == len(old) and new != old
     data[comment.sh_offset:comment.sh_offset + comment.sh_size] = new
-    (tmp_path / "stats13.o").write_bytes(bytes(data))
+    out.write_bytes(bytes(data))
+
+
+@needs_gcc_offload
+@pytest.mark.parametrize("major", [11, 17])
+def test_an_object_of_a_gcc_release_offlink_does_not_link_is_refused_in_one_line(
+        offlink, sample, tmp_path, major):
+    """GCC 11 writes no `requires` and registers as no release offlink knows, GCC 17 is not
+    out: an object made by either is refused before any work, naming it and the releases
+    offlink links (each one's registration layout checked against its own link)."""
+    _as_release(sample / "build" / "stats.o", major, tmp_path / "stats.o")
     proc = run([offlink, "link", *GCC_LINK, sample / "build" / "main.o",
-                sample / "build" / "saxpy.o", "stats13.o", "-o", "prog"], cwd=tmp_path,
+                sample / "build" / "saxpy.o", "stats.o", "-o", "prog"], cwd=tmp_path,
                check=False)
     assert proc.returncode != 0 and proc.stderr.splitlines() == [
-        "offlink: error: stats13.o: a GCC 13 offload object (LTO bytecode 13.0); offlink links "
-        "GCC 12's, for its accel compiler x86_64-linux-gnu-accel-nvptx-none-gcc-12 (installed) "
-        "and libgomp 12: compile it with gcc-12, or link it with GCC 13's own link"]
+        f"offlink: error: stats.o: a GCC {major} offload object (LTO bytecode {major}.0); "
+        f"offlink links those of GCC 12, 13, 14, 15, 16: compile it with one of them, or "
+        f"link it with GCC {major}'s own link"]
+    assert not (tmp_path / "prog").exists()
+
+
+@needs_gcc_offload
+def test_objects_of_two_gcc_releases_are_refused_in_one_line_naming_both(offlink, sample,
+                                                                         tmp_path):
+    _as_release(sample / "build" / "stats.o", 14, tmp_path / "stats.o")
+    proc = run([offlink, "link", *GCC_LINK, sample / "build" / "main.o", "stats.o", "-o",
+                "prog"], cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and proc.stderr.splitlines() == [
+        f"offlink: error: main.c ({sample / 'build' / 'main.o'}) is a GCC 12 offload object "
+        f"and stats.c (stats.o) a GCC 14 one: one link takes one GCC release's objects (lto1 "
+        f"reads its own bytecode only, libgomp one registration layout); compile them all with "
+        f"one GCC"]
     assert not (tmp_path / "prog").exists()

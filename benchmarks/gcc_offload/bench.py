@@ -18,7 +18,11 @@ tree) are timed in the same run, each with its own cache. Times are wall seconds
 parentheses, the CPU seconds of all processes of the link; the ratio table divides each
 offlink row by GCC's own link (wall, and CPU).
 
-Usage: python benchmarks/gcc_offload/bench.py [--cus 30,300] [--repeat 5]
+Both sides link with the same words (LINK_WORDS: GCC's own link and offlink's). --release N
+times GCC N (`gcc-N`; 13-16 live in the chroots of tests/chroots, so run it there:
+`tests/chroots/run.sh .ci/chroots/trixie python3 benchmarks/gcc_offload/bench.py --release 14`).
+
+Usage: python benchmarks/gcc_offload/bench.py [--cus 30,300] [--repeat 5] [--release N]
            [--offlink LABEL=CMD ...] [--no-cache-row]
 """
 
@@ -37,8 +41,11 @@ import time
 from pathlib import Path
 
 CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
-# offlink's link words: -foffload=nvptx-none, where gcc-12-offload-amdgcn is installed too
-GCC_LINK = ["gcc", "-fopenmp", "-foffload=nvptx-none"]
+# Both links' words: -foffload=nvptx-none (where the amdgcn offload compiler is installed too)
+# and the ISA this machine's ptxas (CUDA 13) takes.
+LINK_WORDS = ["-O2", "-fopenmp", "-foffload=nvptx-none",
+              "-foffload-options=nvptx-none=-misa=sm_80"]
+CC = "gcc"  # gcc-N under --release N
 
 OFFLINK_ROWS = ("cold", "1 CU changed", "nothing changed", "1 CU changed, no cache")
 CU = """\
@@ -89,7 +96,7 @@ def compile_all(d: Path, sources: list[str]) -> list[str]:
     objs = []
     for src in sources:
         obj = src[:-2] + ".o"
-        sh(["gcc", *CFLAGS, "-c", src, "-o", obj], d)
+        sh([CC, *CFLAGS, "-c", src, "-o", obj], d)
         objs.append(obj)
     return objs
 
@@ -97,7 +104,7 @@ def compile_all(d: Path, sources: list[str]) -> list[str]:
 def change_one(d: Path, bump: int) -> None:
     """A new body for cu0 (a constant no earlier run used), recompiled: not timed."""
     (d / "cu0.c").write_text(CU.format(k=0, m=2, bump=bump))
-    sh(["gcc", *CFLAGS, "-c", "cu0.c", "-o", "cu0.o"], d)
+    sh([CC, *CFLAGS, "-c", "cu0.c", "-o", "cu0.o"], d)
 
 
 def bench(n: int, repeat: int, tools: list[tuple[str, list[str]]], work: Path,
@@ -106,9 +113,8 @@ def bench(n: int, repeat: int, tools: list[tuple[str, list[str]]], work: Path,
     d.mkdir()
     objs = compile_all(d, write_program(d, n))
     env = dict(os.environ)
-    gcc_link = ["gcc", "-fopenmp", "-foffload=nvptx-none", "-foffload-options=-misa=sm_80",
-                *objs, "-o", "prog.gcc"]
-    host_link = ["gcc", "-fopenmp", "-foffload=disable", *objs, "-o", "prog.host"]
+    gcc_link = [CC, *LINK_WORDS, *objs, "-o", "prog.gcc"]
+    host_link = [CC, "-O2", "-fopenmp", "-foffload=disable", *objs, "-o", "prog.host"]
     rows = ["gcc own", "gcc own, 1 CU changed", "host only"]
     for label, _ in tools:
         rows += [f"offlink {r} [{label}]" for r in OFFLINK_ROWS
@@ -117,20 +123,20 @@ def bench(n: int, repeat: int, tools: list[tuple[str, list[str]]], work: Path,
     warm = {}
     for t, (label, offlink) in enumerate(tools):
         warm[label] = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-warm-{n}-{t}"))
-        sh([*offlink, "link", *GCC_LINK, *objs, "-o",
+        sh([*offlink, "link", CC, *LINK_WORDS, *objs, "-o",
             f"prog.offlink{t}"], d, warm[label])  # a cache with every CU, for "1 CU changed"
     for i in range(repeat):
         times["host only"].append(timed(host_link, d))
         times["gcc own"].append(timed(gcc_link, d))
         for t, (label, offlink) in enumerate(tools):
-            link = [*offlink, "link", *GCC_LINK, *objs, "-o", f"prog.offlink{t}"]
+            link = [*offlink, "link", CC, *LINK_WORDS, *objs, "-o", f"prog.offlink{t}"]
             cold = dict(env, OFFLINK_CACHE_DIR=str(work / f"cache-cold-{n}-{t}-{i}"))
             times[f"offlink cold [{label}]"].append(timed(link, d, cold))
             shutil.rmtree(work / f"cache-cold-{n}-{t}-{i}")
         change_one(d, i + 1)
         times["gcc own, 1 CU changed"].append(timed(gcc_link, d))
         for t, (label, offlink) in enumerate(tools):
-            link = [*offlink, "link", *GCC_LINK, *objs, "-o", f"prog.offlink{t}"]
+            link = [*offlink, "link", CC, *LINK_WORDS, *objs, "-o", f"prog.offlink{t}"]
             times[f"offlink 1 CU changed [{label}]"].append(timed(link, d, warm[label]))
             times[f"offlink nothing changed [{label}]"].append(timed(link, d, warm[label]))
             if no_cache_row:
@@ -152,11 +158,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--offlink", action="append", default=[],
                     help="LABEL=CMD, repeatable (default: this tree=this Python's -m offlink)")
+    ap.add_argument("--release", default="12", help="the GCC release: gcc-N (default: gcc, 12)")
     ap.add_argument("--no-cache-row", action="store_true",
                     help="also time the one-CU-changed link with OFFLINK_NO_CACHE=1")
     args = ap.parse_args()
-    if not shutil.which("x86_64-linux-gnu-accel-nvptx-none-gcc-12"):
-        sys.exit("needs gcc-12-offload-nvptx and nvptx-tools")
+    global CC
+    CC = "gcc" if args.release == "12" else f"gcc-{args.release}"
+    if not shutil.which(f"x86_64-linux-gnu-accel-nvptx-none-gcc-{args.release}"):
+        sys.exit(f"needs gcc-{args.release}-offload-nvptx and nvptx-tools")
     given = [o.partition("=")[::2] for o in args.offlink] or \
         [("this tree", f"{sys.executable} -m offlink")]
     tools = [(label, shlex.split(cmd)) for label, cmd in given]
@@ -167,7 +176,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="offlink-bench-gcc-") as tmp:
         results = {n: bench(n, args.repeat, tools, Path(tmp), args.no_cache_row)
                    for n in counts}
-    print(f"median of {args.repeat} runs, seconds: wall (CPU of all processes); "
+    print(f"GCC {args.release} ({CC}); median of {args.repeat} runs, seconds: wall (CPU of "
+          f"all processes); "
           f"{os.cpu_count()} CPUs, OFFLINK_JOBS={os.environ.get('OFFLINK_JOBS', 'default')}, "
           f"load average {os.getloadavg()[0]:.1f} at the end")
     rows = list(results[counts[0]])

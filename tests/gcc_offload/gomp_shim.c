@@ -1,6 +1,9 @@
-/* LD_PRELOAD shim for tests/test_gcc_offload.py and tests/test_gcc_amdgcn.py: records every
-   GOMP_offload_register_ver and GOMP_offload_unregister_ver call to $GOMP_SHIM_LOG (GCC 12's
-   nvptx_tdata for type 5, its gcn_image_desc for type 8 (GCN), as mkoffload writes them),
+/* LD_PRELOAD shim for tests/test_gcc_offload.py, tests/test_gcc_amdgcn.py and
+   tests/test_gcc_later.py: records every
+   GOMP_offload_register_ver and GOMP_offload_unregister_ver call to $GOMP_SHIM_LOG (the
+   nvptx_tdata of type 5 in the layout of the call's GOMP_VERSION: GCC 12's for 1, with
+   omp_requires_mask first for 2+, with ind_fn_num last and a six-word host table (indirect
+   functions) for 3+, as mkoffload writes them; GCC 12's gcn_image_desc for type 8 (GCN)),
    the PTX objects to $GOMP_SHIM_LOG.ptx or the GCN code object to $GOMP_SHIM_LOG.gcn, then
    calls libgomp's own. Host addresses are written relative to
    the module's load address (a PIE's link-time addresses). */
@@ -20,6 +23,18 @@ struct nvptx_tdata {
   unsigned var_num;
   const struct nvptx_fn *fn_names;
   unsigned fn_num;
+};
+/* GOMP_VERSION 2 (GCC 13) puts the mask first; 3 (GCC 14-16) adds ind_fn_num at the end
+   (right after fn_num: one flat struct, as mkoffload writes it). */
+struct nvptx_tdata3 {
+  uintptr_t omp_requires_mask;
+  const struct ptx_obj *ptx_objs;
+  unsigned ptx_num;
+  const char *const *var_names;
+  unsigned var_num;
+  const struct nvptx_fn *fn_names;
+  unsigned fn_num;
+  unsigned ind_fn_num;
 };
 
 /* gcn/mkoffload.cc (GCC 12): the registration's target_data for GOMP_DEVICE_GCN. */
@@ -92,9 +107,25 @@ static void record(const char *what, unsigned version, const void *host_table, i
     return;
   }
   const struct nvptx_tdata *d = target_data;
+  const struct nvptx_tdata3 *d3 = target_data;
+  unsigned gomp_version = version >> 16;
+  struct nvptx_tdata later;
+  if (gomp_version >= 2) {
+    later = (struct nvptx_tdata) {d3->ptx_objs, d3->ptx_num, d3->var_names, d3->var_num,
+                                  d3->fn_names, d3->fn_num};
+    d = &later;
+  }
   uintptr_t nfuncs = (uintptr_t) (t[1] - t[0]), nvars = (uintptr_t) (t[3] - t[2]) / 2;
-  fprintf(f, "%s %#x %d ptx %u funcs %u/%lu vars %u/%lu\n", what, version, type, d->ptx_num,
+  uintptr_t ninds = gomp_version >= 3 ? (uintptr_t) (t[5] - t[4]) : 0;
+  fprintf(f, "%s %#x %d ptx %u funcs %u/%lu vars %u/%lu", what, version, type, d->ptx_num,
           d->fn_num, (unsigned long) nfuncs, d->var_num, (unsigned long) nvars);
+  if (gomp_version >= 2)
+    fprintf(f, " mask %#lx", (unsigned long) d3->omp_requires_mask);
+  if (gomp_version >= 3)
+    fprintf(f, " ind %u/%lu", d3->ind_fn_num, (unsigned long) ninds);
+  fputc('\n', f);
+  for (uintptr_t i = 0; i < ninds; i++)
+    fprintf(f, "ind %lu\n", (unsigned long) ((uintptr_t) t[4][i] - base));
   for (unsigned i = 0; i < d->fn_num && i < nfuncs; i++)
     fprintf(f, "func %s %lu %u %u %u\n", d->fn_names[i].name,
             (unsigned long) ((uintptr_t) t[0][i] - base), d->fn_names[i].dim[0],

@@ -44,6 +44,8 @@ WHOLE_OBJECT = True  # one CU per object, read once for all its sections (object
 OPTS_SECTION = ".gnu.offload_lto_.opts"
 FUNCS_SECTION = ".gnu.offload_funcs"
 VARS_SECTION = ".gnu.offload_vars"
+IND_FUNCS_SECTION = ".gnu.offload_ind_funcs"  # GCC 14+: `declare target indirect` functions
+INDIRECT = "indirect-function"  # the kind of their slots and table rows
 LINK_FLAG = 1 << 63  # in a .gnu.offload_vars size: `declare target link`
 
 # Options of the host compile that reach the accel compiler (as lto-wrapper's
@@ -51,24 +53,27 @@ LINK_FLAG = 1 << 63  # in a .gnu.offload_vars size: `declare target link`
 _PASSED = ("-fPIC", "-fpic", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE", "-fno-pie",
            "-fcommon", "-fno-common", "-fgnu-tm", "-fopenmp", "-fopenacc", "-fno-openacc",
            "-fno-openmp", "-fshow-column")
-_PASSED_PREFIXES = ("-fopenacc-dim=", "-foffload-abi=", "-fcf-protection", "-fdiagnostics-",
-                    "-O", "-g")
+_PASSED_PREFIXES = ("-fopenacc-dim=", "-foffload-abi=", "-foffload-abi-host-opts=",
+                    "-fcf-protection", "-fdiagnostics-", "-O", "-g")
 _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
-_MAP_LINE = re.compile(r'^//:(FUNC_MAP|VAR_MAP) "([^"]*)"', re.M)
+_MAP_LINE = re.compile(r'^//:(FUNC_MAP|VAR_MAP|IND_FUNC_MAP) "([^"]*)"', re.M)
 _FUNC_DIMS = re.compile(r'^//:FUNC_MAP "([^"]*)"((?:[ \t]*,[ \t]*(?:0x[0-9a-fA-F]+|\d+))*)'
                         r'[ \t]*$', re.M)
 # Each match starts with the newline before its line (the text gets one in front): a literal
 # first lets the regex engine jump from line to line, 3-4x faster than `^` with re.M over an
 # image of ~1 MB (libgomp's PTX included).
+# External functions count by their definition's comment (`declare target indirect` ones are
+# table rows, GCC 14+).
 _PTX_DEF = re.compile(r"\n\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
-                      r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))")
+                      r"\.(?:global|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+))"
+                      r"|\n// BEGIN GLOBAL FUNCTION DEF: ([\w$]+)")
 
 
 # Named tuples: made per slot of every CU on every link.
 class HostEntry(NamedTuple):
     """One slot of a CU's host table, with the host symbol its relocation names."""
 
-    kind: str  # "function" or "variable"
+    kind: str  # "function", "variable" or INDIRECT
     host_name: str
     size: int  # 1 for functions; the object's size for variables (link flag removed)
     link: bool  # `declare target link`
@@ -114,10 +119,11 @@ _set = object.__setattr__
 # -- the host object -------------------------------------------------------------------------
 
 def host_tables(elf: ElfFile) -> list[HostEntry]:
-    """The CU's `.gnu.offload_funcs` then `.gnu.offload_vars` entries, in table order."""
+    """The CU's `.gnu.offload_funcs`, `.gnu.offload_vars` then (GCC 14+)
+    `.gnu.offload_ind_funcs` entries, in table order."""
     symbols = elf.symbols()
     out = []
-    for name, step in ((FUNCS_SECTION, 8), (VARS_SECTION, 16)):
+    for name, step in ((FUNCS_SECTION, 8), (VARS_SECTION, 16), (IND_FUNCS_SECTION, 8)):
         section = elf.section(name)
         if section is None or section.sh_size == 0:
             continue
@@ -131,7 +137,8 @@ def host_tables(elf: ElfFile) -> list[HostEntry]:
             if sym is None:
                 raise FormatError(f"{elf.name}: {name} entry {off // step} has no relocation")
             if step == 8:
-                out.append(HostEntry("function", sym.name, 1, False, sym.st_bind == STB_LOCAL,
+                out.append(HostEntry("function" if name == FUNCS_SECTION else INDIRECT,
+                                     sym.name, 1, False, sym.st_bind == STB_LOCAL,
                                      sym.st_bind == STB_GLOBAL))
             else:
                 (raw,) = struct.unpack_from("<Q", content, off + 8)
@@ -252,7 +259,9 @@ def _major_of(comment: bytes) -> str | None:
     return None
 
 
-LTO_MAJOR = 12  # the GCC whose offload objects offlink links: libgomp 12's registration
+# The GCC releases whose offload objects offlink links, each with its libgomp registration
+# (gomp.py, LAYOUTS), each checked against its own link (tests/test_gcc_later.py).
+RELEASES = (12, 13, 14, 15, 16)
 _LTO_SECTION = OPTS_SECTION[:-len("opts")] + "lto."  # `.gnu.offload_lto_.lto.<id>`
 
 
@@ -268,21 +277,43 @@ def lto_version(elf: ElfFile) -> tuple[int, int] | None:
     return None
 
 
-def check_version(elf: ElfFile, origin: str) -> None:
-    """An object of another GCC major is refused in one line: its accel compile would fail
-    (lto1 reads one major's bytecode) and its registration layout is another (GCC 13 writes
-    GOMP_VERSION 2, which libgomp 12 refuses: "Library too old for offload")."""
+def check_version(elf: ElfFile, origin: str) -> str | None:
+    """The GCC release that wrote the object (its LTO bytecode's major: lto1 reads one
+    major's bytecode only), or None where the object does not say; a release offlink does
+    not link is refused in one line naming it and those it links (each release registers
+    with libgomp in its own layout: GCC 13's GOMP_VERSION 2 is not GCC 14's 3, and a layout
+    offlink has not seen is never guessed)."""
     version = lto_version(elf)
-    if version is None or version[0] == LTO_MAJOR:
-        return
+    if version is None:
+        return gcc_major(elf)
+    if version[0] in RELEASES:
+        return str(version[0])
     made = gcc_major(elf) or str(version[0])
-
-    accel = _accel_compiler(str(LTO_MAJOR), os.environ.get("PATH", ""))
-    have = "installed" if runner.which(accel) else "not installed"
+    known = ", ".join(map(str, RELEASES))
     raise LinkError(f"{origin}: a GCC {made} offload object (LTO bytecode {version[0]}."
-                    f"{version[1]}); offlink links GCC {LTO_MAJOR}'s, for its accel compiler "
-                    f"{accel} ({have}) and libgomp {LTO_MAJOR}: compile it with "
-                    f"gcc-{LTO_MAJOR}, or link it with GCC {made}'s own link")
+                    f"{version[1]}); offlink links those of GCC {known}: compile it with "
+                    f"one of them, or link it with GCC {made}'s own link")
+
+
+def release_of(cu) -> str | None:
+    """The GCC release of a GCC CU: its accel compiler's suffix (`...-gcc-14`)."""
+    last = cu.payload.compiler.rsplit("-", 1)[-1]
+    return last if last.isdigit() else None
+
+
+def check_one_release(cus: list) -> str | None:
+    """The one GCC release of a link's GCC CUs; CUs of two releases are refused in one line
+    naming both (GCC's own link of them fails in lto1: "bytecode stream ... version")."""
+    first: dict[str | None, object] = {}
+    for cu in cus:
+        first.setdefault(release_of(cu), cu)
+    if len(first) > 1:
+        (r1, a), (r2, b) = list(first.items())[:2]
+        raise LinkError(f"{a.label} is a GCC {r1} offload object and {b.label} a GCC {r2} "
+                        f"one: one link takes one GCC release's objects (lto1 reads its own "
+                        f"bytecode only, libgomp one registration layout); compile them all "
+                        f"with one GCC")
+    return next(iter(first), None)
 
 
 def source_name(elf: ElfFile, fallback: str) -> str:
@@ -315,7 +346,7 @@ def object_cus(elf: ElfFile, origin: str, link_args: list[str], lto: bool = Fals
     installed): one CU per target, from the same object (`select` keeps those the link
     builds)."""
     cu = gcc_cu(elf, origin, link_args, lto)
-    major = gcc_major(elf)
+    major = release_of(cu)
     if GCN in wanted(read_words(link_args), major):
         passed, offload = compile_options(elf)
         options = tuple(passed + offload_options(offload + _link_offload_options(link_args),
@@ -338,12 +369,12 @@ def gcc_cu(elf: ElfFile, origin: str, link_args: list[str], lto: bool = False) -
                         f"host tables only during that link, and offlink reads them from the "
                         f"objects (compile with -fno-lto, or with -ffat-lto-objects and link "
                         f"without -flto)")
-    check_version(elf, origin)
+    release = check_version(elf, origin)
     passed, offload = compile_options(elf)
     options = tuple(passed + offload_options(offload + _link_offload_options(link_args), TARGET))
     source = source_name(elf, origin)
     code = stable_code(elf)
-    payload = Payload(TARGET, "object", source, accel_compiler(gcc_major(elf)), options, code)
+    payload = Payload(TARGET, "object", source, accel_compiler(release), options, code)
     try:
         entries: tuple[HostEntry, ...] | None = tuple(host_tables(elf))
     except FormatError:  # the link reports it where it needs the tables; inspect does not
@@ -428,13 +459,13 @@ def relink_cu(origin: str, payload, state: list) -> GccCU:
 
 # -- pairing with the device side ------------------------------------------------------------
 
-def device_maps(ptx: str) -> tuple[list[str], list[str]]:
-    """The FUNC_MAP and VAR_MAP names of the accel compiler's output, in order."""
-    funcs: list[str] = []
-    variables: list[str] = []
+def device_maps(ptx: str) -> tuple[list[str], list[str], list[str]]:
+    """The FUNC_MAP, VAR_MAP and IND_FUNC_MAP names of the accel compiler's output, in
+    order."""
+    found: dict[str, list[str]] = {"FUNC_MAP": [], "VAR_MAP": [], "IND_FUNC_MAP": []}
     for kind, name in _MAP_LINE.findall(ptx):
-        (funcs if kind == "FUNC_MAP" else variables).append(name)
-    return funcs, variables
+        found[kind].append(name)
+    return found["FUNC_MAP"], found["VAR_MAP"], found["IND_FUNC_MAP"]
 
 
 def func_dims(ptx: str) -> dict[str, tuple[int, ...]]:
@@ -474,10 +505,12 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     `tag`. A region outlined from an external function is unique program-wide and keeps
     GCC's name.
     """
-    funcs, variables = device_maps(ptx)
-    unpaired = {"function": set(funcs), "variable": set(variables)}
+    funcs, variables, indirect = device_maps(ptx)
+    unpaired = {"function": set(funcs), "variable": set(variables), INDIRECT: set(indirect)}
     for kind, what, dev, tag_line in (("function", "target regions", funcs, "FUNC_MAP"),
-                                      ("variable", "variables", variables, "VAR_MAP")):
+                                      ("variable", "variables", variables, "VAR_MAP"),
+                                      (INDIRECT, "indirect functions", indirect,
+                                       "IND_FUNC_MAP")):
         listed = [e for e in entries if e.kind == kind]
         if len(listed) != len(dev) or len(set(dev)) != len(dev):
             raise LinkError(f"{label}: the host table lists {len(listed)} {what} and the target "
@@ -486,11 +519,17 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     out: list[Entry | None] = []
     missed: list[int] = []  # entries whose name the target code does not have
     for host in entries:
+        if host.kind == INDIRECT and host.local:
+            raise LinkError(f"{label}: static function '{host.host_name}' is `declare target "
+                            f"indirect`: GCC's mkoffload refuses it (\"Cannot find function "
+                            f"declaration for '{host.host_name}'\": the device code does not "
+                            f"export it), and so does offlink; give it external linkage")
         qualify = host.local
         if host.kind == "function" and "._omp_fn." in host.host_name:
             qualify = host.host_name.split("._omp_fn.", 1)[0] not in global_functions
         expected = device_name(host)
-        for name in (expected, "__nvptx_" + expected):
+        for name in (expected, "__nvptx_" + expected,
+                     *sorted(n for n in unpaired[host.kind] if _nohost_of(n, expected))):
             key = f"{name}${tag}" if qualify else name
             found = name if name in unpaired[host.kind] else \
                 key if key in unpaired[host.kind] else None  # already renamed to its key
@@ -505,7 +544,7 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     # declaration's uid, counted apart on the host and in the offload stream, `A$6$20`) has
     # no namesake: such statics are paired by position among the CU's unpaired names of
     # their kind, as GCC's link pairs every entry, when nothing else is left unpaired.
-    order = {"function": funcs, "variable": variables}
+    order = {"function": funcs, "variable": variables, INDIRECT: indirect}
     for kind in ("function", "variable"):
         mine = [i for i in missed if entries[i].kind == kind]
         rest = [n for n in order[kind] if n in unpaired[kind]]
@@ -520,6 +559,13 @@ def pair(entries: list[HostEntry], ptx: str, tag: str, label: str,
     return [e for e in out if e is not None]
 
 
+def _nohost_of(name: str, expected: str) -> bool:
+    """Whether device function `name` is host region `expected`'s host-only (reverse
+    offload, `device (ancestor: 1)`) form: `main$_omp_fn$1$nohost$0`."""
+    return name.startswith(expected + "$nohost") and (
+        name == expected + "$nohost" or name[len(expected) + 7:].lstrip("$").isdigit())
+
+
 def entries_of(hosts: tuple[HostEntry, ...], keys: list[str], tag: str) -> list[Entry] | None:
     """The paired entries again, from the host entries and the keys `pair` gave them (a
     compiled CU's offers, in host table order, also when they come from the cache): no PTX
@@ -530,7 +576,7 @@ def entries_of(hosts: tuple[HostEntry, ...], keys: list[str], tag: str) -> list[
     for host, key in zip(hosts, keys):
         name = key[: -len(tag) - 1] if key.endswith("$" + tag) else key
         expected = device_name(host)
-        if name not in (expected, "__nvptx_" + expected):
+        if name not in (expected, "__nvptx_" + expected) and not _nohost_of(name, expected):
             return None
         out.append(Entry(host, name, key))
     return out
@@ -555,7 +601,7 @@ def ptx_definitions(image: bytes, after_nul: bool = False) -> set[str]:
     `after_nul`: the text is the rest of an image after a NUL, where a definition on its
     first line is not found (no match spans a NUL: the image's is the union of its parts')."""
     text = ("" if after_nul else "\n") + image.decode("utf-8", "replace")
-    return {a or b for a, b in _PTX_DEF.findall(text)}
+    return {a or b or c for a, b, c in _PTX_DEF.findall(text)}
 
 
 # -- the linked host binary -------------------------------------------------------------------
@@ -635,7 +681,8 @@ def _tables(elf: ElfFile) -> list[tuple[str, str, list[tuple[int, int]]]]:
     """(kind, section name, slots) of the linked binary's two host tables."""
     return [(kind, name, table_slots(elf, name, step) or [])
             for kind, name, step in (("function", FUNCS_SECTION, 8),
-                                     ("variable", VARS_SECTION, 16))]
+                                     ("variable", VARS_SECTION, 16),
+                                     (INDIRECT, IND_FUNCS_SECTION, 8))]
 
 
 def _symbols_at(elf: ElfFile, addresses: set[int]) -> dict[int, set[str]]:
@@ -717,9 +764,8 @@ def select(cus: list, args: list[str]) -> list:
     ours = [cu for cu in cus if cu.payload.target in CONFIGURED]
     if not ours:
         return cus
+    major = check_one_release(ours)
     words = read_words(args)
-    compiler = ours[0].payload.compiler
-    major = compiler.rsplit("-", 1)[-1] if compiler.rsplit("-", 1)[-1].isdigit() else None
     targets = wanted(words, major)
     check_buildable(targets, words, major)
     return [cu for cu in cus if cu.payload.target not in CONFIGURED

@@ -492,6 +492,12 @@ class GccGcnTarget(Target):
         return {s.name for s in ElfFile(image, path).symbols() if s.defined and s.name}
 
     def for_inputs(self, cus, plan=None):
+        release = gcc.release_of(cus[0]) if cus else None
+        if release not in (None, "12"):
+            raise UsageError(f"{cus[0].label}: offlink builds GCC 12's {NAME} images; GCC "
+                             f"{release}'s (registration 0x30003, another kernel table) not "
+                             f"yet: link with -foffload=nvptx-none, or with GCC {release}'s "
+                             f"own link")
         kinds: dict[bool, str] = {}
         for cu in cus:
             kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)

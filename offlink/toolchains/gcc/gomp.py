@@ -5,31 +5,42 @@ the registration out; `--gomp-register`, once the way to ask for it, is accepted
 nothing).
 
 Unverified on a real GPU. Per link, one generated C file (compiled by the host compiler, byte
-for byte the same for the same names and PTX file sizes) holds what GCC 12's mkoffload writes:
+for byte the same for the same names and PTX file sizes) holds what the objects' GCC release's
+mkoffload writes (LAYOUTS, checked against each release's own link under -save-temps):
 the PTX files (`ptx_objs`, pointing into the image in `.openmp_target`, so it is stored once),
 the variable and function names (`var_mappings`, `func_mappings` with launch dimensions) and
 the `nvptx_tdata` struct, a constructor calling
-`GOMP_offload_register_ver(0x10001, __OFFLOAD_TABLE__, 5, &target_data)` and a destructor
+`GOMP_offload_register_ver(VERSION, __OFFLOAD_TABLE__, 5, &target_data)` and a destructor
 calling `GOMP_offload_unregister_ver` likewise. libgomp pairs host table slot i with name i
 (target.c, gomp_load_image_to_device), so the names are written in the order of the linked
-binary's `.gnu.offload_funcs`/`.gnu.offload_vars`, each slot named by offlink's by-name
-pairing; where the link put the CUs' tables in another order than the inputs suggested, the
-C file is written again in the binary's order and the host link runs once more.
+binary's `.gnu.offload_funcs`/`.gnu.offload_vars` (and GCC 14+'s `.gnu.offload_ind_funcs`),
+each slot named by offlink's by-name pairing; where the link put the CUs' tables in another
+order than the inputs suggested, the C file is written again in the binary's order and the host
+link runs once more.
+
+What changed after GCC 12 (nvptx/mkoffload.cc and libgomp/target.c of each release):
+- GCC 13 (GOMP_VERSION 2, 0x20001): `nvptx_tdata` starts with `omp_requires_mask`, the
+  program's `omp requires` clauses, which every CU's accel compile writes to
+  GCC_OFFLOAD_OMP_REQUIRES_FILE (nvptx.py keeps each CU's in its object; combined_mask joins
+  them as lto1 does). Under `requires reverse_offload` mkoffload adds a PTX file of its own,
+  `$offload_func_table` (func_table).
+- GCC 14, 15, 16 (GOMP_VERSION 3, 0x30001): `ind_fn_num` at the end, a PTX file
+  `$offload_ind_func_table` naming the `declare target indirect` functions (ind_func_table),
+  and a six-word host table (crtoffloadtable.o's: funcs, vars, ind_funcs, begin and end each).
 
 `__OFFLOAD_TABLE__` spans those sections as in GCC's link: crtoffloadbegin.o (from the GCC
 install) comes before every input and crtoffloadend.o after them. The table itself is
-crtoffloadtable.o's four pointers, defined in the generated file instead of taking that object:
+crtoffloadtable.o's pointers, defined in the generated file instead of taking that object:
 GCC 12's crtoffloadtable.o keeps them in `.rodata`, which gives a PIE text relocations (GCC's
 own link warns "relocation ... in read-only section"); compiled -fPIC here they go to
-`.data.rel.ro`. GCC 12's interface, checked against Debian's 12.2 libgomp: GOMP_VERSION 1,
-GOMP_VERSION_NVIDIA_PTX 1 (the plugin refuses a larger device version), GOMP_DEVICE_NVIDIA_PTX
-5; `nvptx_tdata` is {ptx_objs, ptx_num, var_names, var_num, fn_descs, fn_num} (GCC 13 adds
-omp_requires_mask in front and GOMP_VERSION 2, GCC 14 ind_fn_num at the end).
+`.data.rel.ro` (as GCC 14+'s lto-wrapper compiles its own). GOMP_VERSION_NVIDIA_PTX is 1 in
+every release (the plugin refuses a larger device version), GOMP_DEVICE_NVIDIA_PTX 5.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from ... import plugins, settings
@@ -41,15 +52,148 @@ from ..llvm.omptarget import compile_c
 from . import dialect as gcc
 from . import gcn
 from .gcn import NAME as GCN
-from .nvptx import NAME
+from .nvptx import NAME, cu_masks
 
-GOMP_VERSION = 1  # GCC 12 (libgomp refuses a library version above it)
-GOMP_VERSION_NVIDIA_PTX = 1
 GOMP_DEVICE_NVIDIA_PTX = 5
-VERSION = GOMP_VERSION << 16 | GOMP_VERSION_NVIDIA_PTX  # GOMP_VERSION_PACK
 GOMP_DIM_MAX = 3
-GCC_MAJOR = "12"
 SOURCE = "offlink-gomp-register.c"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one GCC release's nvptx mkoffload writes (its gcc/config/nvptx/mkoffload.cc and
+    libgomp/target.c; checked against each release's own link under -save-temps)."""
+
+    version: int  # GOMP_VERSION_PACK (GOMP_VERSION, GOMP_VERSION_NVIDIA_PTX)
+    requires: bool  # nvptx_data starts with omp_requires_mask (GOMP_VERSION 2+)
+    indirect: bool  # ind_fn_num last, the `$offload_ind_func_table` file, a six-word host
+    #                 table (funcs, vars, ind_funcs: begin and end each; GOMP_VERSION 3+)
+
+
+# GCC 12: GOMP_VERSION 1 (libgomp refuses a library version above its own); 13: 2; 14, 15
+# and 16 (16.2: its libgomp takes GOMP_VERSION 3 still): 3; GOMP_VERSION_NVIDIA_PTX 1.
+LAYOUTS = {"12": Layout(0x10001, False, False), "13": Layout(0x20001, True, False),
+           "14": Layout(0x30001, True, True), "15": Layout(0x30001, True, True),
+           "16": Layout(0x30001, True, True)}
+
+# gomp-constants.h: the `omp requires` clauses a mask holds (GOMP_REQUIRES_*), as GCC names
+# them (omp-general.cc, omp_requires_to_name), and the bit every CU with target code sets.
+REQUIRES_NAMES = ((0x10, "unified_address"), (0x20, "unified_shared_memory"),
+                  (0x40, "self_maps"), (0x80, "reverse_offload"))
+REQUIRES_TARGET_USED = 0x200
+
+
+def requires_clauses(mask: int) -> str:
+    """The clauses of a mask as GCC names them ("none" for a CU that has no `requires`)."""
+    return ", ".join(n for bit, n in REQUIRES_NAMES if mask & bit) or "none"
+
+
+def combined_mask(labels: list[str], masks: list[int | None]) -> int:
+    """The program's `requires` mask from its CUs' (link order), as GCC 13+'s lto1 combines
+    them (input_offload_tables): the first CU's that is not 0; a CU whose mask is not 0 and
+    differs from it is refused in one line naming both CUs and both sets of clauses (GCC's
+    lto1 refuses them too, naming neither)."""
+    first = None
+    for label, mask in zip(labels, masks):
+        if not mask:
+            continue
+        if first is None:
+            first = (label, mask)
+        elif mask != first[1]:
+            raise LinkError(f"{first[0]} has `omp requires` {requires_clauses(first[1])} and "
+                            f"{label} {requires_clauses(mask)}: the CUs of one program must "
+                            f"agree (GCC's link refuses them too: \"OpenMP 'requires' "
+                            f"directive with non-identical clauses in multiple compilation "
+                            f"units\"; libgomp would abort at run time)")
+    return first[1] if first else 0
+
+
+_VERSION_LINE = re.compile(rb"\n\.version ([^\n\0]*)")
+_TARGET_LINE = re.compile(rb"\n\.target sm_([^\n\0]*)")
+_FUNC_DECL = "// BEGIN GLOBAL FUNCTION DECL: "
+
+
+def ind_func_table(image: bytes, names: list[str]) -> bytes:
+    """The PTX file GCC 14+'s mkoffload adds for `declare target indirect` functions
+    (process(), `if (ind_func_ids)`): the `.version` and `.target` the image's last such
+    lines say, a dummy function, an `.extern` declaration of each function (its
+    `// BEGIN GLOBAL FUNCTION DECL:` line's next line from the first `.func` on) and
+    `$offload_ind_func_table`, the functions in host table order; byte for byte as
+    mkoffload's C strings make it (no newline but the last)."""
+    versions, targets = _VERSION_LINE.findall(image), _TARGET_LINE.findall(image)
+    if not versions or not targets:
+        raise LinkError("libgomp registration: the nvptx-none image has no .version or "
+                        ".target line")
+    out = [b".version " + versions[-1], b".target sm_" + targets[-1],
+           b'.file 2 "<dummy>"', b".func __dummy$func2 ( );", b".func __dummy$func2 ( )",
+           b"{", b"}"]
+    for name in names:
+        line = _declaration(image, name)
+        if b".func" not in line:
+            raise LinkError(f"libgomp registration: indirect function '{name}' is declared "
+                            f"without .func in the nvptx-none image")
+        out.append(b".extern " + line[line.index(b".func"):])
+    out.append(b".visible .global .align 8 .u64 $offload_ind_func_table[] = {"
+               + ",".join(names).encode() + b"};\n")
+    return b"".join(out)
+
+
+REQUIRES_REVERSE_OFFLOAD = 0x80
+
+
+def is_nohost(name: str) -> bool:
+    """Whether a target region runs on the host only (a `device (ancestor: 1)` region: the
+    device calls it back through `$offload_func_table`)."""
+    return name.endswith("$nohost") or "$nohost$" in name
+
+
+def func_table(image: bytes, funcs: list[str]) -> bytes:
+    """The PTX file GCC 13+'s mkoffload adds under `requires reverse_offload` (process(),
+    `if (func_ids && ...)`): the `.version` and `.target` its scan had at the end of the last
+    file with MAP lines (version2, sm_ver2), a dummy function, an `.extern` declaration of
+    every host-only region (its `// BEGIN GLOBAL FUNCTION DECL:` line's next line less its
+    `.visible `) and `$offload_func_table`: each function of func_mappings' order, 0 for
+    those that are not host-only."""
+    parts = ptx_parts(image)
+    mapped = [i for i, p in enumerate(parts) if b"\n//:FUNC_MAP " in p
+              or b"\n//:IND_FUNC_MAP " in p]
+    upto = b"\0".join(parts[:mapped[-1] + 1]) if mapped else b""
+    versions, targets = _VERSION_LINE.findall(upto), _TARGET_LINE.findall(upto)
+    if not versions or not targets:
+        raise LinkError("libgomp registration: the nvptx-none image has no .version or "
+                        ".target line before its last FUNC_MAP")
+    out = [b".version " + versions[-1], b".target sm_" + targets[-1],
+           b'.file 1 "<dummy>"', b".func __dummy$func ( );", b".func __dummy$func ( )",
+           b"{", b"}"]
+    for name in filter(is_nohost, funcs):
+        line = _declaration(image, name)
+        if not line.startswith(b".visible "):
+            raise LinkError(f"libgomp registration: host-only region '{name}' is not "
+                            f".visible in the nvptx-none image")
+        out.append(b".extern " + line[len(b".visible "):])
+    out.append(b".visible .global .align 8 .u64 $offload_func_table[] = {"
+               + ",".join(n if is_nohost(n) else "0" for n in funcs).encode() + b"};\n")
+    return b"".join(out)
+
+
+def _declaration(image: bytes, name: str) -> bytes:
+    """The line after the image's first `// BEGIN GLOBAL FUNCTION DECL: NAME` line."""
+    at = image.find((_FUNC_DECL + name + "\n").encode())
+    if at < 0:
+        raise LinkError(f"libgomp registration: no declaration of function '{name}' in the "
+                        f"nvptx-none image (GCC's mkoffload: \"Cannot find function "
+                        f"declaration\")")
+    return image[at + len(_FUNC_DECL) + len(name) + 1:].split(b"\n", 1)[0]
+
+
+def c_string(data: bytes) -> str:
+    """`data` as a C string literal's text (between the quotes)."""
+    out = []
+    for b in data:
+        c = chr(b)
+        out.append("\\" + c if c in '"\\' else "\\n" if c == "\n" else
+                   c if 32 <= b < 127 else f"\\{b:03o}")
+    return "".join(out)
 CRT_BEGIN, CRT_END = "crtoffloadbegin.o", "crtoffloadend.o"
 
 
@@ -64,85 +208,107 @@ def ptx_parts(image: bytes) -> list[bytes]:
 
 
 def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
-             dims: dict[str, tuple[int, ...]]) -> str:
-    """The registration, as GCC 12's mkoffload writes it (nvptx/mkoffload.cc, process), for
-    host table slot i named funcs[i] / variables[i]. The PTX files are not copied: each
-    `ptx_objs` row points into the table's image `index` (the placeholder's
+             dims: dict[str, tuple[int, ...]], release: str = "12", mask: int = 0,
+             indirect: tuple[str, ...] = ()) -> str:
+    """The registration, as GCC `release`'s mkoffload writes it (nvptx/mkoffload.cc,
+    process; LAYOUTS), for host table slot i named funcs[i] / variables[i] / indirect[i]
+    (`mask`: the program's `omp requires` mask, GCC 13+). The PTX files are not copied:
+    each `ptx_objs` row points into the table's image `index` (the placeholder's
     `__offlink_image_K`, link/reserve.py), at the file and its NUL, as mkoffload's
     `sizeof (ptx_code_N)` counts it: the image is stored once. The constructor finds the
     files (a NUL after each) before registering, so the text depends on their number, not
-    their sizes: a relink after one CU changed takes the compiled object from the cache."""
-    for n in (*funcs, *variables):
+    their sizes: a relink after one CU changed takes the compiled object from the cache.
+    GCC 14+'s `$offload_ind_func_table` file, where there are indirect functions, is the
+    last row (ind_func_table)."""
+    layout = LAYOUTS[release]
+    for n in (*funcs, *variables, *indirect):
         if not n or any(c in n for c in '"\\\n') or not n.isascii():
             raise LinkError(f"libgomp registration: cannot name '{n}' in C")
     if image and not image.endswith(b"\0"):
         raise LinkError("libgomp registration: the nvptx-none image does not end with a NUL "
                         "(nvptx-none-ld ends every PTX file with one)")
+    if indirect and not layout.indirect:
+        raise LinkError(f"libgomp registration: GCC {release} has no `declare target "
+                        f"indirect` functions")
     symbol = image_symbol(index)
     w = [f"/* Written by offlink link: libgomp registration of the nvptx-none image\n"
-         f"   (GCC {GCC_MAJOR}'s mkoffload layout; the PTX is the table's image {index}). */",
+         f"   (GCC {release}'s mkoffload layout; the PTX is the table's image {index}). */",
          "#include <stdint.h>", "", f'extern const char {symbol}[] __attribute__ '
          f'((__visibility__ ("hidden")));', ""]
     parts = len(ptx_parts(image))
+    extra = []  # mkoffload's own PTX files after the image's: (C name, text)
+    if layout.requires and mask & REQUIRES_REVERSE_OFFLOAD and funcs:
+        extra.append(("func_table", func_table(image, funcs)))
+    if indirect:
+        extra.append(("ind_func_table", ind_func_table(image, list(indirect))))
+    for name, data in extra:
+        w.append(f"/* mkoffload's `${'offload_' + name}` file */\n"
+                 f'static const char {name}[] =\n  "{c_string(data)}";\n')
+    rows = parts + len(extra)
     w.append(f"static struct ptx_obj {{\n  const char *code;\n  __SIZE_TYPE__ size;\n"
-             f"}} ptx_objs[{parts}];  /* the image's {parts} PTX files: set by init */\n")
+             f"}} ptx_objs[{rows}];  /* the image's {parts} PTX files: set by init */\n")
     w.append("static const char *const var_mappings[] = {")
     w.append(",\n".join(f'\t"{n}"' for n in variables))
     w += ["};", ""]
     w.append(f"static const struct nvptx_fn {{\n  const char *name;\n"
              f"  unsigned short dim[{GOMP_DIM_MAX}];\n}} func_mappings[] = {{")
-    rows = []
+    lines = []
     for n in funcs:
         d = dims.get(n, ())[:GOMP_DIM_MAX]
-        rows.append(f'\t{{"{n}"' + "".join(f", {v:#x}" for v in d) + "}")
-    w.append(",\n".join(rows))
+        lines.append(f'\t{{"{n}"' + "".join(f", {v:#x}" for v in d) + "}")
+    w.append(",\n".join(lines))
     w += ["};", ""]
-    w.append("""static const struct nvptx_tdata {
-  const struct ptx_obj *ptx_objs;
+    head = "  uintptr_t omp_requires_mask;\n" if layout.requires else ""
+    tail = "  unsigned ind_fn_num;\n" if layout.indirect else ""
+    w.append(f"""static const struct nvptx_tdata {{
+{head}  const struct ptx_obj *ptx_objs;
   unsigned ptx_num;
   const char *const *var_names;
   unsigned var_num;
   const struct nvptx_fn *fn_names;
   unsigned fn_num;
-} target_data = {
-  ptx_objs, sizeof (ptx_objs) / sizeof (ptx_objs[0]),
+{tail}}} target_data = {{
+  {f"{mask}, " if layout.requires else ""}ptx_objs, sizeof (ptx_objs) / sizeof (ptx_objs[0]),
   var_mappings, sizeof (var_mappings) / sizeof (var_mappings[0]),
-  func_mappings, sizeof (func_mappings) / sizeof (func_mappings[0])
-};
+  func_mappings, sizeof (func_mappings) / sizeof (func_mappings[0]){f", {len(indirect)}"
+                                                                    if layout.indirect else ""}
+}};
 
 extern void GOMP_offload_register_ver (unsigned, const void *, int, const void *);
 extern void GOMP_offload_unregister_ver (unsigned, const void *, int, const void *);
-
-/* crtoffloadtable.o's table, over what crtoffloadbegin.o and crtoffloadend.o delimit. */
-#define HIDDEN __attribute__ ((__visibility__ ("hidden")))
-extern const void *const __offload_func_table[] HIDDEN;
-extern const void *const __offload_funcs_end[] HIDDEN;
-extern const void *const __offload_var_table[] HIDDEN;
-extern const void *const __offload_vars_end[] HIDDEN;
-const void *const __OFFLOAD_TABLE__[] HIDDEN = {
-  &__offload_func_table, &__offload_funcs_end, &__offload_var_table, &__offload_vars_end
-};
 """)
+    names = ["func_table", "funcs_end", "var_table", "vars_end"]
+    if layout.indirect:
+        names += ["ind_func_table", "ind_funcs_end"]
+    w.append("/* crtoffloadtable.o's table, over what crtoffloadbegin.o and crtoffloadend.o "
+             "delimit. */\n#define HIDDEN __attribute__ ((__visibility__ (\"hidden\")))")
+    w += [f"extern const void *const __offload_{n}[] HIDDEN;" for n in names]
+    w.append("const void *const __OFFLOAD_TABLE__[] HIDDEN = {\n  "
+             + ", ".join(f"&__offload_{n}" for n in names) + "\n};\n")
     for fn, call in (("constructor", "init"), ("destructor", "fini")):
         what = "register" if call == "init" else "unregister"
         split = "" if call == "fini" else (
             f"  const char *p = {symbol};\n"
-            f"  for (unsigned i = 0; i < sizeof (ptx_objs) / sizeof (ptx_objs[0]); i++)\n"
+            f"  for (unsigned i = 0; i < {parts}; i++)\n"
             f"    {{\n      ptx_objs[i].code = p;\n"
             f"      ptx_objs[i].size = __builtin_strlen (p) + 1;\n"
             f"      p += ptx_objs[i].size;\n    }}\n")
+        if call == "init":
+            for k, (name, _) in enumerate(extra, parts):
+                split += (f"  ptx_objs[{k}].code = {name};\n"
+                          f"  ptx_objs[{k}].size = sizeof ({name});\n")
         w.append(f"static __attribute__((__{fn}__)) void {call} (void)\n{{\n{split}"
-                 f"  GOMP_offload_{what}_ver ({VERSION:#x}, __OFFLOAD_TABLE__, "
+                 f"  GOMP_offload_{what}_ver ({layout.version:#x}, __OFFLOAD_TABLE__, "
                  f"{GOMP_DEVICE_NVIDIA_PTX}/*NVIDIA_PTX*/, &target_data);\n}}\n")
     return "\n".join(w)
 
 
-def crt_object(compiler: str, name: str) -> str:
+def crt_object(compiler: str, name: str, release: str = "12") -> str:
     out = runner.run([compiler, f"-print-file-name={name}"], f"{compiler} -print-file-name")
     path = out.stdout.decode().strip()
     if not os.path.isabs(path) or not os.path.isfile(path):
         raise LinkError(f"libgomp registration: {compiler} has no {name} (a GCC built with "
-                        f"offloading has; Debian: gcc-{GCC_MAJOR}-offload-nvptx)")
+                        f"offloading has; Debian: gcc-{release}-offload-nvptx)")
     return path
 
 
@@ -152,6 +318,7 @@ SECTIONS
 {
   .gnu.offload_funcs : { KEEP (*(.gnu.offload_funcs)) }
   .gnu.offload_vars : { KEEP (*(.gnu.offload_vars)) }
+  .gnu.offload_ind_funcs : { KEEP (*(.gnu.offload_ind_funcs)) }
 }
 INSERT AFTER .data.rel.ro;
 """
@@ -190,6 +357,17 @@ def driver_adds_crt(driver: str, args: list[str]) -> bool:
         elif a.startswith("-fno-") and "-f" + a[5:] in live:
             live["-f" + a[5:]] = False
     return any(live.values())
+
+
+def c_driver(driver: str) -> str:
+    """The C compiler of a link by `driver`: the driver itself, the gcc beside a g++ or
+    gfortran (`g++-14` -> `gcc-14`: the registration is C), else cc."""
+    folder, name = os.path.split(driver)
+    if "g++" in name or "gfortran" in name:
+        return os.path.join(folder, name.replace("g++", "gcc").replace("gfortran", "gcc"))
+    if "gcc" in name or "clang" in name or name in ("cc", "c++"):
+        return driver
+    return "cc"
 
 
 class _Driver:
@@ -231,6 +409,8 @@ class Registration(plugins.HostStep):
     option = "libgomp registration"  # what asked for it, in the pipeline's messages
 
     gcn: tuple | None = None  # (index, size, cus, tables) of an amdgcn-amdhsa image
+    release: str = "12"  # the GCC release of the objects (LAYOUTS)
+    mask: int = 0  # the program's `omp requires` mask (GCC 13+)
 
     @classmethod
     def for_link(cls, plan, images, workdir: str, required: bool,
@@ -253,20 +433,28 @@ class Registration(plugins.HostStep):
                    g.target.link_tables(g.path))  # type: ignore[attr-defined]
         cus = image.target.link_entries(image.path) if image is not None \
             else gcn[2]  # type: ignore[attr-defined,index]
-        driver = os.path.basename(plan.driver)
-        compiler = plan.driver if ("gcc" in driver or "clang" in driver
-                                   or driver in ("cc", "c++", "g++")) else "cc"
+        release = getattr((image or images[gcn_index]).target, "release", "12")
+        if release not in LAYOUTS:
+            raise UsageError(f"offlink writes the libgomp registration of GCC "
+                             f"{', '.join(LAYOUTS)}; these objects are GCC {release}'s")
+        compiler = c_driver(plan.driver)
         version = runner.run([compiler, "-dumpversion"], f"{compiler} -dumpversion")
         major = version.stdout.decode().strip().split(".")[0]
-        if major != GCC_MAJOR:
-            raise UsageError(f"offlink writes GCC {GCC_MAJOR}'s libgomp registration; the host "
-                             f"compiler {compiler} is version {major} (link with gcc-"
-                             f"{GCC_MAJOR}, or -foffload=disable for a host-only program)")
+        if major != release:
+            raise UsageError(f"the offload objects are GCC {release}'s and the host compiler "
+                             f"{compiler} is GCC {major}: libgomp {release} takes GCC "
+                             f"{release}'s registration (link with gcc-{release}, or "
+                             f"-foffload=disable for a host-only program)")
         reg = cls(compiler, image.data if image is not None else b"", cus, workdir,
                   index if index is not None else -1, cache)
         reg.gcn = gcn
+        reg.release = release
         reg.order = {kind: [e.key for _l, _s, entries in cus for e in entries
-                            if e.host.kind == kind] for kind in ("function", "variable")}
+                            if e.host.kind == kind]
+                     for kind in ("function", "variable", gcc.INDIRECT)}
+        if LAYOUTS[release].requires and image is not None:
+            reg.mask = combined_mask([label for label, _s, _e in cus],
+                                     cu_masks(image.data, len(cus)))
         return reg
 
     def text(self) -> str:
@@ -275,7 +463,8 @@ class Registration(plugins.HostStep):
         if self.index >= 0:
             dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
             out = c_source(self.index, self.data, self.order["function"],
-                           self.order["variable"], dims)
+                           self.order["variable"], dims, self.release, self.mask,
+                           tuple(self.order[gcc.INDIRECT]))
         if self.gcn is not None:
             index, size, cus, tables = self.gcn
             # The amdgcn-amdhsa key of each slot, by the CU and host symbol the order's
@@ -310,8 +499,8 @@ class Registration(plugins.HostStep):
         keep = self._keep_tables(host)
         if driver_adds_crt(host[0], host[1:extra_at]):
             return [*host[:extra_at], self.object_path, *keep, *host[extra_at:]]
-        begin = crt_object(self.compiler, CRT_BEGIN)
-        end = crt_object(self.compiler, CRT_END)
+        begin = crt_object(self.compiler, CRT_BEGIN, self.release)
+        end = crt_object(self.compiler, CRT_END, self.release)
         return [host[0], begin, *host[1:extra_at], self.object_path, end, *keep,
                 *host[extra_at:]]
 

@@ -1,5 +1,6 @@
-"""GCC 12's offload words on a link line, read as GCC's driver reads them: which offload targets
-the link builds images for, and the -foffload-options values each target's compile gets.
+"""GCC's offload words on a link line, read as GCC's driver reads them (GCC 12 to 16 alike):
+which offload targets the link builds images for, and the -foffload-options values each target's
+compile gets.
 
 GCC 12 (gcc.cc, driver_handle_option and handle_foffload_option; checked against `gcc -v`):
 - `-foffload=T1,T2` adds targets to the list, words accumulate (`-foffload=nvptx-none

@@ -37,7 +37,53 @@ if TYPE_CHECKING:
 NAME = gcc.TARGET
 DEFAULT_ISA = "-misa=sm_80"  # GCC 12's default (sm_30) is refused by CUDA 12+'s ptxas
 MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
+# GCC 13+: lto1 writes the CU's `omp requires` mask (4 bytes) to the file this names, and is
+# fatal without it (lto-cgraph.cc, input_offload_tables); mkoffload sets it per link.
+REQUIRES_FILE = "GCC_OFFLOAD_OMP_REQUIRES_FILE"
+# The mask, kept at the end of the CU's object (a PTX comment), so that a cached object
+# carries it: the registration reads every CU's from the image (gomp.py, cu_masks).
+REQUIRES_LINE = "// offlink: omp_requires {:#x}\n"
+_REQUIRES_LINE = re.compile(rb"// offlink: omp_requires (0x[0-9a-f]+)\n")
+# GCC 14+: the host libraries of a link that have device versions, which the driver hands
+# mkoffload as `-l_GCC_NAME` and mkoffload links as `-lNAME` (gcc.cc; nvptx/mkoffload.cc):
+# those the link line names and those g++ and gfortran add (GCC 14's g++: -lm; 15+: -lstdc++
+# -lm; gfortran: -lgfortran -lm), checked under -save-temps in each release.
+GCC_LIBRARIES = {"14": ("gfortran", "m"), "15": ("gfortran", "m", "stdc++"),
+                 "16": ("gfortran", "m", "stdc++")}
 
+
+def device_libraries(plan, release: str) -> list[str]:
+    """The `-lNAME` words GCC `release`'s offload link adds to its device link (GCC_LIBRARIES),
+    in the order its driver passes them: the link line's, then those its driver adds."""
+    libs = GCC_LIBRARIES.get(release, ())
+    if not libs or plan is None:
+        return []
+    args = list(plan.base_args)
+    out = [a for a in args if a.startswith("-l") and a[2:] in libs]
+    name = os.path.basename(plan.driver)
+    if not any(a in ("-nostdlib", "-nodefaultlibs") for a in args):
+        if "g++" in name:
+            out += [f"-l{n}" for n in ("stdc++", "m") if n in libs]
+        elif "gfortran" in name:
+            out += ["-lgfortran", "-lm"]
+    return list(dict.fromkeys(out))
+
+
+def release(cu) -> int:
+    """The GCC release of a CU (its accel compiler's), 12 where it does not say."""
+    found = gcc.release_of(cu)
+    return int(found) if found else 12
+
+
+def cu_masks(image: bytes, count: int) -> list[int | None]:
+    """The `omp requires` mask of each of the first `count` PTX files of an image (one per
+    CU, in link order), None for a file without one (GCC 12's)."""
+    parts = image.split(b"\0", count)[:count]
+    out: list[int | None] = []
+    for part in parts:
+        m = _REQUIRES_LINE.search(part)
+        out.append(int(m.group(1), 16) if m else None)
+    return out
 
 class GccNvptxTarget(Target):
     name = NAME
@@ -84,13 +130,16 @@ class GccNvptxTarget(Target):
                                 f"compiler '{compiler}' not found (install {package} and "
                                 f"nvptx-tools)")
         driver = compile_driver(cu)
+        # GCC 13+'s lto1 writes the CU's `requires` mask where REQUIRES_FILE says (through
+        # env: the compiles of a link run in parallel, each with its own file)
+        env = ["env", f"{REQUIRES_FILE}={output}.omp_requires"] if release(cu) >= 13 else []
         steps = accel_steps(tuple(driver))
         if steps is None:
-            return [*driver, "-c", source, "-o", output]
+            return [*env, *driver, "-c", source, "-o", output]
         # lto1 itself, without the driver between: it writes the PTX beside the object, and
         # offers() assembles it (the driver's second step).
-        return [source if w == STEP_IN else output + ".s" if w == STEP_ASM else w
-                for w in steps[0]]
+        return [*env, *(source if w == STEP_IN else output + ".s" if w == STEP_ASM else w
+                        for w in steps[0])]
 
     def identity_tool(self, cu, argv):
         # The driver names lto1 and nvptx-as and comes in the same package as lto1; hashing
@@ -109,6 +158,8 @@ class GccNvptxTarget(Target):
         in prepare_image, for cached objects too)."""
         if os.path.exists(obj_path + ".s"):  # lto1 ran alone (compile_argv): assemble
             assemble(cu, obj_path + ".s", obj_path)
+        if release(cu) >= 13:
+            keep_mask(cu, obj_path)
         entries, ptx = self._pair(cu, obj_path)
         renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
         if renames:
@@ -137,6 +188,9 @@ class GccNvptxTarget(Target):
                 entries = self._pair(c.cu, c.object_path)[0]
             if entries is not None:
                 cus.append((c.cu.label, c.cu.payload.source, entries))
+        if compiled:
+            link_opts += [o for o in device_libraries(plan, str(release(compiled[0].cu)))
+                          if o not in link_opts]
         self._links[output] = cus
         lib = _library_dir(tuple(compile_driver(compiled[0].cu))) if compiled else ""
         # OpenMP's libraries come from the -mgomp multilib first; OpenACC's from the folder
@@ -215,7 +269,8 @@ class GccNvptxTarget(Target):
         try:
             super().link_image(argv, output, compiled)
         except ToolError as e:
-            said = explain(e, argv, [(c.cu.label, self._object(c)) for c in compiled])
+            said = explain(e, argv, [(c.cu.label, self._object(c)) for c in compiled],
+                           GCC_LIBRARIES.get(getattr(self, "release", "12"), ()))
             if said is None:
                 raise
             raise said from None
@@ -227,6 +282,7 @@ class GccNvptxTarget(Target):
         return gcc.ptx_definitions(image)
 
     def for_inputs(self, cus, plan=None):
+        self.release = str(release(cus[0])) if cus else "12"  # one per link (dialect.select)
         # GCC 12's mkoffload builds an image for OpenMP or for OpenACC, never both: the merged
         # options of a program with both say neither ("either '-fopenacc' or '-fopenmp' must
         # be set"), and its compile of each differs (-mgomp and its multilib for OpenMP only).
@@ -235,7 +291,7 @@ class GccNvptxTarget(Target):
             kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)
         if len(kinds) > 1:
             raise UsageError(f"{kinds[True]} is OpenACC (-fopenacc) and {kinds[False]} OpenMP "
-                             f"(-fopenmp): GCC {gcc.LTO_MAJOR}'s offload link builds an image "
+                             f"(-fopenmp): GCC {self.release}'s offload link builds an image "
                              f"for one of them per program (its mkoffload: \"either "
                              f"'-fopenacc' or '-fopenmp' must be set\"), and so does offlink")
         # -ffat-lto-objects CUs linked without -flto: GCC's linker plugin still links their
@@ -278,6 +334,21 @@ def symbol_lines(ptx: bytes) -> bytes:
     """The lines of an object nvptx-none-ld reads for its symbols, each with the newline
     before it, in order."""
     return b"".join(_GLOBAL_LINE.findall(ptx))
+
+
+def keep_mask(cu, obj_path: str) -> None:
+    """The CU's `requires` mask, which lto1 wrote beside its object, appended to the object
+    (REQUIRES_LINE); an error naming the CU where lto1 wrote none."""
+    try:
+        with open(obj_path + ".omp_requires", "rb") as f:
+            raw = f.read()
+    except OSError:
+        raw = b""
+    if len(raw) != 4:
+        raise ToolError(f"target compile of {cu.label} for {NAME}: the accel compiler wrote "
+                        f"no `omp requires` mask ({REQUIRES_FILE})")
+    with open(obj_path, "a", encoding="ascii") as f:
+        f.write(REQUIRES_LINE.format(int.from_bytes(raw, "little")))
 
 
 def _read_bytes(path: str) -> bytes:
@@ -375,8 +446,10 @@ def compile_driver(cu) -> list[str]:
     """The accel compiler's driver command for one CU, up to `-c IN -o OUT`."""
     compile_opts = [o for o in cu.payload.options if not o.startswith(("-l", "-L"))]
     # -mgomp (OpenMP's multilib) for OpenMP only: lto1 refuses it with -fopenacc, and
-    # mkoffload leaves it out there.
+    # mkoffload leaves it out there. GCC 15+'s mkoffload adds -mfake-exceptions always.
     gomp = [] if gcc.is_openacc(cu.payload.options) else ["-mgomp"]
+    if release(cu) >= 15:
+        gomp.append("-mfake-exceptions")
     # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
     return [cu.payload.compiler, "-xlto", "-m64", *gomp, DEFAULT_ISA, *compile_opts,
             "-Wa,--no-verify"]
@@ -562,10 +635,12 @@ _UNRESOLVED = re.compile(r"^unresolved symbol (\S+)", re.M)
 SHOWN = 3  # symbols named in the line; the rest counted
 
 
-def explain(error: ToolError, argv: list[str],
-            objects: list[tuple[str, bytes]]) -> ToolError | None:
+def explain(error: ToolError, argv: list[str], objects: list[tuple[str, bytes]],
+            linked: tuple[str, ...] = ()) -> ToolError | None:
     """The one-line error for a failed device link `argv` whose objects are `objects` (label,
-    PTX), or None where nvptx-none-ld said no unresolved symbol (the error stays as it is)."""
+    PTX), or None where nvptx-none-ld said no unresolved symbol (the error stays as it is).
+    `linked`: the libraries the release's driver links on the device when the link line
+    names them (GCC_LIBRARIES: then `-lm` is the fix, as for the host)."""
     def users(name: str) -> list[str]:
         decl = re.compile(rb"\n// BEGIN GLOBAL (?:FUNCTION|VAR) DECL: " + re.escape(
             name.encode()) + rb"\n")
@@ -573,11 +648,12 @@ def explain(error: ToolError, argv: list[str],
 
     missing = list(dict.fromkeys(_UNRESOLVED.findall(error.output)))
     return missing_symbols(NAME, "unresolved symbol", missing, users,
-                           lambda lib, name: _defines(argv, lib, name), error, argv)
+                           lambda lib, name: _defines(argv, lib, name), error, argv, linked)
 
 
 def missing_symbols(target: str, said: str, missing: list[str], users, defines,
-                    error: ToolError, argv: list[str]) -> ToolError | None:
+                    error: ToolError, argv: list[str],
+                    linked: tuple[str, ...] = ()) -> ToolError | None:
     """The one line for a device link of `target` that left `missing` undefined (`said`: the
     linker's own words for it): the first SHOWN names, the CUs `users(name)` names, the optional
     GCC device library that `defines(lib, name)` and the option that adds it; the command and
@@ -593,7 +669,8 @@ def missing_symbols(target: str, said: str, missing: list[str], users, defines,
         where = f"needed by {', '.join(who)}" if who else "needed by a device library"
         parts.append(f"{name} ({where}{f'; in lib{libs[0]}' if libs else ''})")
     more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
-    fix = (": link with " + " ".join(f"-foffload-options={target}=-l{lib}" for lib in fixes)
+    fix = (": link with " + " ".join(f"-l{lib}" if lib in linked else
+                                     f"-foffload-options={target}=-l{lib}" for lib in fixes)
            if fixes else ": no GCC device library defines it (is it a host-only function "
            "called in a target region?)")
     command = f" [{runner.show(argv)}]" if runner.VERBOSE else ""
