@@ -231,6 +231,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
     }),
     "test_libgomp_suite.py": ((), {
         "test_libgomp_tests_pass_with_offlinks_link_as_with_gccs": ("gcc_offload", "suite"),
+        "test_later_libgomp_tests_pass_with_offlinks_link_as_with_gccs": ("chroots", "suite"),
     }),
     "test_link.py": (("host",), {
         "test_compiles_sweep_a_large_tmpdir_now_and_then_links_always": (),

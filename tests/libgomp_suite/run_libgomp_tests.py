@@ -92,7 +92,7 @@ _DG = re.compile(r"\{\s*(dg-[\w-]+)\s*(.*?)\}\s*(?:\*/|$)", re.M)
 TRUE_HERE = {"*-*-*", "x86_64-*-*", "i?86-*-*", "x86_64-*-linux*", "*-*-linux*", "lp64",
              "offload_target_nvptx", "offload_target_any", "openacc_host_selected",
              "vect_simd_clones", "fopenmp", "sse2_runtime", "tls_runtime", "size32plus",
-             "sync_int_long", "pthread", "fpic", "lto", "*-*-gnu*"}
+             "sync_int_long", "pthread", "fpic", "lto", "*-*-gnu*", "offloading_enabled"}
 if " avx " in open("/proc/cpuinfo").read():
     TRUE_HERE.add("avx_runtime")
 RUN_TIMEOUT = 60
