@@ -4,7 +4,8 @@ gcc-14) and sid (gcc-15, gcc-16). Every program is built both ways in the chroot
 link words, and run there with the LD_PRELOAD stand-in of GOMP_offload_register_ver
 (tests/gcc_offload/gomp_shim.c, compiled by that GCC): the same output (host fallback: no GPU
 here) and the same registration (version word, `requires` mask, host slots and their names,
-indirect functions, mkoffload's own PTX files byte for byte).
+indirect functions, mkoffload's own PTX files byte for byte; for amdgcn-amdhsa the kernels with
+their register counts and the code object's e_flags).
 """
 
 from __future__ import annotations
@@ -227,17 +228,85 @@ offlink link gcc-16 {FLAGS} a.o a16.o -o prog"""
     assert not (tmp_path / "prog").exists()
 
 
-def test_gcn_of_a_later_gcc_is_refused_in_one_line(tmp_path):
-    """Without -foffload=, GCC 14's link builds an image for every installed offload compiler
-    (the chroot has both): offlink builds GCC 12's amdgcn-amdhsa images only, and says so."""
+GCN = "-O2 -fopenmp -foffload=amdgcn-amdhsa -foffload-options=amdgcn-amdhsa=-march=gfx90a"
+
+
+def gcn_registration(folder, name: str) -> dict:
+    """What the stand-in saw of `name`'s amdgcn-amdhsa registration (GCN's lines: the kernels
+    with their register counts, the host slots by symbol) and the image's ELF e_flags."""
+    lines = [ln.split() for ln in (folder / f"{name}.log").read_text().splitlines()]
+    heads = [i for i, ln in enumerate(lines) if ln[0] in ("register", "unregister")]
+    assert [lines[i][0] for i in heads] == ["register", "unregister"], lines
+    block = lines[heads[0] + 1:heads[1]]
+    at = host_symbols(folder / name)
+    return {"head": lines[heads[0]][1:],
+            "kernels": [ln[1:] for ln in block if ln[0] == "kernel"],
+            "funcs": [at[int(ln[1])] for ln in block if ln[0] == "func"],
+            "vars": [(at[int(ln[1])], int(ln[2])) for ln in block if ln[0] == "var"],
+            "ind": [at[int(ln[1])] for ln in block if ln[0] == "ind"],
+            "e_flags": ElfFile.open(folder / f"{name}.log.gcn").e_flags}
+
+
+@pytest.mark.parametrize("suite,release,march", [
+    *((*p.values, m) for p in RELEASES[1:] for m in ("gfx90a", "default")),
+    # GCC 16's generic targets (its multilibs; code object v6, `generic v1` in e_flags)
+    ("sid", "16", "gfx9-generic"), ("sid", "16", "gfx10-3-generic")])
+def test_gcn_registers_as_gccs_own_link(suite, release, march, tmp_path):
+    """amdgcn-amdhsa (gfx90a, and the release's default: gfx900 for 14 and 15, gfx90a for
+    16): registration 0x30003, the `requires` mask, the kernels with their register counts in
+    the host table's order, the indirect functions and variables by host slot, the code
+    object's e_flags (xnack and sramecc as mkoffload sets them): as GCC's own link; the image
+    is offlink's own link of the CUs (its size differs by a few hundred bytes: GCC links one
+    assembly file)."""
+    chroot(suite)
+    flags = GCN.split(" -foffload-options")[0] if march == "default" else \
+        GCN.replace("gfx90a", march)
+    both_ways(suite, release, tmp_path, [str(SAMPLE / "main.c"), str(SAMPLE / "calls.c")],
+              flags=flags)
+    assert (tmp_path / "prog.out").read_text() == (SAMPLE / "expected.txt").read_text()
+    mine, ref = gcn_registration(tmp_path, "prog"), gcn_registration(tmp_path, "ref")
+    assert mine["head"][:3] == ref["head"][:3] == ["0x30003", "8", "gcn"]
+    assert mine["head"][4:] == ref["head"][4:] == ["kernels", "4/2", "vars", "4/4", "mask",
+                                                   "0x200", "ind", "2/2"]
+    for part in ("kernels", "funcs", "vars", "ind", "e_flags"):
+        assert mine[part] == ref[part], part
+
+
+@pytest.mark.parametrize("program", ["c++", "fortran", "openacc", "reverse"])
+@pytest.mark.parametrize("suite,release", RELEASES[1:])
+def test_gcn_cxx_fortran_openacc_and_reverse_offload_register_as_gccs_own_link(
+        suite, release, program, tmp_path):
+    chroot(suite)
+    if program == "reverse":
+        (tmp_path / "r.c").write_text(REVERSE)
+        (tmp_path / "s.c").write_text(SIDE)
+        sources, driver, flags, output = ["r.c", "s.c"], "gcc", GCN, "42 2\n"
+    else:
+        source, driver, flags, output = LANGUAGES[program]
+        sources = [str(SAMPLE / source)]
+        flags = GCN.replace("-fopenmp", "-fopenacc") if program == "openacc" else GCN
+    both_ways(suite, release, tmp_path, sources, driver, flags)
+    assert (tmp_path / "prog.out").read_text() == output
+    mine, ref = gcn_registration(tmp_path, "prog"), gcn_registration(tmp_path, "ref")
+    assert mine["head"][:3] == ref["head"][:3] and mine["head"][4:] == ref["head"][4:]
+    mask = {"openacc": "0", "reverse": "0x280"}.get(program, "0x200")
+    assert mine["head"][8:10] == ["mask", mask]
+    for part in ("kernels", "funcs", "vars", "ind", "e_flags"):
+        assert mine[part] == ref[part], part
+
+
+def test_gcn_of_a_release_offlink_has_not_checked_is_refused_in_one_line(tmp_path):
+    """GCC 13's amdgcn-amdhsa registration is not checked here (Debian 13 cannot install
+    gcc-13-offload-amdgcn beside gcc-14's): its objects linked for it are refused."""
     chroot("trixie")
     (tmp_path / "a.c").write_text(PLAIN.replace("+ f (0) + g (0) - 3", ""))
-    script = "gcc-14 -O2 -fopenmp -c a.c && offlink link gcc-14 -O2 -fopenmp a.o -o prog"
+    script = ("gcc-13 -O2 -fopenmp -foffload=nvptx-none -c a.c && offlink link gcc-13 -O2 "
+              "-fopenmp -foffload=amdgcn-amdhsa a.o -o prog")
     proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.splitlines() == [
-        "offlink: error: a.c (a.o): offlink builds GCC 12's amdgcn-amdhsa images; GCC 14's "
-        "(registration 0x30003, another kernel table) not yet: link with "
-        "-foffload=nvptx-none, or with GCC 14's own link"]
+        "offlink: error: a.c (a.o): offlink builds the amdgcn-amdhsa images of GCC 12, 14, 15, "
+        "16; GCC 13's registration is not checked here: link with -foffload=nvptx-none, or "
+        "with GCC 13's own link"]
 
 
 # -- the registration's pieces, without a toolchain ---------------------------------------------
@@ -319,3 +388,50 @@ offlink link gcc-14 {FLAGS} m.o -o prog"""
              f"&& ./ref && ./prog"
     proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == "1.398\n1.398\n", proc.stderr
+
+
+LIBRARY = """#pragma omp requires unified_shared_memory
+int libf (int x) { int r = x;
+#pragma omp target map(tofrom: r)
+  r += 1;
+  return r; }
+"""
+APP = """#include <stdio.h>
+extern int libf (int);
+int main (void) { int r = 0;
+#pragma omp target map(tofrom: r)
+  r = 41;
+  printf ("%d\\n", libf (r)); return 0; }
+"""
+
+
+def test_a_library_whose_requires_differ_is_warned_about_naming_both(tmp_path):
+    """A program without `requires` linked against a library with `requires
+    unified_shared_memory`: GCC's own program gets libgomp's error at run time and hangs at
+    exit; offlink's link warns, naming both, whether GCC or offlink linked the library."""
+    chroot("trixie")
+    (tmp_path / "lib.c").write_text(LIBRARY)
+    (tmp_path / "app.c").write_text(APP)
+    script = f"""set -e
+gcc-14 {FLAGS} -fPIC -c lib.c app.c
+gcc-14 {FLAGS} -shared lib.o -o libbygcc.so
+offlink link gcc-14 {FLAGS} -shared lib.o -o libbyofflink.so
+offlink link gcc-14 {FLAGS} app.o -L. -lbygcc -Wl,-rpath,$PWD -o prog1
+offlink link gcc-14 {FLAGS} app.o libbyofflink.so -Wl,-rpath,$PWD -o prog2
+offlink link gcc-14 {FLAGS} app.o lib.o -o prog3 || echo "rc=$?"
+timeout -s KILL 3 ./prog2 || true"""
+    proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
+    said = ("has `omp requires` none and {} unified_shared_memory: libgomp refuses the two at "
+            "run time (its \"OpenMP 'requires' directive\" error), and GCC's own program then "
+            "hangs at exit")
+    # (the same two CUs in one link: refused, as GCC's own link refuses them)
+    assert proc.stderr.splitlines()[:3] == [
+        f"offlink: warning: prog1 {said.format('./libbygcc.so')}",
+        f"offlink: warning: prog2 {said.format('libbyofflink.so')}",
+        "offlink: error: app.c (app.o) has `omp requires` none and lib.c (lib.o) "
+        "unified_shared_memory: the CUs of one program must agree (GCC's link refuses them "
+        "too: \"OpenMP 'requires' directive with non-identical clauses in multiple "
+        "compilation units\"; libgomp would abort at run time)"]
+    # what the warning foretells: libgomp's own message (then the hang, cut short here)
+    assert proc.stdout.splitlines()[0] == "rc=1" and "libgomp: OpenMP 'requires' directive " \
+        "with 'unified_shared_memory' specified only in some compilation units" in proc.stderr

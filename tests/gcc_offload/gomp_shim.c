@@ -52,6 +52,15 @@ struct gcn_image_desc {
   const struct hsa_kernel_description *kernel_infos;
   unsigned global_variable_count;
 };
+/* GCC 14-16 (GOMP_VERSION 3): gcn_data, the mask first and the indirect functions' count. */
+struct gcn_data3 {
+  uintptr_t omp_requires_mask;
+  const struct gcn_image *gcn_image;
+  unsigned kernel_count;
+  const struct hsa_kernel_description *kernel_infos;
+  unsigned ind_func_count;
+  unsigned global_variable_count;
+};
 
 static void dump(const char *path, const char *suffix, const void *data, size_t size) {
   char out[4096];
@@ -67,11 +76,26 @@ static void dump(const char *path, const char *suffix, const void *data, size_t 
    _fini_array and pairs the rest with the host's function slots in order); the variables
    have no names here (the plugin reads the image's `.offload_var_table`), only a count. */
 static void record_gcn(FILE *f, const char *what, const char *path, unsigned version, int type,
-                       void *const *const *t, uintptr_t base, const struct gcn_image_desc *d) {
+                       void *const *const *t, uintptr_t base, const void *target_data) {
   uintptr_t nfuncs = (uintptr_t) (t[1] - t[0]), nvars = (uintptr_t) (t[3] - t[2]) / 2;
-  fprintf(f, "%s %#x %d gcn %lu kernels %u/%lu vars %u/%lu\n", what, version, type,
+  struct gcn_image_desc view;
+  const struct gcn_image_desc *d = target_data;
+  const struct gcn_data3 *d3 = target_data;
+  if (version >> 16 >= 3) {
+    view = (struct gcn_image_desc) {d3->gcn_image, d3->kernel_count, d3->kernel_infos,
+                                    d3->global_variable_count};
+    d = &view;
+  }
+  fprintf(f, "%s %#x %d gcn %lu kernels %u/%lu vars %u/%lu", what, version, type,
           (unsigned long) d->gcn_image->size, d->kernel_count, (unsigned long) nfuncs,
           d->global_variable_count, (unsigned long) nvars);
+  uintptr_t ninds = version >> 16 >= 3 ? (uintptr_t) (t[5] - t[4]) : 0;
+  if (version >> 16 >= 3)
+    fprintf(f, " mask %#lx ind %u/%lu", (unsigned long) d3->omp_requires_mask,
+            d3->ind_func_count, (unsigned long) ninds);
+  fputc('\n', f);
+  for (uintptr_t i = 0; i < ninds; i++)
+    fprintf(f, "ind %lu\n", (unsigned long) ((uintptr_t) t[4][i] - base));
   for (unsigned i = 0; i < d->kernel_count; i++)
     fprintf(f, "kernel %s %d %d %d sgpr %d vgpr %d\n", d->kernel_infos[i].name,
             d->kernel_infos[i].oacc_dims[0], d->kernel_infos[i].oacc_dims[1],

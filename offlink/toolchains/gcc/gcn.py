@@ -1,5 +1,5 @@
-"""GCC 12's `amdgcn-amdhsa` offload images built one CU at a time: the steps, as plain functions,
-and the link target that runs them (GccGcnTarget, at the end).
+"""GCC's `amdgcn-amdhsa` offload images (GCC 12, 14, 15, 16) built one CU at a time: the steps,
+as plain functions, and the link target that runs them (GccGcnTarget, at the end).
 
 Each step is checked against GCC 12's own link of the same objects (tests/test_gcc_amdgcn.py):
 GCC's mkoffload (gcn/mkoffload.cc)
@@ -18,6 +18,14 @@ GOMP_VERSION_GCN 2 (0x10002), GOMP_DEVICE_GCN 8, target_data a `gcn_image_desc` 
 {size, bytes}, the kernels (`_init_array`, `_fini_array`, then one per host function slot, in
 the host table's order: libgomp's plugin pairs them by position), the variable count (the
 plugin reads the variables' addresses from `.offload_var_table` in the image)}.
+
+GCC 14, 15 and 16 (tests/test_gcc_later.py, against each release's own link): every CU's
+compile writes its `requires` mask (GCC_OFFLOAD_OMP_REQUIRES_FILE, kept at the end of its
+assembly); process_asm keeps the function tables and puts global `.offload_func_table` and
+`.offload_ind_func_table` labels before them too (the start object has all three); the
+registration is 0x30003, `gcn_data` {mask, the image, the kernels, the indirect functions'
+count, the variables' count}; the multilib, the linker and the xnack/sram-ecc words are those
+the release's accel driver and mkoffload choose (multilib, linker, later_flags).
 """
 
 from __future__ import annotations
@@ -33,7 +41,17 @@ from ...errors import FormatError, LinkError, ToolError, UsageError
 from ...model import Offer
 from ...plugins import Target
 from . import dialect as gcc
-from .nvptx import _driver_words, _host_side, _tag, accel_libdir, missing_symbols
+from .nvptx import (
+    REQUIRES_FILE,
+    _driver_words,
+    _host_side,
+    _tag,
+    GCC_LIBRARIES,
+    accel_libdir,
+    device_libraries,
+    missing_symbols,
+    release,
+)
 
 NAME = "amdgcn-amdhsa"
 GOMP_VERSION = 1  # GCC 12
@@ -59,13 +77,22 @@ class DeviceTables:
     variables: list[tuple[str, int]] = field(default_factory=list)
     regcounts: dict[str, tuple[int, int]] = field(default_factory=dict)
     dims: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    indirect: list[str] = field(default_factory=list)  # GCC 14+: `.gnu.offload_ind_funcs`
+    mask: int | None = None  # GCC 13+: the CU's `omp requires` mask (REQUIRES_LINE)
+
+
+# GCC 13+: the CU's `omp requires` mask, kept at the end of its assembly (the compiled object
+# the cache keeps), as nvptx.py keeps it in the PTX.
+REQUIRES_LINE = "; offlink: omp_requires {:#x}\n"
+_REQUIRES = re.compile(r"^; offlink: omp_requires (0x[0-9a-f]+)$", re.M)
 
 
 _SECTION = re.compile(r"^\s*\.(?:section|text|data|bss)\b")
 _QUAD = re.compile(r"^\s*\.8byte\s+(\S+)\s*$")
 _DIMS = re.compile(r"^\s*;; OPENACC-DIMS: (-?\d+), (-?\d+), (-?\d+) : (\S+)\s*$")
 _META_NAME = re.compile(r"^\s*- \.name:\s+(\S+)\s*$")
-_META_COUNT = re.compile(r"^\s*\.(sgpr|vgpr)_count:\s+(\d+)\s*$")
+# (gfx10+ follow the count with a comment: `.vgpr_count: 24 ; wavefrontsize64 counts ...`)
+_META_COUNT = re.compile(r"^\s*\.(sgpr|vgpr)_count:\s+(\d+)\s*(?:;.*)?$")
 
 
 def read_asm(asm: str) -> DeviceTables:
@@ -98,18 +125,21 @@ def read_asm(asm: str) -> DeviceTables:
                     raise ValueError(f"a variable table row of {m.group(1)} without its size")
                 # `declare target link`: bit 63 set, which the assembly writes as negative.
                 out.variables.append((m.group(1), int(size.group(1)) % (1 << 64)))
-        elif state == "funcs":
+        elif state in ("funcs", "ind"):
             m = _QUAD.match(line)
             if m:
-                out.functions.append(m.group(1))
+                (out.functions if state == "funcs" else out.indirect).append(m.group(1))
         stripped = line.strip()
         if stripped.startswith(".section"):
             state = ("vars" if ".gnu.offload_vars" in stripped else
-                     "funcs" if ".gnu.offload_funcs" in stripped else "code")
+                     "funcs" if ".gnu.offload_funcs" in stripped else
+                     "ind" if ".gnu.offload_ind_funcs" in stripped else "code")
         elif stripped == ".amdgpu_metadata":
             state = "metadata"
         elif stripped == ".end_amdgpu_metadata" or _SECTION.match(line):
             state = "code"
+    m = _REQUIRES.search(asm)
+    out.mask = int(m.group(1), 16) if m else None
     return out
 
 
@@ -134,13 +164,20 @@ def target_directive(asm: str) -> str:
     return m.group(0).strip()
 
 
-def var_table_start(directive: str) -> str:
+def var_table_start(directive: str, later: bool = False) -> str:
     """The assembly of the object linked before every CU's: the global `.offload_var_table`
     label at the start of `.gnu.offload_vars` (process_asm puts it before the first CU's rows;
-    lld joins the CUs' sections in input order after it)."""
-    return (f"\t{directive}\n\t.section\t.gnu.offload_vars,\"aw\"\n"
-            f"\t.global .offload_var_table\n\t.type .offload_var_table, @object\n"
-            f".offload_var_table:\n")
+    lld joins the CUs' sections in input order after it); `later` (GCC 14+, whose
+    process_asm keeps the function tables), `.offload_func_table` and
+    `.offload_ind_func_table` at the start of theirs too."""
+    tables = [(".gnu.offload_vars", ".offload_var_table")]
+    if later:
+        tables += [(".gnu.offload_funcs", ".offload_func_table"),
+                   (".gnu.offload_ind_funcs", ".offload_ind_func_table")]
+    align = "\t.p2align 3\n" if later else ""
+    return f"\t{directive}\n" + "".join(
+        f"\t.section\t{section},\"aw\"\n{align}\t.global {label}\n"
+        f"\t.type {label}, @object\n{label}:\n" for section, label in tables)
 
 
 def arch(options) -> str:
@@ -150,8 +187,8 @@ def arch(options) -> str:
 
 
 def device_flags(options) -> list[str]:
-    """The xnack and sram-ecc words mkoffload gives its assemble-and-link step: -mxnack only
-    where the options say so, the last -msram-ecc= (`any` without one)."""
+    """The xnack and sram-ecc words GCC 12's mkoffload gives its assemble-and-link step:
+    -mxnack only where the options say so, the last -msram-ecc= (`any` without one)."""
     xnack = "-mno-xnack"
     sram = "-msram-ecc=any"
     for o in options:
@@ -162,11 +199,17 @@ def device_flags(options) -> list[str]:
     return [xnack, sram]
 
 
-def compile_argv(compiler: str, options, source: str, output: str) -> list[str]:
+def compile_argv(compiler: str, options, source: str, output: str,
+                 gcc_release: int = 12) -> list[str]:
     """One CU's accel compile to assembly, as mkoffload's compile of the whole program
-    (`-mgomp` for OpenMP only: OpenACC has no -mgomp multilib)."""
+    (`-mgomp` for OpenMP only: OpenACC has no -mgomp multilib; GCC 15+ adds
+    -mfake-exceptions); GCC 13+'s lto1 writes the CU's `requires` mask where REQUIRES_FILE
+    says."""
     gomp = [] if "-fopenacc" in options and "-fopenmp" not in options else ["-mgomp"]
-    return [compiler, "-S", "-m64", "-xlto", *gomp, *options, source, "-o", output]
+    if gcc_release >= 15:
+        gomp.append("-mfake-exceptions")
+    env = ["env", f"{REQUIRES_FILE}={output}.omp_requires"] if gcc_release >= 13 else []
+    return [*env, compiler, "-S", "-m64", "-xlto", *gomp, *options, source, "-o", output]
 
 
 def assemble_argv(shown: str, asm: str, output: str) -> list[str]:
@@ -180,21 +223,72 @@ def assemble_argv(shown: str, asm: str, output: str) -> list[str]:
             for w in commands[0]]
 
 
-def assemble_probe(compiler: str, options) -> list[str]:
-    """The accel driver's command whose `-###` output assemble_argv reads."""
+def assemble_probe(compiler: str, options, directive: str = "") -> list[str]:
+    """The accel driver's command whose `-###` output assemble_argv reads; with the CUs'
+    `.amdgcn_target` directive (GCC 14+), the words GCC 14+'s mkoffload gives from it
+    (later_flags) and the -march the options name, none where they name none (the driver's
+    default: gfx900 for 14 and 15, gfx90a for 16)."""
+    if directive:
+        march = [w for w in options if w.startswith("-march=")][-1:]
+        return [compiler, *march, *later_flags(directive), "-c", "offlink-step.s", "-o",
+                "offlink-step.o", "-###"]
     return [compiler, f"-march={arch(options)}", *device_flags(options), "-c",
             "offlink-step.s", "-o", "offlink-step.o", "-###"]
 
 
+# Processors whose code objects carry the xnack and the sramecc feature (LLVM's AMDGPUUsage).
+_XNACK = re.compile(r"^gfx9")
+_SRAMECC = re.compile(r"^gfx9(?:06|08|0a|4|-4-generic)")
+
+
+def later_flags(directive: str) -> list[str]:
+    """GCC 14+'s mkoffload's xnack and sram-ecc words for the CUs' target ID
+    (`.amdgcn_target "amdgcn-unknown-amdhsa--gfx900:xnack-"`): `on`/`off` as the ID says,
+    `any` where the processor has the feature and the ID leaves it open, none where the
+    processor lacks it (gfx900: `-mxnack=off` alone; gfx90a: `-mxnack=any -msram-ecc=any`,
+    as their links show)."""
+    target = directive.split('"')[1].rsplit("--", 1)[-1]
+    processor, *features = target.split(":")
+    out = []
+    for name, word, has in (("xnack", "-mxnack", _XNACK), ("sramecc", "-msram-ecc",
+                                                          _SRAMECC)):
+        said = [f[-1] for f in features if f.startswith(name)]
+        if said:
+            out.append(f"{word}={'on' if said[0] == '+' else 'off'}")
+        elif has.match(processor):
+            out.append(f"{word}=any")
+    return out
+
+
+@functools.cache
+def multilib(compiler: str, march: str | None) -> str:
+    """The accel compiler's multilib folder for `march` (GCC 16 groups processors into
+    generic multilibs: gfx90a's is gfx9-generic), as `-print-multi-directory` says."""
+    out = runner.run([compiler, *([f"-march={march}"] if march else []),
+                      "-print-multi-directory"], f"{compiler} -print-multi-directory")
+    return out.stdout.decode().strip() or "."
+
+
+@functools.cache
+def linker(compiler: str) -> str:
+    """The accel compiler's own `ld` (GCC 14+ keep it among its programs, not its libraries),
+    as `-print-prog-name=ld` names it."""
+    out = runner.run([compiler, "-print-prog-name=ld"], f"{compiler} -print-prog-name")
+    return out.stdout.decode().strip()
+
+
 def link_argv(libdir: str, march: str, objects: list[str], output: str,
-              options=()) -> list[str]:
+              options=(), folder: str | None = None, ld: str | None = None) -> list[str]:
     """The image link as the accel driver's collect2 runs it (lld-13 as `ld`): a position-
     independent executable exporting every symbol, crt0.o of the -march multilib first, that
-    multilib's folder and the base folder searched, the objects (VAR_TABLE_START's first),
-    the link's own -l words, then the libraries."""
-    multilib = libdir if march == DEFAULT_ARCH else os.path.join(libdir, march)
+    multilib's folder (`folder`, as the driver names it; GCC 12's: the -march) and the base
+    folder searched, the objects (VAR_TABLE_START's first), the link's own -l words, then the
+    libraries."""
+    if folder is None:
+        folder = "." if march == DEFAULT_ARCH else march
+    multilib = os.path.normpath(os.path.join(libdir, folder))
     extra = [o for o in options if o.startswith("-l")]
-    return [os.path.join(libdir, "ld"), "--pie", "--export-dynamic", "-o", output,
+    return [ld or os.path.join(libdir, "ld"), "--pie", "--export-dynamic", "-o", output,
             os.path.join(multilib, "crt0.o"), f"-L{multilib}", f"-L{libdir}", *objects,
             *extra, *LIBRARIES]
 
@@ -213,9 +307,10 @@ def kernels(functions: list[str], tables: list[DeviceTables]
             for n in (*INIT_KERNELS, *functions)]
 
 
-# The registration's C text (c_source), as GCC 12's mkoffload writes it.
+# The registration's C text (c_source), as GCC 12's mkoffload writes it, and GCC 14+'s
+# (gcn_data: the `requires` mask first, the indirect functions' count before the variables').
 _REGISTRATION = """/* Written by offlink: libgomp registration of an amdgcn-amdhsa image
-   (GCC 12's mkoffload layout). */
+   (GCC {release}'s mkoffload layout). */
 #include <stddef.h>
 
 extern const unsigned char {symbol}[] __attribute__ ((__visibility__ ("hidden")));
@@ -240,15 +335,15 @@ static const struct gcn_image {{
 }};
 
 static const struct gcn_image_desc {{
-  const struct gcn_image *gcn_image;
+{mask_field}  const struct gcn_image *gcn_image;
   unsigned kernel_count;
   const struct hsa_kernel_description *kernel_infos;
-  unsigned global_variable_count;
+{ind_field}  unsigned global_variable_count;
 }} target_data = {{
-  &gcn_image,
+{mask_value}  &gcn_image,
   sizeof (gcn_kernels) / sizeof (gcn_kernels[0]),
   gcn_kernels,
-  gcn_num_vars
+{ind_value}  gcn_num_vars
 }};
 
 extern void GOMP_offload_register_ver (unsigned, const void *, int, const void *);
@@ -260,8 +355,8 @@ extern const void *const __offload_func_table[] HIDDEN;
 extern const void *const __offload_funcs_end[] HIDDEN;
 extern const void *const __offload_var_table[] HIDDEN;
 extern const void *const __offload_vars_end[] HIDDEN;
-const void *const __OFFLOAD_TABLE__[] HIDDEN = {{
-  &__offload_func_table, &__offload_funcs_end, &__offload_var_table, &__offload_vars_end
+{ind_table}const void *const __OFFLOAD_TABLE__[] HIDDEN = {{
+  &__offload_func_table, &__offload_funcs_end, &__offload_var_table, &__offload_vars_end{ind_words}
 }};
 
 static __attribute__((constructor)) void init (void)
@@ -278,7 +373,13 @@ static __attribute__((destructor)) void fini (void)
 """
 
 
-def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True) -> str:
+# GOMP_VERSION_PACK (GOMP_VERSION, GOMP_VERSION_GCN) by release: GCC 12's, and GCC 14-16's
+# (libgomp's GOMP_VERSION 3); GCC 13's is not checked here (no gcc-13-offload-amdgcn).
+VERSIONS = {"12": VERSION, "14": 0x30003, "15": 0x30003, "16": 0x30003}
+
+
+def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True,
+             gcc_release: str = "12", mask: int = 0, ind_count: int = 0) -> str:
     """The registration, as GCC 12's mkoffload writes it (process_asm, process_obj and main):
     `rows` from kernels(), the image the `size` bytes at `symbol` (not copied: where offlink
     stores the image), and __OFFLOAD_TABLE__ over what crtoffloadbegin.o and crtoffloadend.o
@@ -290,8 +391,19 @@ def c_source(symbol: str, size: int, rows, var_count: int, alone: bool = True) -
             raise ValueError(f"cannot name '{name}' in C")
     table = ",\n".join(f'  {{"{n}", {{{d[0]}, {d[1]}, {d[2]}}}, {s}, {v}}}'
                        for n, d, s, v in rows)
-    text = _REGISTRATION.format(symbol=symbol, var_count=var_count, table=table, size=size,
-                                VERSION=VERSION, GOMP_DEVICE_GCN=GOMP_DEVICE_GCN)
+    later = gcc_release != "12"
+    text = _REGISTRATION.format(
+        symbol=symbol, var_count=var_count, table=table, size=size,
+        VERSION=VERSIONS[gcc_release], GOMP_DEVICE_GCN=GOMP_DEVICE_GCN, release=gcc_release,
+        mask_field="  unsigned long omp_requires_mask;\n" if later else "",
+        mask_value=f"  {mask},\n" if later else "",
+        ind_field="  unsigned ind_func_count;\n" if later else "",
+        ind_value=f"  {ind_count},\n" if later else "",
+        ind_table=("extern const void *const __offload_ind_func_table[] HIDDEN;\n"
+                   "extern const void *const __offload_ind_funcs_end[] HIDDEN;\n"
+                   if later else ""),
+        ind_words=(",\n  &__offload_ind_func_table, &__offload_ind_funcs_end" if later
+                   else ""))
     if alone:
         return text
     head, _, rest = text.partition("/* crtoffloadtable.o's table")
@@ -348,17 +460,22 @@ def pair(entries, tables: DeviceTables, tag: str, label: str,
     table's order), checked by name. A static's key is qualified with `tag`, as nvptx's."""
     out = []
     for kind, dev in (("function", tables.functions),
-                      ("variable", [n for n, _ in tables.variables])):
+                      ("variable", [n for n, _ in tables.variables]),
+                      (gcc.INDIRECT, tables.indirect)):
         listed = [e for e in entries if e.kind == kind]
         if len(listed) != len(dev):
             raise LinkError(f"{label}: the host table lists {len(listed)} {kind} slots and the "
                             f"amdgcn-amdhsa code {len(dev)} (is the accel compiler the same "
                             f"GCC version?)")
-    funcs = iter(tables.functions)
-    variables = iter(n for n, _ in tables.variables)
+    devices = {"function": iter(tables.functions), gcc.INDIRECT: iter(tables.indirect),
+               "variable": iter(n for n, _ in tables.variables)}
     suffix = "." + tag.replace("$", "_")
     for host in entries:
-        found = next(funcs if host.kind == "function" else variables)
+        if host.kind == gcc.INDIRECT and host.local:
+            raise LinkError(f"{label}: static function '{host.host_name}' is `declare target "
+                            f"indirect`: offlink cannot name it program-wide; give it "
+                            f"external linkage")
+        found = next(devices[host.kind])
         name = found[:-len(suffix)] if found.endswith(suffix) else found
         qualify = host.local
         if host.kind == "function" and "._omp_fn." in host.host_name:
@@ -412,7 +529,7 @@ class GccGcnTarget(Target):
                             f"'{p.compiler}' not found (install gcc-"
                             f"{major if major.isdigit() else '12'}-offload-amdgcn)")
         options = [o for o in p.options if not o.startswith(("-l", "-L"))]
-        return compile_argv(p.compiler, options, source, output)
+        return compile_argv(p.compiler, options, source, output, release(cu))
 
     def identity_tool(self, cu, argv):
         return cu.payload.compiler
@@ -422,11 +539,24 @@ class GccGcnTarget(Target):
         (the compiled object) before the cache stores it."""
         with open(obj_path, encoding="utf-8", errors="surrogateescape") as f:
             asm = f.read()
+        kept = asm
+        if release(cu) >= 13 and _REQUIRES.search(asm) is None:
+            try:
+                with open(obj_path + ".omp_requires", "rb") as f:
+                    raw = f.read()
+            except OSError:
+                raw = b""
+            if len(raw) != 4:
+                raise ToolError(f"target compile of {cu.label} for {NAME}: the accel compiler "
+                                f"wrote no `omp requires` mask ({REQUIRES_FILE})")
+            asm += REQUIRES_LINE.format(int.from_bytes(raw, "little"))
         entries = self._pair(cu, asm)
         renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
         if renames:
+            asm = rename(asm, renames)
+        if asm != kept:
             with open(obj_path, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(rename(asm, renames))
+                f.write(asm)
         return tuple(Offer(e.key, e.kind, e.host.size, e.host.strong) for e in entries)
 
     def _pair(self, cu, asm: str) -> list:
@@ -453,7 +583,14 @@ class GccGcnTarget(Target):
         compiler = compiled[0].cu.payload.compiler if compiled else ""
         libdir = accel_libdir(compiler) if compiler else ""
         start = output + ".var-table.o"
-        return link_argv(libdir, arch(options), [start, *objects], output, options)
+        later = bool(compiled) and release(compiled[0].cu) >= 14
+        march = [o[len("-march="):] for o in options if o.startswith("-march=")][-1:]
+        folder = multilib(compiler, march[0] if march else None) if later else None
+        # GCC 14+: the link's libraries that have device versions, as for nvptx-none
+        libraries = device_libraries(plan, str(release(compiled[0].cu))) if later else []
+        return link_argv(libdir, arch(options), [start, *objects], output,
+                         [*options, *(w for w in libraries if w not in options)], folder,
+                         linker(compiler) if later else None)
 
     def link_image(self, argv, output, compiled):
         """Each CU's assembly rewritten as mkoffload's process_asm does and assembled, the
@@ -462,8 +599,14 @@ class GccGcnTarget(Target):
             raise LinkError(f"device link for target {NAME}: no CU")
         options = compiled[0].cu.payload.options
         compiler = compiled[0].cu.payload.compiler
+        later = release(compiled[0].cu) >= 14  # mkoffload keeps the function tables
+        first = ""
+        if later:
+            with open(compiled[0].object_path, encoding="utf-8",
+                      errors="surrogateescape") as f:
+                first = target_directive(f.read())
         try:
-            shown = runner.run(assemble_probe(compiler, options),
+            shown = runner.run(assemble_probe(compiler, options, first),
                         f"{compiler} -###").stdout.decode(errors="replace")
         except ToolError as e:
             raise ToolError(f"device link for target {NAME}: {e}") from None
@@ -474,37 +617,39 @@ class GccGcnTarget(Target):
             directive = directive or target_directive(asm)
             with open(c.object_path + ".2.s", "w", encoding="utf-8",
                       errors="surrogateescape") as f:
-                f.write(without_func_tables(asm))
+                f.write(asm if later else without_func_tables(asm))
             runner.run(assemble_argv(shown, c.object_path + ".2.s", c.object_path + ".o"),
                 f"device link for target {NAME}: assembling {c.cu.label}")
         start = output + ".var-table"
         with open(start + ".s", "w", encoding="utf-8") as f:
-            f.write(var_table_start(directive))
+            f.write(var_table_start(directive, later))
         runner.run(assemble_argv(shown, start + ".s", start + ".o"),
             f"device link for target {NAME}: the variable table's start")
         try:
             runner.run(argv, f"device link for target {NAME}")
         except ToolError as e:
-            said = explain(e, argv, {c.object_path + ".o": c.cu.label for c in compiled})
+            said = explain(e, argv, {c.object_path + ".o": c.cu.label for c in compiled},
+                           GCC_LIBRARIES.get(str(release(compiled[0].cu)), ()))
             raise (said or e) from None
 
     def exports(self, image, path):
         return {s.name for s in ElfFile(image, path).symbols() if s.defined and s.name}
 
     def for_inputs(self, cus, plan=None):
-        release = gcc.release_of(cus[0]) if cus else None
-        if release not in (None, "12"):
-            raise UsageError(f"{cus[0].label}: offlink builds GCC 12's {NAME} images; GCC "
-                             f"{release}'s (registration 0x30003, another kernel table) not "
-                             f"yet: link with -foffload=nvptx-none, or with GCC {release}'s "
-                             f"own link")
+        found = gcc.release_of(cus[0]) if cus else None
+        self.release = found or "12"
+        if self.release not in VERSIONS:
+            raise UsageError(f"{cus[0].label}: offlink builds the {NAME} images of GCC "
+                             f"{', '.join(VERSIONS)}; GCC {self.release}'s registration is not "
+                             f"checked here: link with -foffload=nvptx-none, or with GCC "
+                             f"{self.release}'s own link")
         kinds: dict[bool, str] = {}
         for cu in cus:
             kinds.setdefault(gcc.is_openacc(cu.payload.options), cu.label)
         if len(kinds) > 1:
             raise UsageError(f"{kinds[True]} is OpenACC (-fopenacc) and {kinds[False]} OpenMP "
-                             f"(-fopenmp): GCC 12's offload link builds an image for one of "
-                             f"them per program, and so does offlink")
+                             f"(-fopenmp): GCC {self.release}'s offload link builds an image for "
+                             f"one of them per program, and so does offlink")
         self._fat_lto = any(getattr(cu, "fat_lto", False) for cu in cus)
         return self
 
@@ -540,7 +685,8 @@ _LLD_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
 _LLD_REFERENCED = re.compile(r">>> referenced by ([^:\s]+)")
 
 
-def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolError | None:
+def explain(error: ToolError, argv: list[str], objects: dict[str, str],
+            linked: tuple[str, ...] = ()) -> ToolError | None:
     """The one-line error for a failed lld link `argv` (`objects`: object path -> its CU's
     label), or None where lld named no undefined symbol (the error stays as it is)."""
     missing: dict[str, list[str]] = {}
@@ -557,7 +703,7 @@ def explain(error: ToolError, argv: list[str], objects: dict[str, str]) -> ToolE
             missing[current].append(label)
     return missing_symbols(NAME, "undefined symbol", list(missing), missing.__getitem__,
                            lambda lib, name: name in _library_definitions(argv, lib),
-                           error, argv)
+                           error, argv, linked)
 
 
 def _library_definitions(argv: list[str], lib: str) -> frozenset[str]:

@@ -41,13 +41,16 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 from ... import plugins, settings
 from ... import run as runner
 from ...elf import ElfFile
-from ...errors import LinkError, UsageError
+from ...errors import LinkError, OfflinkError, UsageError
 from ...formats.table import image_symbol
+from ...model import find_library
+from ..binaries import Memory
 from ..llvm.omptarget import compile_c
 from . import dialect as gcc
 from . import gcn
@@ -106,6 +109,53 @@ def combined_mask(labels: list[str], masks: list[int | None]) -> int:
                             f"directive with non-identical clauses in multiple compilation "
                             f"units\"; libgomp would abort at run time)")
     return first[1] if first else 0
+
+
+# The registration data a linked library keeps, by its symbol: mkoffload's (`nvptx_data`,
+# `gcn_data`) or offlink's (`target_data`); GCC 13+'s start with the `requires` mask.
+_DATA_SYMBOLS = ("nvptx_data", "gcn_data", "target_data")
+_MASK_BITS = 0x2FF  # the clauses, GOMP_REQUIRES_TARGET_USED and atomic_default_mem_order's
+
+
+def library_mask(path: str) -> int | None:
+    """The `omp requires` mask a shared library registers with libgomp, where it can be read:
+    a library of GCC 13+ objects (its .comment) whose registration data has its symbol (not
+    stripped); None otherwise."""
+    try:
+        elf = ElfFile.open(path)
+        if elf.section(gcc.FUNCS_SECTION) is None and elf.section(gcc.VARS_SECTION) is None:
+            return None
+        major = gcc.gcc_major(elf)
+        if major is None or int(major) < 13:
+            return None
+        data = next((sym for sym in elf.symbols() if sym.name in _DATA_SYMBOLS
+                     and sym.defined and sym.st_size >= 8), None)
+        if data is None:
+            return None
+        mask = Memory(elf).word(data.st_value)
+    except (OfflinkError, OSError, ValueError):
+        return None
+    return mask if not mask & ~_MASK_BITS else None
+
+
+def library_masks(plan, mask: int, output: str) -> None:
+    """A warning for each shared library of the link whose registered `requires` mask differs
+    from the program's (`mask`, not 0): libgomp refuses the pair at run time (GCC's own program
+    prints libgomp's message, then hangs at exit), which offlink cannot refuse at link time
+    (the library may be linked again)."""
+    if not mask:
+        return
+    for i in plan.inputs:
+        path = i.path if i.kind == "file" else find_library(i.path, plan, i.static)
+        if not path or not (path.endswith(".so") or ".so." in os.path.basename(path)):
+            continue
+        theirs = library_mask(path)
+        if theirs and theirs != mask:
+            print(f"offlink: warning: {output} has `omp requires` {requires_clauses(mask)} "
+                  f"and {path} {requires_clauses(theirs)}: libgomp refuses the two at run "
+                  f"time (its \"OpenMP 'requires' directive\" error), and GCC's own program "
+                  f"then hangs at exit",
+                  file=sys.stderr)
 
 
 _VERSION_LINE = re.compile(rb"\n\.version ([^\n\0]*)")
@@ -455,6 +505,10 @@ class Registration(plugins.HostStep):
         if LAYOUTS[release].requires and image is not None:
             reg.mask = combined_mask([label for label, _s, _e in cus],
                                      cu_masks(image.data, len(cus)))
+        elif LAYOUTS[release].requires and gcn is not None:  # amdgcn-amdhsa alone
+            reg.mask = combined_mask([label for label, _s, _e in gcn[2]],
+                                     [t.mask for t in gcn[3]])
+        library_masks(plan, reg.mask, plan.output)
         return reg
 
     def text(self) -> str:
@@ -475,7 +529,9 @@ class Registration(plugins.HostStep):
                     for label, _s, entries in self.cus for e in entries}
             funcs = [mine.get(k, k) for k in self.order["function"]]
             out += gcn.c_source(image_symbol(index), size, gcn.kernels(funcs, tables),
-                                len(self.order["variable"]), alone=self.index < 0)
+                                len(self.order["variable"]), alone=self.index < 0,
+                                gcc_release=self.release, mask=self.mask,
+                                ind_count=len(self.order[gcc.INDIRECT]))
         return out
 
     @property
