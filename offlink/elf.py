@@ -188,8 +188,9 @@ class ElfFile:
 
 _RELA = struct.Struct("<QQq")
 SHT_RELA = 4
-# (R_*_RELATIVE, R_*_64) by e_machine: x86-64 and AArch64, the hosts offlink supports.
-_DYNAMIC_RELOCS = {62: (8, 1), 183: (1027, 257)}
+# (R_*_RELATIVE, R_*_64) by e_machine: x86-64 and AArch64, the hosts offlink supports, and
+# AMD GPU code objects (R_AMDGPU_RELATIVE64, R_AMDGPU_ABS64), whose tables inspect reads.
+_DYNAMIC_RELOCS = {62: (8, 1), 183: (1027, 257), 224: (13, 3)}
 
 
 def rela_entries(elf: ElfFile, rela: Section) -> Iterator[tuple[int, int, int]]:

@@ -117,8 +117,8 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
             from .explain import findings
 
             found = findings(binary, inspect_file(binary))
-            for finding, fix in found:
-                print(f"{finding}\n  fix: {fix}")
+            for finding, evidence, fix in found:
+                print(f"{finding}\n  evidence: {evidence}\n  fix: {fix}")
             if not found:
                 print("nothing in the file or on this machine says that target regions would "
                       "run on the host")

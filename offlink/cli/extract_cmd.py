@@ -90,15 +90,18 @@ def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
 
 def _toolchain_images(elf: ElfFile, path: str, member: str) -> list[Image]:
     """The images of GCC's own link (mkoffload's PTX, one text per CU, NUL-separated, as
-    offlink's nvptx-none image) and of nvcc's (.nv_fatbin); clang's are its OffloadBinaries."""
+    offlink's nvptx-none image; its amdgcn code object), as `inspect` reads them, and of
+    nvcc's (.nv_fatbin); clang's are its OffloadBinaries."""
     out = []
     for o in binaries.read(elf):
-        target = binaries.module(o.toolchain).EXTRACT_TARGET
-        if target is None:
-            continue
         for img in o.images:
-            out.append(Image(path, member, target, img.triple, img.archs,
-                             SUFFIXES.get(img.kind, ".bin"), img.data))
+            target = binaries.module(o.toolchain).extract_target(img)
+            if target is None:
+                continue
+            suffix = SUFFIXES.get(img.kind, ".bin")
+            if img.kind == "elf":
+                suffix = _ELF_SUFFIXES.get(elf_type(img.data[:18]), ".elf")
+            out.append(Image(path, member, target, img.triple, img.archs, suffix, img.data))
     return out
 
 

@@ -12,17 +12,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ...elf import ElfFile
+import struct
+
+from ...elf import SHT_PROGBITS, STT_OBJECT, ElfFile, loaded_words
+from ...errors import FormatError
+from ...formats.table import SECTION as TABLE_SECTION
 from ..binaries import (
     Entry,
     Image,
     Memory,
     Offload,
+    Registered,
     defines,
     differs,
     host_names,
+    image_archs,
     registration,
-    symbol,
 )
 from .dialect import TARGET as NVPTX
 from .dialect import compile_options, offload_options, table_slots
@@ -30,11 +35,15 @@ from .dialect import compile_options, offload_options, table_slots
 GCC_FUNCS, GCC_VARS = ".gnu.offload_funcs", ".gnu.offload_vars"
 LINK_BIT = 1 << 63  # GCC's .gnu.offload_vars size word: a `declare target link` variable
 REGISTRATIONS = ("GOMP_offload_register_ver", "GOMP_offload_register")
-TARGETS = (NVPTX, "amdgcn-amdhsa")
+GCN = "amdgcn-amdhsa"
+TARGETS = (NVPTX, GCN)
+INIT_KERNELS = ("_init_array", "_fini_array")  # crt0's kernels in a GCN image: no host entry
+VAR_TABLE = ".offload_var_table"  # a GCN image's variable table (mkoffload's label)
+RUNTIME = "libgomp"
+SHF_EXECINSTR = 0x4
 PLUGINS = {NVPTX: "libgomp-plugin-nvptx.so.1", "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
 RUNTIMES = ()  # the libraries its programs need to start, by name
 RUNTIME_FIX = ""
-EXTRACT_TARGET = NVPTX  # mkoffload's image: PTX, one text per CU
 NO_REGISTRATION_FIX = ("link with gcc and the same -foffload= as the compiles (mkoffload writes "
                        "the registration), or with `offlink link --gomp-register`")
 
@@ -46,15 +55,31 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
     variables = table_slots(elf, GCC_VARS, 16) or []
     out = Offload("gcc", registration(elf, REGISTRATIONS))
     memory = Memory(elf)
-    func_names, var_names, images = _mkoffload_nvptx(elf, memory, out.notes)
-    out.images = images
-    if func_names is not None and len(func_names) != len(funcs):
-        out.notes.append(f"{len(funcs)} host functions ({GCC_FUNCS}) but {len(func_names)} "
-                         f"device names: libgomp pairs them by position and refuses the image "
-                         f"('expected {len(funcs)}, have {len(func_names)}')")
-    if var_names is not None and len(var_names) != len(variables):
-        out.notes.append(f"{len(variables)} host variables ({GCC_VARS}) but {len(var_names)} "
-                         f"device names: libgomp refuses the image")
+    devices = [] if out.registration is None else registered(elf, memory, out.notes)
+    func_names: list[str] | None = None
+    var_names: list[str] | None = None
+    for target, version, data in devices:
+        out.registered.append(Registered(target, version, f"mkoffload's constructor: "
+                                         f"{out.registration}({version:#x}, ..., "
+                                         f"&target_data at {data:#x})"))
+        read_target = _nvptx if target == NVPTX else _gcn
+        try:
+            funcs_of, vars_of, image = read_target(elf, memory, version, data,
+                                                   TABLE_SECTION in sections)
+        except FormatError as e:
+            out.notes.append(f"{target}: mkoffload's data at {data:#x} not read: {e}")
+            continue
+        if image is not None:
+            out.images.append(image)
+        func_names = funcs_of if func_names is None else func_names
+        var_names = vars_of if var_names is None else var_names
+        if len(funcs_of) != len(funcs):
+            out.notes.append(f"{len(funcs)} host functions ({GCC_FUNCS}) but {len(funcs_of)} "
+                             f"{target} names: libgomp pairs them by position and refuses the "
+                             f"image ('expected {len(funcs)}, have {len(funcs_of)}')")
+        if vars_of is not None and len(vars_of) != len(variables):
+            out.notes.append(f"{len(variables)} host variables ({GCC_VARS}) but "
+                             f"{len(vars_of)} {target} names: libgomp refuses the image")
     host = host_names(elf, {a for a, _ in funcs} | {a for a, _ in variables})
     for i, (address, _) in enumerate(funcs):
         name = func_names[i] if func_names and i < len(func_names) else host.get(address, "")
@@ -71,56 +96,135 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
     return out
 
 
-def _mkoffload_nvptx(elf: ElfFile, memory: Memory, notes: list[str]):
-    """(function names, variable names, images) of GCC 12's nvptx mkoffload arrays; (None,
-    None, []) where their symbols are gone (a stripped binary) or it is not nvptx's."""
-    syms = {n: symbol(elf, n) for n in ("func_mappings", "var_mappings", "ptx_objs")}
-    if syms["ptx_objs"] is None:
-        notes.append("mkoffload's image arrays (ptx_objs, func_mappings, var_mappings) are not "
-                     "in the symbol table (stripped, or not nvptx-none): the device names are "
-                     "not known")
-        return None, None, []
-    funcs = syms["func_mappings"]
-    variables = syms["var_mappings"]
-    # struct nvptx_fn { const char *name; unsigned short dim[3]; }: 16 bytes
-    func_names = [memory.cstr(memory.word(funcs.st_value + 16 * i))
-                  for i in range(funcs.st_size // 16)] if funcs else []
-    var_names = [memory.cstr(memory.word(variables.st_value + 8 * i))
-                 for i in range(variables.st_size // 8)] if variables else []
-    ptx = []  # struct ptx_obj { const char *code; size_t size; }
-    objs = syms["ptx_objs"]
-    offsets = []
-    for i in range(objs.st_size // 16):
-        code, size = memory.word(objs.st_value + 16 * i), memory.word(objs.st_value + 16 * i + 8)
+# mkoffload's constructor `init` as the host compiler writes it (mkoffload compiles its C file
+# unoptimised): GOMP_offload_register_ver (VERSION, __OFFLOAD_TABLE__, DEVICE, &target_data),
+# its arguments loaded last to first: `lea target_data(%rip),%rax` (`mov $target_data,%rax`
+# in a non-PIE link the linker relaxed); `mov %rax,%rcx; mov $DEVICE,%edx; lea
+# __OFFLOAD_TABLE__(%rip),%rax` (or its `mov $...,%rax`); `mov %rax,%rsi; mov $VERSION,%edi`.
+# GCC 12's and GCC 14-16's, from gcc and g++, PIE, non-PIE and DSO alike; `fini` repeats it
+# for the unregister call. Read from the code, so a stripped binary (no `init`, no
+# `target_data` symbol) is read as well.
+_CONSTRUCTOR = re.compile(rb"\x48(\x8d\x05|\xc7\xc0)(.{4})\x48\x89\xc1\xba(.{4})"
+                          rb"\x48(?:\x8d\x05|\xc7\xc0).{4}\x48\x89\xc6\xbf(.{4})", re.S)
+DEVICES = {5: NVPTX, 8: GCN}  # GOMP_DEVICE_NVIDIA_PTX, GOMP_DEVICE_GCN
+
+
+def registered(elf: ElfFile, memory: Memory, notes: list[str]) -> list[tuple[str, int, int]]:
+    """(target, version, address of mkoffload's target_data) of every registration call."""
+    found: dict[int, tuple[str, int, int]] = {}
+    for section in elf.sections:
+        if not section.sh_flags & SHF_EXECINSTR or section.sh_type != SHT_PROGBITS:
+            continue
+        code = bytes(elf.content(section))
+        for m in _CONSTRUCTOR.finditer(code):
+            device, version = (struct.unpack("<I", m.group(i))[0] for i in (3, 4))
+            if device not in DEVICES:
+                continue
+            data = struct.unpack("<i", m.group(2))[0]
+            if m.group(1) == b"\x8d\x05":  # RIP-relative: from the next instruction
+                data += section.sh_addr + m.start() + 7
+            found.setdefault(data, (DEVICES[device], version, data))
+    if not found:
+        notes.append("no mkoffload constructor found in the code (GOMP_offload_register_ver "
+                     "called otherwise): the device names and images are not known")
+    return sorted(found.values(), key=lambda d: TARGETS.index(d[0]))
+
+
+def _mask(version: int) -> int:
+    """Bytes before the data proper: GOMP_VERSION 2 (GCC 13) put the `requires` mask first."""
+    return 8 if version >> 16 >= 2 else 0
+
+
+def _nvptx(elf: ElfFile, memory: Memory, version: int, data: int, linked_by_offlink: bool):
+    """GCC's nvptx_data: {[mask,] ptx_objs, ptx_num, var_names, var_num, fn_descs, fn_num[,
+    ind_fn_num]}; ptx_obj {code, size}; fn_desc {name, dim[3]} (16 bytes)."""
+    at = data + _mask(version)
+    objs, ptx_num = memory.word(at), memory.u32(at + 8)
+    var_at, var_num = memory.word(at + 16), memory.u32(at + 24)
+    fn_at, fn_num = memory.word(at + 32), memory.u32(at + 40)
+    func_names = [memory.cstr(memory.word(fn_at + 16 * i)) for i in range(fn_num)]
+    var_names = [memory.cstr(memory.word(var_at + 8 * i)) for i in range(var_num)]
+    if linked_by_offlink:
+        return func_names, var_names, None  # the PTX is the table's, copied in at start
+    ptx, offsets = [], []
+    for i in range(ptx_num):
+        code, size = memory.word(objs + 16 * i), memory.word(objs + 16 * i + 8)
         text, offset = memory.bytes_at(code, size)
         ptx.append(text.rstrip(b"\0"))
         offsets.append(offset)
-    data = b"\0".join(ptx)  # as offlink's nvptx-none image: one PTX text per CU
-    archs = sorted({m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", data, re.M)},
+    image = b"\0".join(ptx)  # as offlink's nvptx-none image: one PTX text per CU
+    archs = sorted({m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)},
                    key=lambda a: (len(a), a))
-    image = Image("nvptx-none", tuple(archs), "ptx", "gcc-mkoffload", data,
-                  offsets[0] if len(offsets) == 1 else None)  # in pieces: one per CU
-    return func_names, var_names, [image]
+    return func_names, var_names, Image(
+        NVPTX, tuple(archs), "ptx", "gcc-mkoffload", image,
+        offsets[0] if len(offsets) == 1 else None, f"mkoffload's ptx_objs ({ptx_num} texts)")
+
+
+GCN_KERNEL_INFO = 32  # {name, oacc_dims[3], sgpr_count, vgpr_count}
+
+
+def _gcn(elf: ElfFile, memory: Memory, version: int, data: int, linked_by_offlink: bool):
+    """GCC's gcn_image_desc: {[mask,] gcn_image {size, image}*, kernel_count, kernel_infos[,
+    ind_func_count], global_variable_count}: the kernels after crt0's _init_array and
+    _fini_array pair with the host functions by position; the variables are the image's
+    `.offload_var_table` rows, named by the image's symbols at their addresses."""
+    at = data + _mask(version)
+    image_at, count, infos = memory.word(at), memory.u32(at + 8), memory.word(at + 16)
+    kernels = [memory.cstr(memory.word(infos + GCN_KERNEL_INFO * i)) for i in range(count)]
+    func_names = [k for k in kernels if k not in INIT_KERNELS]
+    size, code = memory.word(image_at), memory.word(image_at + 8)
+    blob, offset = memory.bytes_at(code, size)
+    var_names = _gcn_variables(blob)
+    arch = image_archs("shared-object", blob)
+    image = None if linked_by_offlink else Image(GCN, tuple(arch), "elf", "gcc-mkoffload",
+                                                  blob, offset, "mkoffload's gcn_image")
+    return func_names, var_names, image
+
+
+def _gcn_variables(blob: bytes) -> list[str] | None:
+    """The names of the variables an amdgcn image's `.offload_var_table` lists, in order."""
+    elf = ElfFile(blob, GCN)
+    table = next((s for s in elf.symbols() if s.name == VAR_TABLE and s.defined), None)
+    if table is None:
+        return None
+    section = next(s for s in elf.sections if s.sh_addr <= table.st_value < s.sh_addr
+                   + max(s.sh_size, 1) and s.sh_addr)
+    words = loaded_words(elf, section, 8)
+    at: dict[int, str] = {}
+    for s in elf.symbols():
+        if s.defined and s.st_type == STT_OBJECT and s.is_global:
+            at.setdefault(s.st_value, s.name)
+    names = []
+    off = table.st_value - section.sh_addr
+    while off in words and off + 8 in words and words[off] in at:
+        names.append(at[words[off]])
+        off += 16
+    return names
 
 
 def findings(offload: dict, loadable: Callable[[str], str | None],
-             device: Callable[[str, str], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+             device: Callable[[str, str], list[tuple[str, str, str]]]
+             ) -> list[tuple[str, str, str]]:
     out = []
     for image in offload["images"]:
         plugin = PLUGINS.get(image["triple"])
         if plugin and loadable(plugin) is None:
             out.append((f"libgomp's plugin {plugin} is not installed: libgomp cannot use "
-                        f"the {image['triple']} image", "install the toolchain's offload "
-                        "plugin (Debian: libgomp-plugin-nvptx1 / libgomp-plugin-amdgcn1)"))
+                        f"the {image['triple']} image", f"the {image['triple']} image "
+                        f"({image['where']}); {plugin} not on the loader's path",
+                        "install the toolchain's offload plugin (Debian: "
+                        "libgomp-plugin-nvptx1 / libgomp-plugin-amdgcn1)"))
         out += device(image["triple"], f"{image['triple']} image")
     return out
 
 
-def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str]]:
+def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str, str]]:
     if "nvptx-none" in targets and "GOMP_offload_register_ver" not in symbols:
         return [("the nvptx-none image of GCC's objects is in the table but not registered "
                  "with libgomp: GCC's target regions run on the host (offlink's table serves "
-                 "offlink_translate only)", "link with `offlink link --gomp-register`")]
+                 "offlink_translate only)", "target nvptx-none in .openmp_target; no "
+                 "GOMP_offload_register_ver in the symbol tables",
+                 "link with `offlink link --gomp-register`")]
     return []
 
 
@@ -133,6 +237,31 @@ def in_image(target, name: str) -> bool:
         return re.search(rb"^// BEGIN (GLOBAL )?(FUNCTION DEF|VAR DEF): " + word + rb"$",
                          target.image, re.M) is not None
     return defines(target.image, target.name, name)
+
+
+ENTRY_TERMS = {
+    "function": f"a kernel (a target region's outlined function) in GCC's host table {GCC_FUNCS}",
+    "variable": f"a `declare target` variable in GCC's host table {GCC_VARS}",
+    "link-variable": f"a `declare target link` variable in GCC's host table {GCC_VARS}"}
+
+
+def claims(target: str) -> bool:
+    return target in TARGETS
+
+
+def device_only(name: str, where: list[str], exported: bool) -> str:
+    """A name the images define but GCC's host tables do not list."""
+    what = "variable" if "(variable" in where[0] else "function"
+    how = (f"called by name in target regions; not reachable through a host pointer (GCC's "
+           f"tables list kernels and variables only: GCC 14+ has `declare target indirect`)"
+           if what == "function" else "used by name in target regions; no host variable is "
+           "mapped to it")
+    return f"'{name}' is a declare target {what} in the images {', '.join(where)}, {how}"
+
+
+def extract_target(image: Image) -> str | None:
+    """The target `offlink extract` files an image under: its own (nvptx-none, amdgcn-amdhsa)."""
+    return image.triple
 
 
 def not_offered(table, name: str) -> str | None:

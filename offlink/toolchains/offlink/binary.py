@@ -9,8 +9,10 @@ from collections.abc import Callable
 from ...elf import ElfFile
 from ...errors import FormatError
 from ...formats.fatbin import FATBIN_ELF, fatbin_containers
-from ..binaries import Entry, Image, Offload, registration
+from ..binaries import Entry, Image, Offload, Registered, registration
 from .cuda import ARCH_OPTION, NAME
+
+RUNTIME = "cudart"  # the runtime that gets the images
 
 NV_FATBIN = ".nv_fatbin"
 REGISTRATIONS = ("__cudaRegisterFatBinary", "__cudaRegisterLinkedBinary")
@@ -38,7 +40,9 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
                 out.notes.append(f"sm_{e.sm}: compressed cubin, its kernels not read (nvcc "
                                  f"-Xfatbin=-compress-all=false keeps them readable)")
         out.images.append(Image(NAME, tuple(dict.fromkeys(archs)), "fatbin", "nvcc",
-                                data[pos:end], section.sh_offset + pos))
+                                data[pos:end], section.sh_offset + pos, NV_FATBIN))
+    if out.registration is not None:
+        out.registered.append(Registered(NAME, None, f"{out.registration} in the symbol tables"))
     host = {s.name: s.st_value for s in elf.symbols() if s.defined and s.name}
     for name, kind, size in dict.fromkeys(kernels):  # the host stub or shadow: same name
         out.entries.append(Entry(name, kind, host.get(name, 0), size, None))
@@ -58,12 +62,32 @@ def _cubin_kernels(cubin: bytes) -> list[tuple[str, str, int]]:
 
 
 def findings(offload: dict, loadable: Callable[[str], str | None],
-             device: Callable[[str, str], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+             device: Callable[[str, str], list[tuple[str, str, str]]]
+             ) -> list[tuple[str, str, str]]:
     return device("nvptx", "fatbin")
 
 
-def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str]]:
+def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str, str]]:
     return []
+
+
+ENTRY_TERMS = {"function": "a kernel (`__global__`) of the fatbin's cubins, launched through "
+                            "its host stub",
+               "variable": "a `__device__` variable of the fatbin's cubins, reached through "
+                           "its host shadow"}
+
+
+def claims(target: str) -> bool:
+    return False  # offlink's CUDA target is offlink's own runtime's
+
+
+def device_only(name: str, where: list[str], exported: bool) -> str:
+    return (f"'{name}' is in the fatbin {', '.join(where)} but not a kernel or variable the "
+            f"host registers: a device function, called by name from device code")
+
+
+def extract_target(image: Image) -> str | None:
+    return EXTRACT_TARGET
 
 
 def not_offered(table, name: str) -> str | None:
