@@ -326,6 +326,8 @@ def demangle(names: list[str]) -> dict[str, str]:
              if n.startswith("__omp_offloading_") and (m := kernel_name.match(n))}
     # GCC's PTX spells a C++ kernel `_Z3runv$_omp_fn$0`: demangled as the host's `_Z3runv._omp_fn.0`
     inner.update({n: n.replace("$", ".") for n in names if n.startswith("_Z") and "$" in n})
+    # nvcc's whole-program cubin spells a device function `$_Z3runPi$_Z5scalei` (its kernel's)
+    inner.update({n: n.rsplit("$", 1)[1] for n in names if n.startswith("$") and "$_Z" in n})
     mangled = sorted({n for n in names if n.startswith("_Z")} | set(inner.values()))
     if not mangled:
         return {}
@@ -417,8 +419,11 @@ def explain(path: str, name: str | None, address: int | None,
     if section is None:
         return _explain_toolchain(elf, path, info, name, address, load_base)
     text, offered = _explain_table(elf, path, section, name, address, load_base)
-    if name is not None and not offered:
-        on_device = _on_device(info, name, path)
+    if name is not None and not offered:  # the toolchains' own entries, then the images
+        found = [_entry_line(o, e, info) for o in info["offload"] for e in o["entries"]
+                 if o["toolchain"] != "offlink"
+                 and _names_match(name, e["name"], e["host_name"], e["demangled"])]
+        on_device = ("\n".join(found), True) if found else _on_device(info, name, path)
         if on_device:
             text += "\n" + on_device[0]
             offered = on_device[1]
@@ -469,6 +474,9 @@ def _explain_table(elf: ElfFile, path: str, section: Section, name: str | None,
                          f"(externally, with default or protected visibility) in any CU's "
                          f"target code, or its CU was not compiled with `offlink cc`; "
                          f"translate returns the host pointer")
+        elif mangled := [m for m, d in demangle(sorted(n for n in host if n.startswith("_Z")))
+                         .items() if _names_match(name, d)]:
+            lines.append(f"'{name}' is defined in {path} (as {mangled[0]}) but no CU offers it")
         else:
             lines.append(f"'{name}' is neither in the table nor defined in {path}")
     if address is not None:
@@ -498,13 +506,20 @@ def _explain_table(elf: ElfFile, path: str, section: Section, name: str | None,
     return "\n".join(lines), offered
 
 
+# offlink's key of a CU-private name (gcc/dialect.py): `MAIN__$_omp_fn$0$prog_f90$067e33bb`;
+# LLVM's OpenMP optimisation's copy of a device function it internalised: `scale.internalized`
+# (amdgcn), `scale_$_internalized` (nvptx, where PTX forbids the dot).
+_CU_KEY = re.compile(r"\$[^$]+\$[0-9a-f]{8}$|(\.|_\$_)internalized$")
+
+
 def _names_match(name: str, *spellings: str | None) -> bool:
     """A name as asked (mangled, demangled with or without its parameters, the host's or the
-    PTX's spelling) against one entity's spellings."""
+    PTX's spelling, a CU-private name without offlink's CU key) against one entity's
+    spellings."""
     for x in spellings:
         if x is None:
             continue
-        if x == name or x == name.replace(".", "$"):
+        if name in (x, _CU_KEY.sub("", x)) or x == name.replace(".", "$"):
             return True
         if "(" in name or "[clone" in x:
             continue  # a full signature, or a clone (a kernel GCC outlined from `name`)
@@ -527,14 +542,11 @@ def _on_device(info: dict, name: str, path: str) -> tuple[str, bool] | None:
         return None
     toolchain = held[0][0]["toolchain"]
     first = held[0][2]
-    if first["demangled"]:
-        name = f"{first['name']}' ('{first['demangled']}"
+    name = f"{first['name']} ({first['demangled']})" if first["demangled"] else first["name"]
     where = [f"{i['triple']} ({s['kind']}{'' if s['exported'] else ', local'})"
              for _, i, s in held]
     # on the device: in an image (offlink's own runtime resolves exported names only)
     exported = any(s["exported"] or o["toolchain"] != "offlink" for o, _, s in held)
-    if not first["demangled"]:
-        name = first["name"]
     return binaries.module_for(toolchain).device_only(name, where, exported), exported
 
 

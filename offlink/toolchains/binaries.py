@@ -35,7 +35,7 @@ import struct
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from ..elf import EM_AMDGPU, STT_FILE, STT_SECTION, ElfFile, Symbol, loaded_words
+from ..elf import ELF_MAGIC, EM_AMDGPU, STT_FILE, STT_SECTION, ElfFile, Symbol, loaded_words
 from ..errors import FormatError
 from ..formats.cubin import cubin_arch
 from ..formats.fatbin import fatbin_archs
@@ -209,7 +209,7 @@ def image_archs(kind: str, image: bytes) -> list[str]:
     if kind in PTX_TEXT_KINDS:
         found = {m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)}
         return sorted(found, key=lambda a: (len(a), a))
-    if kind == "shared-object":
+    if kind == "shared-object" or image[:4] == ELF_MAGIC:  # an ELF image of any kind
         return [a] if (a := _amdgpu_arch(image)) else []
     return []
 

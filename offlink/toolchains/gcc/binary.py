@@ -59,7 +59,7 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
     func_names: list[str] | None = None
     var_names: list[str] | None = None
     for target, version, data in devices:
-        out.registered.append(Registered(target, version, f"mkoffload's constructor: "
+        out.registered.append(Registered(target, version, f"a constructor's call "
                                          f"{out.registration}({version:#x}, ..., "
                                          f"&target_data at {data:#x})"))
         read_target = _nvptx if target == NVPTX else _gcn
@@ -106,6 +106,11 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
 # `target_data` symbol) is read as well.
 _CONSTRUCTOR = re.compile(rb"\x48(\x8d\x05|\xc7\xc0)(.{4})\x48\x89\xc1\xba(.{4})"
                           rb"\x48(?:\x8d\x05|\xc7\xc0).{4}\x48\x89\xc6\xbf(.{4})", re.S)
+# The same call optimised (offlink's registration, gcc/gomp.py, and GCC's at -O1 and above):
+# `lea target_data(%rip),%rcx; mov $DEVICE,%edx`, then `lea __OFFLOAD_TABLE__(%rip),%rsi` and
+# `mov $VERSION,%edi` in either order.
+_OPTIMISED = re.compile(rb"\x48\x8d\x0d(.{4})\xba(.{4})(?:\x48\x8d\x35.{4}\xbf(.{4})|"
+                        rb"\xbf(.{4})\x48\x8d\x35.{4})", re.S)
 DEVICES = {5: NVPTX, 8: GCN}  # GOMP_DEVICE_NVIDIA_PTX, GOMP_DEVICE_GCN
 
 
@@ -116,13 +121,17 @@ def registered(elf: ElfFile, memory: Memory, notes: list[str]) -> list[tuple[str
         if not section.sh_flags & SHF_EXECINSTR or section.sh_type != SHT_PROGBITS:
             continue
         code = bytes(elf.content(section))
-        for m in _CONSTRUCTOR.finditer(code):
-            device, version = (struct.unpack("<I", m.group(i))[0] for i in (3, 4))
-            if device not in DEVICES:
+        calls = [(m.start(), m.group(1) == b"\x8d\x05", m.group(2), m.group(3), m.group(4))
+                 for m in _CONSTRUCTOR.finditer(code)]
+        calls += [(m.start(), True, m.group(1), m.group(2), m.group(3) or m.group(4))
+                  for m in _OPTIMISED.finditer(code)]
+        for at, relative, where, device_word, version_word in calls:
+            device, version = (struct.unpack("<I", w)[0] for w in (device_word, version_word))
+            if device not in DEVICES or not 1 <= version >> 16 <= 3:
                 continue
-            data = struct.unpack("<i", m.group(2))[0]
-            if m.group(1) == b"\x8d\x05":  # RIP-relative: from the next instruction
-                data += section.sh_addr + m.start() + 7
+            data = struct.unpack("<i", where)[0]
+            if relative:  # RIP-relative: from the next instruction
+                data += section.sh_addr + at + 7
             found.setdefault(data, (DEVICES[device], version, data))
     if not found:
         notes.append("no mkoffload constructor found in the code (GOMP_offload_register_ver "

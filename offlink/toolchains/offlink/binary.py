@@ -51,14 +51,16 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
 
 def _cubin_kernels(cubin: bytes) -> list[tuple[str, str, int]]:
     """(name, kind, size) of the global functions (kernels, and -rdc's extern device functions)
-    and variables (`__device__`: STT_OBJECT, or CUDA's own object type 13) a cubin defines."""
+    and the variables (`__device__`: STT_OBJECT, or CUDA's own object type 13; local to a
+    whole-program cubin, yet registered by name through the host's shadow) a cubin defines."""
     try:
         syms = ElfFile(cubin, "cubin").symbols()
     except FormatError:
         return []
     return [(s.name, "function" if s.st_type == 2 else "variable",
              0 if s.st_type == 2 else s.st_size)
-            for s in syms if s.defined and s.is_global and s.st_type in (1, 2, 13)]
+            for s in syms if s.defined and s.name and not s.name.startswith(".")
+            and ((s.st_type == 2 and s.is_global) or s.st_type in (1, 13))]
 
 
 def findings(offload: dict, loadable: Callable[[str], str | None],
@@ -82,8 +84,9 @@ def claims(target: str) -> bool:
 
 
 def device_only(name: str, where: list[str], exported: bool) -> str:
-    return (f"'{name}' is in the fatbin {', '.join(where)} but not a kernel or variable the "
-            f"host registers: a device function, called by name from device code")
+    what = ("a `__device__` variable the host does not register (local to the cubin)"
+            if "(variable" in where[0] else "a `__device__` function, called from device code")
+    return f"'{name}' is in the fatbin {', '.join(where)}: {what}"
 
 
 def extract_target(image: Image) -> str | None:
