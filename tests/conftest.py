@@ -215,6 +215,11 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
         "test_clangs_own_link_entries_and_images_match_llvm_objdump": ("clang19",),
         "test_nvcc_link_shows_its_fatbin_and_kernels": ("cuda",),
     }),
+    "test_inspect_edges.py": (("host",), {
+        "test_gomp_register_wins_over_the_environment": ("gcc_offload",),
+        "test_docs_cite_only_files_the_repository_has": (),
+        "test_the_meson_recipe_is_the_samples_own": (),
+    }),
     "test_inspect_matrix.py": (("gcc_offload",), {
         **{f"{t}[{row}]": ("clang19",) for row in ("clang19-x86_64", "clang19-sm_80",
                                                     "clang19-gfx90a")

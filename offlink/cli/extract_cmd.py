@@ -308,6 +308,11 @@ def _check_outputs(paths: Sequence[str], inputs: Sequence[str], output: str | No
         if (st.st_dev, st.st_ino) in ids:
             raise UsageError(f"input file '{ids[st.st_dev, st.st_ino]}' is the same as output "
                              f"file '{path}'")
+    folder = os.path.dirname(paths[0]) if paths and output is not None \
+        and not output.endswith(("/", os.sep)) else None
+    if folder and not os.path.isdir(folder):  # named here, not as write_all's temporary file
+        raise UsageError(f"cannot write {paths[0]}: no folder {folder} (-o {folder}/ makes "
+                         f"one and writes every image there)")
 
 
 def _write(paths: Sequence[str], blobs: Sequence[bytes], output: str | None) -> None:
