@@ -228,6 +228,14 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
                      "test_address_of_the_kernel_entry_names_it",
                      "test_explain_names_its_evidence_and_agrees_with_inspect",
                      "test_extract_writes_every_image_inspect_lists")},
+        **{f"{t}[{row}]": ("chroots",) for row in ("gcc14-two-targets", "gcc15-two-targets",
+                                                   "gcc16-two-targets", "gcc14-c++")
+           for t in ("test_both_links_give_the_same_facts_in_one_schema",
+                     "test_symbol_answers_each_name_on_both_links",
+                     "test_address_of_the_kernel_entry_names_it",
+                     "test_explain_names_its_evidence_and_agrees_with_inspect",
+                     "test_extract_writes_every_image_inspect_lists")},
+        "test_gcc14_indirect_function_is_an_entry": ("chroots",),
         **{f"{t}[clang22-x86_64]": ("clang22",)
            for t in ("test_both_links_give_the_same_facts_in_one_schema",
                      "test_symbol_answers_each_name_on_both_links",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ROOT, need_tool, run
+from conftest import ROOT, chroot, in_chroot, need_tool, run
 from test_clang import CUDA_HOME
 
 SOURCES = ROOT / "tests" / "inspect_matrix"
@@ -46,6 +46,7 @@ class Row:
     offlink_links: bool = True
     targets: tuple[str, ...] = field(default=())  # the image triples expected
     kernels: bool = True  # offlink's own runtime has offered functions, not kernels
+    chroot: str = ""  # built there, by its toolchain alone (offlink links GCC 12's objects)
 
 
 def _have(*tools: str) -> bool:
@@ -93,6 +94,13 @@ ROWS = {
                       targets=("nvptx64-nvidia-cuda",) * 2),  # nvcc 13: two fatbins
     "offlink-own": Row("gcc", "own.c", (), (True, "gcc is not installed"), offlink_links=False,
                        targets=("x86_64-pc-linux-gnu",), kernels=False),
+    **{f"gcc{v}-two-targets": Row(f"gcc-{v}", "prog.c", ("-fopenmp", *TWO), (True, ""),
+                                  offlink_links=False, chroot=where,
+                                  targets=("nvptx-none", "amdgcn-amdhsa"))
+       for v, where in (("14", "trixie"), ("15", "sid"), ("16", "sid"))},
+    "gcc14-c++": Row("g++-14", "prog.c", ("-fopenmp", *NVPTX), (True, ""), function="scale(int)",
+                     compile_flags=("-x", "c++"), host_only="host_only(int)",
+                     offlink_links=False, chroot="trixie", targets=("nvptx-none",)),
     "clang22-x86_64": Row("clang-22", "prog.c", ("-fopenmp", *X86), CLANG22,
                           link=("-L/usr/lib/llvm-22/lib", "-L/usr/lib/llvm-19/lib"),
                           targets=("x86_64-pc-linux-gnu",)),
@@ -101,8 +109,16 @@ ROWS = {
 
 def build(offlink: str, row: Row, folder: Path) -> tuple[Path, Path | None]:
     """(the toolchain's own link, offlink's link of the same object or None)."""
-    need_tool(*row.need)
     obj = folder / "prog.o"
+    if row.chroot:
+        chroot(row.chroot)
+        for argv in ([row.compiler, "-O2", *row.compile_flags, *row.flags, "-c",
+                      SOURCES / row.source, "-o", obj],
+                     [row.compiler, *row.flags, obj, *row.link, "-o", folder / "own"]):
+            done = in_chroot(row.chroot, [str(a) for a in argv], cwd=folder)
+            assert done.returncode == 0, done.stderr
+        return folder / "own", None
+    need_tool(*row.need)
     if row.source == "own.c":  # offlink's own runtime: offlink cc, and its link alone
         cflags = run([offlink, "config", "--cflags"]).stdout.split()
         libs = run([offlink, "config", "--libs"]).stdout.split()
@@ -248,3 +264,18 @@ def test_extract_writes_every_image_inspect_lists(offlink, built, name, tmp_path
         written = run([offlink, "extract", "--all", "-o", f"{out}/", path]).stdout.split()
         sizes = sorted(i["image_size"] for o in info["offload"] for i in o["images"])
         assert sorted(Path(w).stat().st_size for w in written) == sizes, written
+
+
+def test_gcc14_indirect_function_is_an_entry(offlink, tmp_path):
+    """GCC 14's `declare target indirect`: its host table .gnu.offload_ind_funcs, an entry a
+    host pointer is translated by (`--symbol` says so), registered with version 0x30001."""
+    chroot("trixie")
+    done = in_chroot("trixie", ["gcc-14", "-O2", "-fopenmp", *NVPTX, str(SOURCES / "indirect.c"),
+                                "-o", str(tmp_path / "ind")], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (gcc,) = document(offlink, tmp_path / "ind")["offload"]
+    assert [r["version"] for r in gcc["registered"]] == [0x30001]
+    (twice,) = [e for e in gcc["entries"] if e["kind"] == "indirect-function"]
+    assert twice["name"] == "twice"
+    proc = symbol(offlink, tmp_path / "ind", "twice")
+    assert proc.returncode == 0 and "`declare target indirect`" in proc.stdout, proc.stdout

@@ -33,6 +33,7 @@ from .dialect import TARGET as NVPTX
 from .dialect import compile_options, offload_options, table_slots
 
 GCC_FUNCS, GCC_VARS = ".gnu.offload_funcs", ".gnu.offload_vars"
+GCC_IND_FUNCS = ".gnu.offload_ind_funcs"  # GCC 14+: `declare target indirect` functions
 LINK_BIT = 1 << 63  # GCC's .gnu.offload_vars size word: a `declare target link` variable
 REGISTRATIONS = ("GOMP_offload_register_ver", "GOMP_offload_register")
 GCN = "amdgcn-amdhsa"
@@ -53,6 +54,7 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
         return None
     funcs = table_slots(elf, GCC_FUNCS, 8) or []
     variables = table_slots(elf, GCC_VARS, 16) or []
+    indirect = table_slots(elf, GCC_IND_FUNCS, 8) or []
     out = Offload("gcc", registration(elf, REGISTRATIONS))
     memory = Memory(elf)
     devices = [] if out.registration is None else registered(elf, memory, out.notes)
@@ -80,7 +82,7 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
         if vars_of is not None and len(vars_of) != len(variables):
             out.notes.append(f"{len(variables)} host variables ({GCC_VARS}) but "
                              f"{len(vars_of)} {target} names: libgomp refuses the image")
-    host = host_names(elf, {a for a, _ in funcs} | {a for a, _ in variables})
+    host = host_names(elf, {a for a, _ in funcs + variables + indirect})
     for i, (address, _) in enumerate(funcs):
         name = func_names[i] if func_names and i < len(func_names) else host.get(address, "")
         out.entries.append(Entry(name or f"{GCC_FUNCS}[{i}]", "function", address, 0,
@@ -90,51 +92,64 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
         kind = "link-variable" if size & LINK_BIT else "variable"
         out.entries.append(Entry(name or f"{GCC_VARS}[{i}]", kind, address, size & ~LINK_BIT,
                                  differs(host.get(address), name)))
+    for i, (address, _) in enumerate(indirect):  # the device pairs them by position too
+        out.entries.append(Entry(host.get(address, f"{GCC_IND_FUNCS}[{i}]"),
+                                 "indirect-function", address, 0, None))
     if out.registration is None:
         out.notes.append("no GOMP_offload_register_ver call: the host tables are there but no "
                          "image is registered, so every target region runs on the host")
     return out
 
 
-# mkoffload's constructor `init` as the host compiler writes it (mkoffload compiles its C file
-# unoptimised): GOMP_offload_register_ver (VERSION, __OFFLOAD_TABLE__, DEVICE, &target_data),
-# its arguments loaded last to first: `lea target_data(%rip),%rax` (`mov $target_data,%rax`
-# in a non-PIE link the linker relaxed); `mov %rax,%rcx; mov $DEVICE,%edx; lea
-# __OFFLOAD_TABLE__(%rip),%rax` (or its `mov $...,%rax`); `mov %rax,%rsi; mov $VERSION,%edi`.
-# GCC 12's and GCC 14-16's, from gcc and g++, PIE, non-PIE and DSO alike; `fini` repeats it
-# for the unregister call. Read from the code, so a stripped binary (no `init`, no
-# `target_data` symbol) is read as well.
-_CONSTRUCTOR = re.compile(rb"\x48(\x8d\x05|\xc7\xc0)(.{4})\x48\x89\xc1\xba(.{4})"
-                          rb"\x48(?:\x8d\x05|\xc7\xc0).{4}\x48\x89\xc6\xbf(.{4})", re.S)
-# The same call optimised (offlink's registration, gcc/gomp.py, and GCC's at -O1 and above):
-# `lea target_data(%rip),%rcx; mov $DEVICE,%edx`, then `lea __OFFLOAD_TABLE__(%rip),%rsi` and
-# `mov $VERSION,%edi` in either order.
-_OPTIMISED = re.compile(rb"\x48\x8d\x0d(.{4})\xba(.{4})(?:\x48\x8d\x35.{4}\xbf(.{4})|"
-                        rb"\xbf(.{4})\x48\x8d\x35.{4})", re.S)
+# The registration call, GOMP_offload_register_ver (VERSION, __OFFLOAD_TABLE__, DEVICE,
+# &target_data), as x86-64 code loads its arguments: `mov $DEVICE,%edx` (ba imm32) and, a few
+# instructions on, `mov $VERSION,%edi` (bf imm32); before them %rcx gets &target_data, by `lea
+# target_data(%rip),%rcx` or by a `lea` (or, in a non-PIE link the linker relaxed, `mov
+# $target_data,%reg`) into another register and a `mov %reg,%rcx`. So GCC 12's mkoffload
+# constructors (unoptimised), GCC 14-16's (their `lea`s in another order), offlink's own
+# registration (gcc/gomp.py, optimised), from gcc and g++, PIE, non-PIE and DSO alike; `fini`'s
+# unregister call repeats them. Read from the code, a stripped binary is read as well.
+_ARGUMENTS = re.compile(rb"\xba(.{4}).{0,16}?\xbf(.{2}[\x01-\x03]\x00)", re.S)
+_RIP_LEA = {0x05 | r << 3: r for r in range(8)}  # ModRM of `lea disp(%rip),%r64`
+RCX = 1
 DEVICES = {5: NVPTX, 8: GCN}  # GOMP_DEVICE_NVIDIA_PTX, GOMP_DEVICE_GCN
 
 
+def _rcx_source(code: bytes, start: int, end: int, address: int) -> int | None:
+    """The address the instructions in code[start:end] leave in %rcx (`address`: where
+    code[0] is loaded), or None."""
+    window = code[start:end]
+    want = RCX
+    for i in range(len(window) - 3, -1, -1):  # the last load of the register wanted
+        rex, op, modrm = window[i], window[i + 1], window[i + 2]
+        if rex != 0x48:
+            continue
+        if op == 0x89 and modrm >> 6 == 3 and modrm & 7 == want:  # mov %src,%want
+            want = (modrm >> 3) & 7
+        elif op == 0x8D and _RIP_LEA.get(modrm) == want and i + 7 <= len(window):
+            disp = struct.unpack_from("<i", window, i + 3)[0]
+            return address + start + i + 7 + disp
+        elif op == 0xC7 and modrm == 0xC0 | want and i + 7 <= len(window):
+            return struct.unpack_from("<i", window, i + 3)[0]
+    return None
+
+
 def registered(elf: ElfFile, memory: Memory, notes: list[str]) -> list[tuple[str, int, int]]:
-    """(target, version, address of mkoffload's target_data) of every registration call."""
+    """(target, version, address of the target_data) of every registration call."""
     found: dict[int, tuple[str, int, int]] = {}
     for section in elf.sections:
         if not section.sh_flags & SHF_EXECINSTR or section.sh_type != SHT_PROGBITS:
             continue
         code = bytes(elf.content(section))
-        calls = [(m.start(), m.group(1) == b"\x8d\x05", m.group(2), m.group(3), m.group(4))
-                 for m in _CONSTRUCTOR.finditer(code)]
-        calls += [(m.start(), True, m.group(1), m.group(2), m.group(3) or m.group(4))
-                  for m in _OPTIMISED.finditer(code)]
-        for at, relative, where, device_word, version_word in calls:
-            device, version = (struct.unpack("<I", w)[0] for w in (device_word, version_word))
-            if device not in DEVICES or not 1 <= version >> 16 <= 3:
+        for m in _ARGUMENTS.finditer(code):
+            device, version = (struct.unpack("<I", m.group(i))[0] for i in (1, 2))
+            if device not in DEVICES:
                 continue
-            data = struct.unpack("<i", where)[0]
-            if relative:  # RIP-relative: from the next instruction
-                data += section.sh_addr + at + 7
-            found.setdefault(data, (DEVICES[device], version, data))
+            data = _rcx_source(code, max(0, m.start() - 32), m.end(), section.sh_addr)
+            if data is not None:
+                found.setdefault(data, (DEVICES[device], version, data))
     if not found:
-        notes.append("no mkoffload constructor found in the code (GOMP_offload_register_ver "
+        notes.append("no registration call found in the code (GOMP_offload_register_ver "
                      "called otherwise): the device names and images are not known")
     return sorted(found.values(), key=lambda d: TARGETS.index(d[0]))
 
@@ -251,7 +266,9 @@ def in_image(target, name: str) -> bool:
 ENTRY_TERMS = {
     "function": f"a kernel (a target region's outlined function) in GCC's host table {GCC_FUNCS}",
     "variable": f"a `declare target` variable in GCC's host table {GCC_VARS}",
-    "link-variable": f"a `declare target link` variable in GCC's host table {GCC_VARS}"}
+    "link-variable": f"a `declare target link` variable in GCC's host table {GCC_VARS}",
+    "indirect-function": f"a `declare target indirect` function in GCC's host table "
+                         f"{GCC_IND_FUNCS} (GCC 14+): a host pointer to it is translated"}
 
 
 def claims(target: str) -> bool:
