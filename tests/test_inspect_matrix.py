@@ -279,3 +279,33 @@ def test_gcc14_indirect_function_is_an_entry(offlink, tmp_path):
     assert twice["name"] == "twice"
     proc = symbol(offlink, tmp_path / "ind", "twice")
     assert proc.returncode == 0 and "`declare target indirect`" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("name", ["gcc12-c", "gcc12-c++", "gcc12-two-targets"])
+def test_a_stripped_gcc_binary_reads_the_same(offlink, built, name, tmp_path):
+    """mkoffload's arrays are found through the registration call's arguments, not their
+    symbols: `strip` takes the symbols and leaves the same images, entries and registration
+    (only the host spellings, which come from the symbol table, go)."""
+    own, _ = built(name)
+    stripped = tmp_path / "stripped"
+    run(["strip", "-o", stripped, own])
+    assert not [s for s in run(["nm", stripped], check=False).stdout.splitlines()]
+    assert facts(document(offlink, stripped)) == facts(document(offlink, own))
+
+
+def test_gcc_cxx_names_demangle_and_answer_on_both_links(offlink, built):
+    """g++'s kernels (`_Z3runv$_omp_fn$0` in the PTX, `_Z3runv._omp_fn.0` on the host) are
+    demangled in offlink's table and in GCC's own link alike, and --symbol takes the
+    demangled name inspect prints, clone suffix and all."""
+    own, mine = built("gcc12-c++")
+    (view,) = document(offlink, own)["offload"]
+    kernel = next(e for e in view["entries"] if e["kind"] == "function")
+    assert kernel["demangled"] == "run() [clone ._omp_fn.0]"
+    rows = document(offlink, mine)["table"]["symbols"]
+    assert {r["name"]: r["demangled"] for r in rows}[kernel["name"]] == kernel["demangled"]
+    for path in (own, mine):
+        for word in (kernel["demangled"], kernel["host_name"], kernel["name"]):
+            proc = symbol(offlink, path, word)
+            assert proc.returncode == 0, (path, word, proc.stdout)
+        proc = symbol(offlink, path, "run()")  # the host function the kernel was outlined from
+        assert proc.returncode == 1, proc.stdout
