@@ -83,11 +83,12 @@ def inspect_file(path: str, name_glob: str | None = None,
         raise UsageError(f"--cu: {path} does not record the CU of its rows (no "
                          f"{ORIGINS_SECTION} section: an older offlink linked it, or strip -R "
                          f"removed it)")
-    views = read_offload(elf, path, table, section, symbols)
+    views = read_offload(elf, path, table, section, symbols, host)
     return {
         **head,
         "kind": "module",
-        "offload": [_offload_json(o, name_glob, kinds) for o in views],
+        "offload": [_offload_json(o, name_glob, kinds, (readable, {s.name for s in symbols}))
+                    for o in views],
         "table": {
             "section": SECTION,
             "address": section.sh_addr,
@@ -106,7 +107,8 @@ def inspect_file(path: str, name_glob: str | None = None,
 
 
 def read_offload(elf: ElfFile, path: str, table: Table | None = None,
-                 section: Section | None = None, rows=()) -> list[binaries.Offload]:
+                 section: Section | None = None, rows=(),
+                 spelled: dict[str, str] | None = None) -> list[binaries.Offload]:
     """The one reading of a linked binary's offload code, whoever linked it: each toolchain's
     host side (entries, registration) and images; the images of offlink's table go to the
     toolchain whose targets they are, the rest (offlink's own runtime) to an `offlink` view
@@ -128,7 +130,7 @@ def read_offload(elf: ElfFile, path: str, table: Table | None = None,
             t.name.removeprefix("openmp-"), tuple(image_archs(t.kind, t.image)), t.kind,
             "offlink", t.image, section.sh_offset + t.offset, f"{SECTION} target {t.name}"))
     if own is not None:
-        spelled = host_spellings(elf, rows)
+        spelled = spelled if spelled is not None else host_spellings(elf, rows)
         own.entries = [binaries.Entry(r.name, r.kind, r.address,
                                       0 if r.kind.endswith("function") else r.size,
                                       spelled.get(r.name)) for r in rows]
@@ -138,8 +140,10 @@ def read_offload(elf: ElfFile, path: str, table: Table | None = None,
 OWN_REGISTRATION = "__OPENMP_TARGET__"  # offlink's runtime finds the table by it: no call
 
 
-def _offload_json(o: binaries.Offload, name_glob: str | None,
-                  kinds: tuple[str, ...] | None) -> dict:
+def _offload_json(o: binaries.Offload, name_glob: str | None, kinds: tuple[str, ...] | None,
+                  demangled: tuple[dict[str, str], set[str]] = ({}, set())) -> dict:
+    """A view as JSON; `demangled`: names already demangled (the table's rows), and all the
+    names tried, which are not given to c++filt again (a table of 100k rows)."""
     names = [e.name for e in o.entries]
     images = []
     notes = list(o.notes)
@@ -148,7 +152,7 @@ def _offload_json(o: binaries.Offload, name_glob: str | None,
         notes += said
         images.append((i, syms))
         names += [s.name for s in syms]
-    readable = demangle(names)
+    readable = {**demangled[0], **demangle([n for n in names if n not in demangled[1]])}
     entries = [{"name": e.name, "kind": e.kind, "address": e.address,
                 "size": e.size if "variable" in e.kind else 1, "host_name": e.host_name,
                 "demangled": readable.get(e.name)} for e in o.entries]
