@@ -100,7 +100,7 @@ def _toolchain_images(elf: ElfFile, path: str, member: str) -> list[Image]:
                 continue
             suffix = SUFFIXES.get(img.kind, ".bin")
             if img.kind == "elf":
-                suffix = _ELF_SUFFIXES.get(elf_type(img.data[:18]), ".elf")
+                suffix = _ELF_SUFFIXES.get(elf_type(img.data[:18]) or 0, ".elf")
             out.append(Image(path, member, target, img.triple, img.archs, suffix, img.data))
     return out
 

@@ -10,9 +10,8 @@ alone). toolchains/binaries.py says what this module answers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-
 import struct
+from collections.abc import Callable
 
 from ...elf import SHT_PROGBITS, STT_OBJECT, ElfFile, loaded_words
 from ...errors import FormatError
@@ -278,8 +277,8 @@ def claims(target: str) -> bool:
 def device_only(name: str, where: list[str], exported: bool) -> str:
     """A name the images define but GCC's host tables do not list."""
     what = "variable" if "(variable" in where[0] else "function"
-    how = (f"called by name in target regions; not reachable through a host pointer (GCC's "
-           f"tables list kernels and variables only: GCC 14+ has `declare target indirect`)"
+    how = ("called by name in target regions; not reachable through a host pointer (GCC's "
+           "tables list kernels and variables only: GCC 14+ has `declare target indirect`)"
            if what == "function" else "used by name in target regions; no host variable is "
            "mapped to it")
     return f"'{name}' is a declare target {what} in the images {', '.join(where)}, {how}"
