@@ -192,7 +192,10 @@ def _render_offload(info: dict) -> list[str]:
             archs = f"  {' '.join(i['archs'])}" if i["archs"] else ""
             at = (f"at file offset {i['file_offset']:#x}" if i["file_offset"] is not None
                   else "in pieces")
-            lines.append(f"    {i['triple']:<28} {i['kind']:<7} {i['producer']:<14} "
+            name = i["triple"]
+            if i["producer"] == "offlink":  # a table target: named as the table names it
+                name = i["where"].rsplit(" ", 1)[-1]
+            lines.append(f"    {name:<28} {i['kind']:<7} {i['producer']:<14} "
                          f"{i['image_size']:>10} bytes {at}{archs}")
             count = {k: sum(s["kind"] == k for s in i["symbols"])
                      for k in ("kernel", "function", "variable")}
