@@ -94,15 +94,12 @@ def _toolchain(o: dict) -> list[tuple[str, str, str]]:
                     "region runs on the host", f"no {' or '.join(toolchain.REGISTRATIONS)} in "
                     f"the binary's symbol tables", toolchain.NO_REGISTRATION_FIX))
     elif not o["images"]:  # registered, yet no image read: say what the reading found
-        out.append((f"{TERMS.get(o['toolchain'], o['toolchain'])} has entries but no device "
+        out.append((f"{toolchain.TITLE} has entries but no device "
                     f"image in the binary",
                     "inspect's reading: " + ("; ".join(o["notes"]) or "no image found"),
                     "compile and link with the toolchain's offload flags (-foffload=..., "
                     "-fopenmp-targets=...)"))
     return out + toolchain.findings(o, _loadable, _device_findings)
-
-
-TERMS = {"gcc": "GCC's offload code", "llvm": "clang's offload code", "cuda": "nvcc's code"}
 
 
 def _offlink_module(elf: ElfFile, info: dict) -> list[tuple[str, str, str]]:

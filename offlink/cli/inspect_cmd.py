@@ -171,10 +171,6 @@ def _offload_json(o: binaries.Offload, name_glob: str | None, kinds: tuple[str, 
             "notes": notes}
 
 
-TOOLCHAINS = {"gcc": "GCC's offload code (host tables .gnu.offload_funcs/vars)",
-              "llvm": "clang's offload code (offload entries)",
-              "cuda": "nvcc's link (a CUDA fatbin)", "offlink": "offlink's runtime"}
-
 
 def _render_offload(info: dict) -> list[str]:
     lines = []
@@ -182,7 +178,8 @@ def _render_offload(info: dict) -> list[str]:
         if o["toolchain"] == "offlink" and "table" in info:
             continue  # its rows and images are the table's, shown above
         reg = o["registration"] or "none"
-        lines.append(f"  {TOOLCHAINS[o['toolchain']]}; runtime {o['runtime']}, registration: "
+        title = binaries.module_for(o["toolchain"]).TITLE
+        lines.append(f"  {title}; runtime {o['runtime']}, registration: "
                      f"{reg}")
         for r in o["registered"]:
             version = f" version {r['version']:#x}" if r["version"] is not None else ""

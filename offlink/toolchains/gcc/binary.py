@@ -40,6 +40,7 @@ TARGETS = (NVPTX, GCN)
 INIT_KERNELS = ("_init_array", "_fini_array")  # crt0's kernels in a GCN image: no host entry
 VAR_TABLE = ".offload_var_table"  # a GCN image's variable table (mkoffload's label)
 RUNTIME = "libgomp"
+TITLE = "GCC's offload code (host tables .gnu.offload_funcs/vars)"  # how inspect names its view
 SHF_EXECINSTR = 0x4
 PLUGINS = {NVPTX: "libgomp-plugin-nvptx.so.1", "amdgcn-amdhsa": "libgomp-plugin-gcn.so.1"}
 RUNTIMES = ()  # the libraries its programs need to start, by name

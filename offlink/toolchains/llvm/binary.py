@@ -24,6 +24,7 @@ from ..binaries import (
 from .dialect import linked_entries
 
 RUNTIME = "libomptarget"  # the runtime that gets the images
+TITLE = "clang's offload code (offload entries)"  # how inspect names its view
 
 # The host side's entry sections by LLVM generation. 19: `omp_offloading_entries` (OpenMP) and
 # `cuda_offloading_entries`, 32-byte rows; 20: the same sections, 56-byte rows; 21+: one

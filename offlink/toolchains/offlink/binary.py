@@ -13,6 +13,7 @@ from ..binaries import Entry, Image, Offload, Registered, registration
 from .cuda import ARCH_OPTION, NAME
 
 RUNTIME = "cudart"  # the runtime that gets the images
+TITLE = "nvcc's link (a CUDA fatbin)"  # how inspect names its view
 
 NV_FATBIN = ".nv_fatbin"
 REGISTRATIONS = ("__cudaRegisterFatBinary", "__cudaRegisterLinkedBinary")

@@ -4,6 +4,7 @@ table's rows are what `offlink_translate` resolves, by name, in each image."""
 from __future__ import annotations
 
 RUNTIME = "offlink"  # offlink's runtime: it finds the table itself
+TITLE = "offlink's runtime"  # how inspect names its view
 
 ENTRY_TERMS = {"function": "a row of offlink's table (a function offered by its CU)",
                "variable": "a row of offlink's table (a variable offered by its CU)"}
