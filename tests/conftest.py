@@ -229,7 +229,8 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
                      "test_explain_names_its_evidence_and_agrees_with_inspect",
                      "test_extract_writes_every_image_inspect_lists")},
         **{f"{t}[{row}]": ("chroots",) for row in ("gcc14-two-targets", "gcc15-two-targets",
-                                                   "gcc16-two-targets", "gcc14-c++")
+                                                   "gcc16-two-targets", "gcc14-c++",
+                                                   "gcc14-fortran", "gcc15-dso", "gcc16-c++")
            for t in ("test_both_links_give_the_same_facts_in_one_schema",
                      "test_symbol_answers_each_name_on_both_links",
                      "test_address_of_the_kernel_entry_names_it",
