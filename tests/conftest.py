@@ -221,8 +221,10 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
         "test_the_meson_recipe_is_the_samples_own": (),
     }),
     "test_inspect_matrix.py": (("gcc_offload",), {
-        **{f"{t}[{row}]": ("clang19",) for row in ("clang19-x86_64", "clang19-sm_80",
-                                                    "clang19-gfx90a")
+        **{f"{t}[{row}]": needs for row, needs in (
+            ("clang19-x86_64", ("clang19",)), ("clang19-sm_80", ("clang19", "cuda")),
+            ("clang19-gfx90a", ("clang19",)), ("nvcc-sm_80", ("cuda",)),
+            ("offlink-own", ("host",)))
            for t in ("test_both_links_give_the_same_facts_in_one_schema",
                      "test_symbol_answers_each_name_on_both_links",
                      "test_address_of_the_kernel_entry_names_it",
