@@ -166,7 +166,10 @@ def _offload_json(o: binaries.Offload, name_glob: str | None, kinds: tuple[str, 
                         "producer": i.producer, "image_size": len(i.data),
                         "file_offset": i.file_offset, "where": i.where,
                         "symbols": [{"name": s.name, "kind": s.kind, "exported": s.exported,
-                                     "demangled": readable.get(s.name)} for s in syms]}
+                                     "demangled": readable.get(s.name)} for s in syms
+                                    if _wanted({"name": s.name, "kind": "",
+                                                "demangled": readable.get(s.name)},
+                                               name_glob, None)]}
                        for i, syms in images],
             "notes": notes}
 
