@@ -1,10 +1,14 @@
-"""What GCC's own offload link (`gcc -fopenmp -foffload=nvptx-none`) put into a binary.
+"""GCC's offload code in a linked binary (GCC 12-16's own link, or offlink's link of GCC's
+objects): its host tables, its registrations and mkoffload's data.
 
-The host tables `.gnu.offload_funcs` (kernel addresses) and `.gnu.offload_vars` (address,
-size; bit 63: `declare target link`), paired by position with the names of mkoffload's image
-(`func_mappings`, `var_mappings`, `ptx_objs`: the C arrays its generated constructor hands
-GOMP_offload_register_ver; found by their symbols, so a stripped binary shows the host tables
-alone). toolchains/binaries.py says what this module answers.
+The host tables `.gnu.offload_funcs` (kernel addresses), `.gnu.offload_vars` (address, size;
+bit 63: `declare target link`) and, from GCC 14, `.gnu.offload_ind_funcs`, paired by position
+with the device names of mkoffload's data. That data is found through the registration call's
+own arguments (`registered`: decoded from the code that loads them), never by the arrays'
+symbols, which g++ mangles (`_ZL8ptx_objs`) and strip removes: nvptx's PTX texts and function
+and variable names, GCN's code object and kernels (its variables named by the image's own
+`.offload_var_table`), each registration's version word. toolchains/binaries.py says what
+this module answers.
 """
 
 from __future__ import annotations
