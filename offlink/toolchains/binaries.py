@@ -1,7 +1,7 @@
-"""What a toolchain's own offload link put into a binary (GCC's, clang's, nvcc's), read-only.
-
-For `offlink inspect` and `extract` of binaries offlink did not link, so that "what did my link
-put where" can be compared with offlink's own `.openmp_target`. Here: the plain data they show
+"""Each toolchain's offload code in a linked binary (GCC's, clang's, nvcc's), read-only,
+whoever linked it: the one reading `offlink inspect`, `--symbol`, `--address`, `--explain` and
+`extract` share, so that a toolchain's own link and offlink's link of the same objects can be
+compared field by field (cli/inspect_cmd.py adds offlink's table). Here: the plain data they show
 (`Offload`: a toolchain's entries, images and notes), the loaded view a reader reads a binary
 by, and the table of the toolchains' `binary` modules (one line each). Each of those modules
 has:
