@@ -130,14 +130,21 @@ class ElfFile:
         end = len(self.data)
         for i, (name, sh_type, flags, addr, off, size, link, _info, align, _ent) in enumerate(raw):
             if sh_type != SHT_NOBITS and size and off + size > end:
-                raise FormatError(f"{self.name}: truncated (section {i} past the end of file)")
+                state = "corrupt ELF" if self._headers_last(shnum) else "truncated"
+                raise FormatError(f"{self.name}: {state} (section {i} past the end of file)")
             out.append(Section(i, _cstr(names, name), sh_type, flags, addr, off, size, link,
                                align))
         return out
 
+    def _headers_last(self, shnum: int) -> bool:
+        """Whether the file ends with its section headers, as assemblers and linkers write
+        them: then what points past the end is damaged, the file not cut short."""
+        return self.e_shoff + shnum * _SHDR.size == len(self.data)
+
     def _bytes(self, off: int, size: int, what: str) -> bytes:
         if off + size > len(self.data):
-            raise FormatError(f"{self.name}: truncated ({what} past the end of file)")
+            state = "corrupt ELF" if self._headers_last(self.e_shnum) else "truncated"
+            raise FormatError(f"{self.name}: {state} ({what} past the end of file)")
         return bytes(self.data[off : off + size])
 
     def section(self, name: str) -> Section | None:
@@ -188,8 +195,9 @@ class ElfFile:
 
 _RELA = struct.Struct("<QQq")
 SHT_RELA = 4
-# (R_*_RELATIVE, R_*_64) by e_machine: x86-64 and AArch64, the hosts offlink supports.
-_DYNAMIC_RELOCS = {62: (8, 1), 183: (1027, 257)}
+# (R_*_RELATIVE, R_*_64) by e_machine: x86-64 and AArch64, the hosts offlink supports, and
+# AMD GPU code objects (R_AMDGPU_RELATIVE64, R_AMDGPU_ABS64), whose tables inspect reads.
+_DYNAMIC_RELOCS = {62: (8, 1), 183: (1027, 257), 224: (13, 3)}
 
 
 def rela_entries(elf: ElfFile, rela: Section) -> Iterator[tuple[int, int, int]]:

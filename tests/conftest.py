@@ -220,6 +220,37 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
         "test_clangs_own_link_entries_and_images_match_llvm_objdump": ("clang19",),
         "test_nvcc_link_shows_its_fatbin_and_kernels": ("cuda",),
     }),
+    "test_inspect_edges.py": (("host",), {
+        "test_gomp_register_wins_over_the_environment": ("gcc_offload",),
+        "test_docs_cite_only_files_the_repository_has": (),
+        "test_the_meson_recipe_is_the_samples_own": (),
+    }),
+    "test_inspect_matrix.py": (("gcc_offload",), {
+        **{f"{t}[{row}]": needs for row, needs in (
+            ("clang19-x86_64", ("clang19",)), ("clang19-sm_80", ("clang19", "cuda")),
+            ("clang19-gfx90a", ("clang19",)), ("nvcc-sm_80", ("cuda",)),
+            ("offlink-own", ("host",)))
+           for t in ("test_both_links_give_the_same_facts_in_one_schema",
+                     "test_symbol_answers_each_name_on_both_links",
+                     "test_address_of_the_kernel_entry_names_it",
+                     "test_explain_names_its_evidence_and_agrees_with_inspect",
+                     "test_extract_writes_every_image_inspect_lists")},
+        **{f"{t}[{row}]": ("chroots",) for row in ("gcc14-two-targets", "gcc15-two-targets",
+                                                   "gcc16-two-targets", "gcc14-c++",
+                                                   "gcc14-fortran", "gcc15-dso", "gcc16-c++")
+           for t in ("test_both_links_give_the_same_facts_in_one_schema",
+                     "test_symbol_answers_each_name_on_both_links",
+                     "test_address_of_the_kernel_entry_names_it",
+                     "test_explain_names_its_evidence_and_agrees_with_inspect",
+                     "test_extract_writes_every_image_inspect_lists")},
+        "test_gcc14_indirect_function_is_an_entry": ("chroots",),
+        **{f"{t}[clang22-x86_64]": ("clang22",)
+           for t in ("test_both_links_give_the_same_facts_in_one_schema",
+                     "test_symbol_answers_each_name_on_both_links",
+                     "test_address_of_the_kernel_entry_names_it",
+                     "test_explain_names_its_evidence_and_agrees_with_inspect",
+                     "test_extract_writes_every_image_inspect_lists")},
+    }),
     "test_jobserver.py": ((), {
         "test_failed_compile_gives_tokens_back": ("host",),
         "test_fifo_jobserver_limits_and_returns_tokens": ("host",),

@@ -64,7 +64,7 @@ def test_json_matches_schema_for_module_object_and_archive(offlink, built):
     for path in (built / "multi_cu", built / "ops.o", built / "libops.a"):
         info = json.loads(run([offlink, "inspect", "--json", path]).stdout)
         jsonschema.validate(info, SCHEMA)
-        assert (info["schema"], info["schema_version"]) == (SCHEMA["$id"], 2)
+        assert (info["schema"], info["schema_version"]) == (SCHEMA["$id"], 3)
     info = json.loads(run([offlink, "inspect", "--json", built / "ops.o"]).stdout)
     assert info["kind"] == "object" and info["cus"][0]["source"] == "ops.c"
     assert info["cus"][0]["member"] is None
@@ -72,7 +72,7 @@ def test_json_matches_schema_for_module_object_and_archive(offlink, built):
     assert [cu["member"] for cu in lib["cus"]] == ["ops.o", "vec.o"]
     # The schema is published: `--schema` prints the committed file, whose $id names the version.
     assert json.loads(run([offlink, "inspect", "--schema"]).stdout) == SCHEMA
-    assert SCHEMA["$id"].endswith(":2") and SCHEMA["properties"]["schema_version"]["const"] == 2
+    assert SCHEMA["$id"].endswith(":3") and SCHEMA["properties"]["schema_version"]["const"] == 3
 
 
 def test_json_matches_schema_for_gcc_and_clang_binaries(offlink, gcc_built, clang_built):

@@ -7,6 +7,7 @@ No `from __future__ import annotations` here: typer reads the annotations at run
 import json as jsonlib
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -117,8 +118,8 @@ def inspect(binary: Annotated[str, typer.Argument(metavar="BINARY",
             from .explain import findings
 
             found = findings(binary, inspect_file(binary))
-            for finding, fix in found:
-                print(f"{finding}\n  fix: {fix}")
+            for finding, evidence, fix in found:
+                print(f"{finding}\n  evidence: {evidence}\n  fix: {fix}")
             if not found:
                 print("nothing in the file or on this machine says that target regions would "
                       "run on the host")
@@ -162,6 +163,20 @@ def extract(binaries: Annotated[list[str], typer.Argument(
 
     raise typer.Exit(guard(go))
 
+def own_command() -> str:
+    """This offlink's command as an absolute path: the script that started it, else the one
+    its Python's installation put beside that Python (`python -m offlink`)."""
+    started = sys.argv[0]
+    if os.path.basename(started) == "offlink":
+        found = started if os.sep in started else shutil.which(started)
+        if found and os.access(found, os.X_OK):
+            return os.path.abspath(found)
+    beside = os.path.join(os.path.dirname(sys.executable), "offlink")
+    if os.access(beside, os.X_OK):
+        return beside
+    raise UsageError("no offlink command to name: this offlink runs as `python -m offlink` "
+                     "without an installed `offlink` script (pip install . makes one)")
+
 @app.command()
 def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags")] = False,
            libs: Annotated[bool, typer.Option("--libs", help="linker flags")] = False,
@@ -172,12 +187,22 @@ def config(cflags: Annotated[bool, typer.Option("--cflags", help="compiler flags
                "CMAKE_PREFIX_PATH")] = False,
            meson_native: Annotated[Optional[str], typer.Option(
                "--meson-native", metavar="COMPILER", help="print a Meson native file with "
-               "`offlink cc COMPILER` as the C compiler (and the C++ one beside it)")] = None
+               "`offlink cc COMPILER` as the C compiler (and the C++ one beside it)")] = None,
+           command: Annotated[bool, typer.Option(
+               "--command", help="the absolute path of this offlink command, for a build "
+               "that runs it without the virtual environment on PATH "
+               "(CMAKE_C_LINKER_LAUNCHER=\"$(offlink config --command);link\")")] = False
            ) -> None:
     """Flags to build a program against the offlink runtime (offlink.h, libofflink)."""
 
     def go() -> int:
         from ..runtime import build
+
+        if command:
+            if cflags or libs or pkgconfig_dir or cmake_dir or meson_native is not None:
+                raise UsageError("--command goes alone")
+            print(own_command())
+            return 0
 
         if meson_native is not None:
             if cflags or libs or pkgconfig_dir or cmake_dir:

@@ -90,15 +90,18 @@ def _images_of_elf(elf: ElfFile, path: str, member: str) -> list[Image]:
 
 def _toolchain_images(elf: ElfFile, path: str, member: str) -> list[Image]:
     """The images of GCC's own link (mkoffload's PTX, one text per CU, NUL-separated, as
-    offlink's nvptx-none image) and of nvcc's (.nv_fatbin); clang's are its OffloadBinaries."""
+    offlink's nvptx-none image; its amdgcn code object), as `inspect` reads them, and of
+    nvcc's (.nv_fatbin); clang's are its OffloadBinaries."""
     out = []
     for o in binaries.read(elf):
-        target = binaries.module(o.toolchain).EXTRACT_TARGET
-        if target is None:
-            continue
         for img in o.images:
-            out.append(Image(path, member, target, img.triple, img.archs,
-                             SUFFIXES.get(img.kind, ".bin"), img.data))
+            target = binaries.module(o.toolchain).extract_target(img)
+            if target is None:
+                continue
+            suffix = SUFFIXES.get(img.kind, ".bin")
+            if img.kind == "elf":
+                suffix = _ELF_SUFFIXES.get(elf_type(img.data[:18]) or 0, ".elf")
+            out.append(Image(path, member, target, img.triple, img.archs, suffix, img.data))
     return out
 
 
@@ -305,6 +308,11 @@ def _check_outputs(paths: Sequence[str], inputs: Sequence[str], output: str | No
         if (st.st_dev, st.st_ino) in ids:
             raise UsageError(f"input file '{ids[st.st_dev, st.st_ino]}' is the same as output "
                              f"file '{path}'")
+    folder = os.path.dirname(paths[0]) if paths and output is not None \
+        and not output.endswith(("/", os.sep)) else None
+    if folder and not os.path.isdir(folder):  # named here, not as write_all's temporary file
+        raise UsageError(f"cannot write {paths[0]}: no folder {folder} (-o {folder}/ makes "
+                         f"one and writes every image there)")
 
 
 def _write(paths: Sequence[str], blobs: Sequence[bytes], output: str | None) -> None:

@@ -8,7 +8,6 @@ import warnings
 from fnmatch import fnmatchcase
 
 from ..elf import (
-    EM_AMDGPU,
     STT_FUNC,
     STT_GNU_IFUNC,
     STT_OBJECT,
@@ -20,18 +19,17 @@ from ..elf import (
     first_load_vaddr,
 )
 from ..errors import FormatError, TableError, UsageError
-from ..formats.cubin import cubin_arch
-from ..formats.fatbin import fatbin_archs
 from ..formats.origins import SECTION as ORIGINS_SECTION
 from ..formats.origins import Origins, decode
-from ..formats.table import PTX_TEXT_KINDS, SECTION
+from ..formats.table import SECTION
 from ..link.extract import cus_of
 from ..link.fill import host_symbols
 from ..table import Table
-from ..toolchains import binaries
+from ..toolchains import binaries, device_symbols
+from ..toolchains.binaries import image_archs
 
-SCHEMA_VERSION = 2
-SCHEMA_ID = "urn:offlink:schema:inspect:2"  # the $id of inspect.schema.json, in every output
+SCHEMA_VERSION = 3
+SCHEMA_ID = "urn:offlink:schema:inspect:3"  # the $id of inspect.schema.json, in every output
 KINDS = ("function", "variable", "indirect-function", "link-variable")
 LEGEND = ("  size: a variable's bytes; '-' for a function (its row stores 1: an entry point, "
           "not an extent)\n"
@@ -52,21 +50,24 @@ def inspect_file(path: str, name_glob: str | None = None,
                 "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
     elf = files[0][1]
     section = elf.section(SECTION)
-    if elf.e_type != 1 and section is None:
-        found = binaries.read(elf)
-        if found:  # the toolchain's own link: GCC's, clang's, nvcc's
-            if cu_glob is not None:
-                raise UsageError(f"--cu: {path} was linked by the toolchain, whose tables do "
-                                 f"not record CUs")
-            return {**head, "kind": "toolchain-module",
-                    "offload": [_toolchain_json(o, name_glob, kinds) for o in found]}
-    if elf.e_type == 1 or section is None:
-        cus = _cus(elf, path, None)
-        if elf.e_type != 1 and not cus:
-            raise FormatError(f"{path}: no {SECTION} section (not linked with offlink, or no "
-                              f"target code in its inputs)")
+    if elf.e_type == 1:
         return {**head, "kind": "object",
-                "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
+                "cus": _narrow_cus(_cus_matching(_cus(elf, path, None), cu_glob), name_glob,
+                                   kinds)}
+    if section is None:
+        if cu_glob is not None and binaries.read(elf):
+            raise UsageError(f"--cu: {path} was linked by the toolchain, whose tables do "
+                             f"not record CUs")
+        views = read_offload(elf, path)
+        if not views:
+            cus = _cus(elf, path, None)
+            if not cus:
+                raise FormatError(f"{path}: no {SECTION} section (not linked with offlink, or "
+                                  f"no target code in its inputs)")
+            return {**head, "kind": "object",
+                    "cus": _narrow_cus(_cus_matching(cus, cu_glob), name_glob, kinds)}
+        return {**head, "kind": "module",
+                "offload": [_offload_json(o, name_glob, kinds) for o in views]}
     table = _checked_table(elf, section, path)
     symbols = table.symbols  # made anew on each call: once here (100k rows: 0.6 s)
     host = host_spellings(elf, symbols)
@@ -82,9 +83,12 @@ def inspect_file(path: str, name_glob: str | None = None,
         raise UsageError(f"--cu: {path} does not record the CU of its rows (no "
                          f"{ORIGINS_SECTION} section: an older offlink linked it, or strip -R "
                          f"removed it)")
+    views = read_offload(elf, path, table, section, symbols, host)
     return {
         **head,
         "kind": "module",
+        "offload": [_offload_json(o, name_glob, kinds, (readable, {s.name for s in symbols}))
+                    for o in views],
         "table": {
             "section": SECTION,
             "address": section.sh_addr,
@@ -102,36 +106,105 @@ def inspect_file(path: str, name_glob: str | None = None,
     }
 
 
-def _toolchain_json(o, name_glob: str | None, kinds: tuple[str, ...] | None) -> dict:
-    readable = demangle([e.name for e in o.entries])
+def read_offload(elf: ElfFile, path: str, table: Table | None = None,
+                 section: Section | None = None, rows=(),
+                 spelled: dict[str, str] | None = None) -> list[binaries.Offload]:
+    """The one reading of a linked binary's offload code, whoever linked it: each toolchain's
+    host side (entries, registration) and images; the images of offlink's table go to the
+    toolchain whose targets they are, the rest (offlink's own runtime) to an `offlink` view
+    whose entries are the table's rows."""
+    views = binaries.read(elf)
+    if table is None or section is None:
+        return views
+    own = None
+    for t in table.targets:
+        view = next((o for o in views if binaries.module(o.toolchain).claims(t.name)), None)
+        if view is None:
+            if own is None:
+                own = binaries.Offload(
+                    "offlink", OWN_REGISTRATION, registered=[binaries.Registered(
+                        "*", None, f"the {SECTION} section, found by {OWN_REGISTRATION}")])
+                views.append(own)
+            view = own
+        view.images.append(binaries.Image(
+            t.name.removeprefix("openmp-"), tuple(image_archs(t.kind, t.image)), t.kind,
+            "offlink", t.image, section.sh_offset + t.offset, f"{SECTION} target {t.name}"))
+    if own is not None:
+        spelled = spelled if spelled is not None else host_spellings(elf, rows)
+        own.entries = [binaries.Entry(r.name, r.kind, r.address,
+                                      0 if r.kind.endswith("function") else r.size,
+                                      spelled.get(r.name)) for r in rows]
+    return views
+
+
+OWN_REGISTRATION = "__OPENMP_TARGET__"  # offlink's runtime finds the table by it: no call
+
+
+def _offload_json(o: binaries.Offload, name_glob: str | None, kinds: tuple[str, ...] | None,
+                  demangled: tuple[dict[str, str], set[str]] = ({}, set())) -> dict:
+    """A view as JSON; `demangled`: names already demangled (the table's rows), and all the
+    names tried, which are not given to c++filt again (a table of 100k rows)."""
+    names = [e.name for e in o.entries]
+    images = []
+    notes = list(o.notes)
+    for i in o.images:
+        syms, said = device_symbols.image_symbols(i.kind, i.data, f"{i.triple} image")
+        notes += said
+        images.append((i, syms))
+        names += [s.name for s in syms]
+    readable = {**demangled[0], **demangle([n for n in names if n not in demangled[1]])}
     entries = [{"name": e.name, "kind": e.kind, "address": e.address,
                 "size": e.size if "variable" in e.kind else 1, "host_name": e.host_name,
                 "demangled": readable.get(e.name)} for e in o.entries]
-    return {"toolchain": o.toolchain, "registration": o.registration,
+    return {"toolchain": o.toolchain, "runtime": binaries.module_for(o.toolchain).RUNTIME,
+            "registration": o.registration,
+            "registered": [{"target": r.target, "version": r.version, "evidence": r.evidence}
+                           for r in o.registered],
             "entry_count": len(entries),
             "entries": [r for r in entries if _wanted(r, name_glob, kinds)],
             "images": [{"triple": i.triple, "archs": list(i.archs), "kind": i.kind,
                         "producer": i.producer, "image_size": len(i.data),
-                        "file_offset": i.file_offset} for i in o.images],
-            "notes": list(o.notes)}
+                        "file_offset": i.file_offset, "where": i.where,
+                        "symbols": [{"name": s.name, "kind": s.kind, "exported": s.exported,
+                                     "demangled": readable.get(s.name)} for s in syms
+                                    if _wanted({"name": s.name, "kind": "",
+                                                "demangled": readable.get(s.name)},
+                                               name_glob, None)]}
+                       for i, syms in images],
+            "notes": notes}
 
 
-TOOLCHAINS = {"gcc": "GCC's own offload link (mkoffload)", "llvm": "clang's own offload link "
-              "(clang-linker-wrapper)", "cuda": "nvcc's link (a CUDA fatbin)"}
 
-
-def _render_toolchain(info: dict) -> list[str]:
+def _render_offload(info: dict) -> list[str]:
     lines = []
     for o in info["offload"]:
+        if o["toolchain"] == "offlink" and "table" in info:
+            continue  # its rows and images are the table's, shown above
         reg = o["registration"] or "none"
-        lines.append(f"  {TOOLCHAINS[o['toolchain']]}; registration: {reg}")
+        title = binaries.module_for(o["toolchain"]).TITLE
+        lines.append(f"  {title}; runtime {o['runtime']}, registration: "
+                     f"{reg}")
+        for r in o["registered"]:
+            version = f" version {r['version']:#x}" if r["version"] is not None else ""
+            lines.append(f"    {r['target']}{version} ({r['evidence']})")
         lines.append("  images:")
         for i in o["images"]:
             archs = f"  {' '.join(i['archs'])}" if i["archs"] else ""
             at = (f"at file offset {i['file_offset']:#x}" if i["file_offset"] is not None
                   else "in pieces")
-            lines.append(f"    {i['triple']:<28} {i['kind']:<7} {i['producer']:<14} "
+            name = i["triple"]
+            if i["producer"] == "offlink":  # a table target: named as the table names it
+                name = i["where"].rsplit(" ", 1)[-1]
+            lines.append(f"    {name:<28} {i['kind']:<7} {i['producer']:<14} "
                          f"{i['image_size']:>10} bytes {at}{archs}")
+            count = {k: sum(s["kind"] == k for s in i["symbols"])
+                     for k in ("kernel", "function", "variable")}
+            lines.append(f"      {count['kernel']} kernel(s), {count['function']} function(s), "
+                         f"{count['variable']} variable(s) in its symbols (--json lists them, "
+                         f"--symbol NAME finds one)")
+            for k in (s for s in i["symbols"] if s["kind"] == "kernel"):
+                lines.append(f"      kernel {k['name']}" + (f"  {k['demangled']}"
+                                                            if k["demangled"] else ""))
         shown = (f", {len(o['entries'])} shown" if len(o["entries"]) != o["entry_count"]
                  else "")
         lines.append(f"  entries: {o['entry_count']}{shown}")
@@ -238,46 +311,6 @@ def _same_entity(host: str, row: str) -> bool:
             or host == f".{row}.region_id")
 
 
-def image_archs(kind: str, image: bytes) -> list[str]:
-    """The CUDA architectures an image holds code for (sm_NN: machine code, compute_NN: PTX
-    for the driver's JIT), an AMD GPU code object's (gfxNNN); empty for other images."""
-    if kind == "cubin":
-        return [a] if (a := _cubin_arch(image)) else []
-    if kind == "fatbin":
-        return fatbin_archs(image)
-    if kind in PTX_TEXT_KINDS:
-        found = {m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)}
-        return sorted(found, key=lambda a: (len(a), a))
-    if kind == "shared-object":
-        return [a] if (a := _amdgpu_arch(image)) else []
-    return []
-
-
-# LLVM's EF_AMDGPU_MACH_AMDGCN_* values (e_flags & 0xff of an amdgcn ELF), the common ones.
-_AMDGPU_MACHS = {0x2c: "gfx900", 0x2f: "gfx906", 0x30: "gfx908", 0x3f: "gfx90a",
-                 0x40: "gfx940", 0x4c: "gfx942", 0x36: "gfx1030", 0x41: "gfx1100"}
-
-
-def _amdgpu_arch(image: bytes) -> str | None:
-    """An HSA code object's GPU (EM_AMDGPU), from e_flags; None for other ELF files."""
-    try:
-        elf = ElfFile(image, "image")
-    except FormatError:
-        return None
-    if elf.e_machine != EM_AMDGPU:
-        return None
-    mach = elf.e_flags & 0xFF
-    return _AMDGPU_MACHS.get(mach, f"amdgcn-mach-{mach:#x}")
-
-
-def _cubin_arch(image: bytes) -> str | None:
-    try:
-        arch = cubin_arch(image, "image")
-    except FormatError:
-        return None
-    return None if arch == "sm_0" else arch
-
-
 def _checked_table(elf: ElfFile, section: Section, path: str) -> Table:
     """The table with every checksum checked, its images' included: a damaged image is
     named here rather than found when the runtime loads it."""
@@ -298,6 +331,10 @@ def demangle(names: list[str]) -> dict[str, str]:
     kernel_name = re.compile(r"__omp_offloading_[0-9a-f]+_[0-9a-f]+_(_Z\w+)_l\d+$")
     inner = {n: m.group(1) for n in names
              if n.startswith("__omp_offloading_") and (m := kernel_name.match(n))}
+    # GCC's PTX spells a C++ kernel `_Z3runv$_omp_fn$0`: demangled as the host's `_Z3runv._omp_fn.0`
+    inner.update({n: n.replace("$", ".") for n in names if n.startswith("_Z") and "$" in n})
+    # nvcc's whole-program cubin spells a device function `$_Z3runPi$_Z5scalei` (its kernel's)
+    inner.update({n: n.rsplit("$", 1)[1] for n in names if n.startswith("$") and "$_Z" in n})
     mangled = sorted({n for n in names if n.startswith("_Z")} | set(inner.values()))
     if not mangled:
         return {}
@@ -310,7 +347,8 @@ def demangle(names: list[str]) -> dict[str, str]:
     found = {n: plain[n] for n in names if n in plain}
     for kernel, function in inner.items():
         if function in plain:
-            found[kernel] = kernel.replace(function, plain[function])
+            found[kernel] = (plain[function] if "$" in kernel
+                             else kernel.replace(function, plain[function]))
     return found
 
 
@@ -371,13 +409,37 @@ def _link_address(elf: ElfFile, address: int, load_base: int | None) -> int:
 
 def explain(path: str, name: str | None, address: int | None,
             load_base: int | None = None) -> tuple[str, bool]:
-    """Why a name or an address is, or is not, in a binary's table: what the runtime sees;
-    and whether each one asked about is in it (a row), for the exit status."""
+    """Why a name or an address is, or is not, on the device of any linked binary (offlink's,
+    GCC's, clang's, nvcc's), read from its `inspect` document: what the runtime sees; and
+    whether each one asked about is on the device (an entry, a row, or a symbol an image
+    exports), for the exit status."""
     elf = ElfFile.open(path)
+    if elf.e_type == 1:
+        raise UsageError(f"{path}: --symbol and --address read a linked binary (an object's "
+                         f"target code: offlink inspect {path})")
+    info = inspect_file(path)
+    if info["kind"] != "module":
+        raise FormatError(f"{path}: no offload code (no {SECTION} table, GCC offload tables, "
+                          f"clang offload entries or CUDA fatbin): every pointer stays a host "
+                          f"pointer")
     section = elf.section(SECTION)
     if section is None:
-        raise FormatError(f"{path}: no {SECTION} section (not linked with offlink, or no "
-                          f"target code in its inputs): every pointer stays a host pointer")
+        return _explain_toolchain(elf, path, info, name, address, load_base)
+    text, offered = _explain_table(elf, path, section, name, address, load_base)
+    if name is not None and not offered:  # the toolchains' own entries, then the images
+        found = [_entry_line(o, e, info) for o in info["offload"] for e in o["entries"]
+                 if o["toolchain"] != "offlink"
+                 and _names_match(name, e["name"], e["host_name"], e["demangled"])]
+        on_device = ("\n".join(found), True) if found else _on_device(info, name, path)
+        if on_device:
+            text += "\n" + on_device[0]
+            offered = on_device[1]
+    return text, offered
+
+
+def _explain_table(elf: ElfFile, path: str, section: Section, name: str | None,
+                   address: int | None, load_base: int | None) -> tuple[str, bool]:
+    """What offlink's table says of a name or an address (rows, CUs, narrowing)."""
     table = _checked_table(elf, section, path)
     host = host_symbols(elf)
     symbols = table.symbols
@@ -419,6 +481,9 @@ def explain(path: str, name: str | None, address: int | None,
                          f"(externally, with default or protected visibility) in any CU's "
                          f"target code, or its CU was not compiled with `offlink cc`; "
                          f"translate returns the host pointer")
+        elif mangled := [m for m, d in demangle(sorted(n for n in host if n.startswith("_Z")))
+                         .items() if _names_match(name, d)]:
+            lines.append(f"'{name}' is defined in {path} (as {mangled[0]}) but no CU offers it")
         else:
             lines.append(f"'{name}' is neither in the table nor defined in {path}")
     if address is not None:
@@ -443,6 +508,113 @@ def explain(path: str, name: str | None, address: int | None,
                 hint = ("; past the end of the binary's sections" + (
                     ": a run-time address needs --load-base" if load_base is None else ""))
             lines.append(f"{shown} is in no offered function or variable (functions "
+                         f"match their exact address only){hint}")
+            offered = False
+    return "\n".join(lines), offered
+
+
+# offlink's key of a CU-private name (gcc/dialect.py): `MAIN__$_omp_fn$0$prog_f90$067e33bb`;
+# LLVM's OpenMP optimisation's copy of a device function it internalised: `scale.internalized`
+# (amdgcn), `scale_$_internalized` (nvptx, where PTX forbids the dot).
+_CU_KEY = re.compile(r"\$[^$]+\$[0-9a-f]{8}$|(\.|_\$_)internalized$")
+
+
+def _names_match(name: str, *spellings: str | None) -> bool:
+    """A name as asked (mangled, demangled with or without its parameters, the host's or the
+    PTX's spelling, a CU-private name without offlink's CU key) against one entity's
+    spellings."""
+    for x in spellings:
+        if x is None:
+            continue
+        if name in (x, _CU_KEY.sub("", x)) or x == name.replace(".", "$"):
+            return True
+        if "(" in name or "[clone" in x:
+            continue  # a full signature, or a clone (a kernel GCC outlined from `name`)
+        if x.startswith(name + "("):
+            return True
+    return False
+
+
+def _held(info: dict, name: str) -> list[tuple[dict, dict, dict]]:
+    """(view, image, symbol) of every image symbol that `name` names."""
+    return [(o, i, s) for o in info["offload"] for i in o["images"] for s in i["symbols"]
+            if _names_match(name, s["name"], s["demangled"])]
+
+
+def _on_device(info: dict, name: str, path: str) -> tuple[str, bool] | None:
+    """What the images say of a name that is no entry: (the line, whether an image exports
+    it) in its toolchain's terms; None where no image defines it."""
+    held = _held(info, name)
+    if not held:
+        return None
+    toolchain = held[0][0]["toolchain"]
+    first = held[0][2]
+    name = f"{first['name']} ({first['demangled']})" if first["demangled"] else first["name"]
+    where = [f"{i['triple']} ({s['kind']}{'' if s['exported'] else ', local'})"
+             for _, i, s in held]
+    # on the device: in an image (offlink's own runtime resolves exported names only)
+    exported = any(s["exported"] or o["toolchain"] != "offlink" for o, _, s in held)
+    return binaries.module_for(toolchain).device_only(name, where, exported), exported
+
+
+def _entry_line(o: dict, e: dict, info: dict) -> str:
+    also = [x for x in (e["demangled"], e["host_name"] and f"host: {e['host_name']}") if x]
+    shown = f"{e['name']} ({'; '.join(also)})" if also else e["name"]
+    size = "" if e["kind"].endswith("function") else f", size {e['size']}"
+    images = [f"{i['triple']} ({s['kind']})" for i in o["images"] for s in i["symbols"]
+              if _names_match(e["name"], s["name"])
+              or (e["host_name"] and _names_match(e["host_name"], s["name"]))]
+    held = f"; in the images {', '.join(images)}" if images else ""
+    return (f"{shown}: {binaries.module_for(o['toolchain']).ENTRY_TERMS.get(e['kind'], e['kind'])}"
+            f" at {e['address']:#x}{size}{held}; registered with {o['runtime']} by "
+            f"{o['registration'] or 'no call (see inspect --explain)'}")
+
+
+def _explain_toolchain(elf: ElfFile, path: str, info: dict, name: str | None,
+                       address: int | None, load_base: int | None) -> tuple[str, bool]:
+    """--symbol and --address on a binary its toolchain linked: its entries, then its
+    images' own symbols."""
+    lines = []
+    offered = True
+    entries = [(o, e) for o in info["offload"] for e in o["entries"]]
+    if name is not None:
+        found = [(o, e) for o, e in entries
+                 if _names_match(name, e["name"], e["host_name"], e["demangled"])]
+        if found:
+            lines += [_entry_line(o, e, info) for o, e in found]
+        elif (said := _on_device(info, name, path)) is not None:
+            lines.append(said[0])
+            offered = said[1]
+        else:
+            offered = False
+            host = host_symbols(elf)
+            spelled = demangle(sorted(n for n in host if n.startswith("_Z")))
+            if name in host or any(_names_match(name, d) for d in spelled.values()):
+                lines.append(f"'{name}' is defined in {path}'s host code only: no entry and "
+                             f"no device image defines it")
+            else:
+                lines.append(f"'{name}' is neither an entry, nor in a device image, nor "
+                             f"defined in {path}")
+    if address is not None:
+        linked = _link_address(elf, address, load_base)
+        shown = (f"{address:#x} (st_value {linked:#x}, load base {load_base:#x})"
+                 if load_base is not None else f"{address:#x}")
+        hit = next(((o, e) for o, e in entries
+                    if e["address"] == linked or (not e["kind"].endswith("function") and
+                                                  e["address"] <= linked < e["address"]
+                                                  + e["size"])), None)
+        if hit is not None:
+            delta = linked - hit[1]["address"]
+            lines.append(f"{shown} is in '{hit[1]['name']}'" + (f" (+{delta:#x})" if delta
+                                                                else ""))
+            lines.append(_entry_line(*hit, info))
+        else:
+            host = host_symbols(elf)
+            near = max((s for s in host.values() if s.st_value <= linked),
+                       key=lambda s: s.st_value, default=None)
+            hint = f"; nearest host symbol: {near.name}+{linked - near.st_value:#x}" if near \
+                else ""
+            lines.append(f"{shown} is in no entry of the binary's offload tables (functions "
                          f"match their exact address only){hint}")
             offered = False
     return "\n".join(lines), offered
@@ -494,7 +666,7 @@ def _by_cu(rows: list[dict]) -> dict[str | None, list[dict]]:
 
 def render_text(info: dict) -> str:
     lines = [f"{info['file']}: {info['kind']}"]
-    if info["kind"] == "module":
+    if info["kind"] == "module" and "table" in info:
         t = info["table"]
         lines.append(f"  {t['section']} at {t['address']:#x} (file offset {t['file_offset']:#x}), "
                      f"{t['size']} bytes, {len(t['targets'])} target(s), "
@@ -519,9 +691,10 @@ def render_text(info: dict) -> str:
                 size = "-" if s["kind"].endswith("function") else str(s["size"])
                 lines.append(f"{indent}{s['name']:<{width}}  {s['kind']:<18} "
                              f"{s['address']:#014x}  size {size}" + "".join(f"  {x}" for x in also))
+        lines += _render_offload(info)
         lines.append(LEGEND)
-    elif info["kind"] == "toolchain-module":
-        lines += _render_toolchain(info)
+    elif info["kind"] == "module":
+        lines += _render_offload(info)
         lines.append(LEGEND.replace("row", "entry"))
     else:
         if not info["cus"]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..errors import ToolError, UsageError
 from ..link.pipeline import LinkOptions, link
+from ..link.plan import check_driver
+from ..run import which
 from ..toolchains import LINK_OPTIONS
 from .options import parse, set_common, warn_misplaced
 
@@ -29,7 +31,18 @@ def cmd_link(argv: list[str]) -> int:
                           offload_symbol_lists=list(opts.get("--offload-symbol-list") or []),
                           launcher=_words((opts.get("--target-launcher") or [""])[-1]),
                           time_trace=(opts.get("--time-trace") or [""])[-1])  # type: ignore[index]
+    if rest and not options.dry_run and which(rest[0]) is None:
+        check_driver(rest[0], "link")  # a forgotten compiler word is named as such first
+        raise not_installed(rest[0])
     return link(rest, options)
+
+
+def not_installed(compiler: str) -> ToolError:
+    """The one answer, before any work, for a link whose compiler is not installed (not
+    `gcc-99 -dumpversion: ... not found`, exit 1, from the first step that ran it): the
+    shell's status for a command not found."""
+    where = "" if "/" in compiler else " on PATH"
+    return ToolError(f"compiler '{compiler}' is not installed (not found{where})", 127)
 
 
 def _words(command: str) -> list[str]:

@@ -86,9 +86,10 @@ offers is an error, a pattern matching nothing is not"""),
 options for GCC's accel compiler, as -foffload-options=O (GCC's
 syntax, e.g. nvptx-none=-misa=sm_90; repeatable)"""),
      Option(("--gomp-register",), "", False, """\
-accepted, changes nothing: GCC's offload images are registered with
-libgomp by default, as GCC's own link does (OFFLINK_GOMP_REGISTER=0
-leaves it out; -foffload=disable turns GCC's offloading off)"""),
+register GCC's offload images with libgomp, as GCC's own link does: the
+default, so this matters where OFFLINK_GOMP_REGISTER=0 leaves the
+registration out (the option wins over it; -foffload=disable turns GCC's
+offloading off)"""),
      Option(("--save-temps",), "", False, "keep intermediate files and print where"),
      Option(("--dry-run",), "", False, "print the commands instead of running them"),
      Option(("--timings",), "", False, """\

@@ -1,7 +1,7 @@
-"""What a toolchain's own offload link put into a binary (GCC's, clang's, nvcc's), read-only.
-
-For `offlink inspect` and `extract` of binaries offlink did not link, so that "what did my link
-put where" can be compared with offlink's own `.openmp_target`. Here: the plain data they show
+"""Each toolchain's offload code in a linked binary (GCC's, clang's, nvcc's), read-only,
+whoever linked it: the one reading `offlink inspect`, `--symbol`, `--address`, `--explain` and
+`extract` share, so that a toolchain's own link and offlink's link of the same objects can be
+compared field by field (cli/inspect_cmd.py adds offlink's table). Here: the plain data they show
 (`Offload`: a toolchain's entries, images and notes), the loaded view a reader reads a binary
 by, and the table of the toolchains' `binary` modules (one line each). Each of those modules
 has:
@@ -12,13 +12,16 @@ has:
 - `RUNTIMES`: the libraries (name prefixes) its programs need to start, `RUNTIME_FIX` how to
   make the loader find one;
 - `findings(offload, loadable, device)`: what this machine lacks to run its images, as
-  (finding, fix) pairs (`loadable(soname)`: where the loader finds a library, or None;
+  (finding, evidence, fix) triples (`loadable(soname)`: where the loader finds a library, or None;
   `device(triple, what)`: the findings of a device's driver);
 - `module_findings(targets, symbols)`: the same for its targets in an offlink-linked module's
   table (`targets`: their names, `symbols`: the binary's symbol names);
 - `not_offered(table, name) -> str | None`: why a name of its targets has no row, in its terms;
-- `EXTRACT_TARGET`: the target `offlink extract` files its images under (None: they are read
-  as fat objects' are, e.g. clang's OffloadBinaries).
+- `extract_target(image)`: the target `offlink extract` files an image under (None: they are
+  read as fat objects' are, e.g. clang's OffloadBinaries);
+- for `inspect --symbol`: `ENTRY_TERMS` (an entry's kind in its words),
+  `claims(target)` (whether an offlink table's target is its), `device_only(name, where,
+  exported)` (a name its images define that no entry lists).
 
 GCC's also reads its offload objects (`object_image`), offlink's the architectures of `offlink
 cc`'s payloads (`payload_archs`).
@@ -27,12 +30,16 @@ cc`'s payloads (`payload_archs`).
 from __future__ import annotations
 
 import importlib
+import re
 import struct
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from ..elf import STT_FILE, STT_SECTION, ElfFile, Symbol, loaded_words
+from ..elf import ELF_MAGIC, EM_AMDGPU, STT_FILE, STT_SECTION, ElfFile, Symbol, loaded_words
 from ..errors import FormatError
+from ..formats.cubin import cubin_arch
+from ..formats.fatbin import fatbin_archs
+from ..formats.table import PTX_TEXT_KINDS
 
 # toolchain -> its module, in the order a binary's offload code is read
 TOOLCHAINS = {"gcc": "offlink.toolchains.gcc.binary",
@@ -40,9 +47,17 @@ TOOLCHAINS = {"gcc": "offlink.toolchains.gcc.binary",
               "cuda": "offlink.toolchains.offlink.binary"}
 
 
+OWN = "offlink.toolchains.offlink.own"  # offlink's own runtime's terms (its table's view)
+
+
 def module(toolchain: str) -> ModuleType:
     """A toolchain's `binary` module, loaded on use."""
     return importlib.import_module(TOOLCHAINS[toolchain])
+
+
+def module_for(toolchain: str) -> ModuleType:
+    """The module whose terms a view's answers are in: a toolchain's, or offlink's own."""
+    return importlib.import_module(OWN if toolchain == "offlink" else TOOLCHAINS[toolchain])
 
 
 def modules() -> list[ModuleType]:
@@ -66,15 +81,26 @@ class Image:
     producer: str  # openmp, cuda, hip, gcc-mkoffload, nvcc
     data: bytes
     file_offset: int | None  # where its first byte lies in the file, where it lies whole
+    where: str = ""  # the section (or symbol) it was read from
+
+
+@dataclass(frozen=True)
+class Registered:
+    """One registration call the binary makes: for which target, with which version."""
+
+    target: str
+    version: int | None  # the version word the call passes (GCC's GOMP_VERSION_PACK)
+    evidence: str  # what it was read from
 
 
 @dataclass
 class Offload:
-    toolchain: str  # gcc, llvm, cuda
+    toolchain: str  # gcc, llvm, cuda, offlink
     registration: str | None  # the registration call the binary makes, as its symbols say
     entries: list[Entry] = field(default_factory=list)
     images: list[Image] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    registered: list[Registered] = field(default_factory=list)
 
 
 def read(elf: ElfFile) -> list[Offload]:
@@ -171,3 +197,43 @@ def defines(image: bytes, target: str, name: str) -> bool:
         return any(s.name == name and s.defined for s in ElfFile(image, target).symbols())
     except FormatError:
         return False
+
+
+def image_archs(kind: str, image: bytes) -> list[str]:
+    """The CUDA architectures an image holds code for (sm_NN: machine code, compute_NN: PTX
+    for the driver's JIT), an AMD GPU code object's (gfxNNN); empty for other images."""
+    if kind == "cubin":
+        return [a] if (a := _cubin_arch(image)) else []
+    if kind == "fatbin":
+        return fatbin_archs(image)
+    if kind in PTX_TEXT_KINDS:
+        found = {m.decode() for m in re.findall(rb"^\s*\.target\s+(sm_\w+)", image, re.M)}
+        return sorted(found, key=lambda a: (len(a), a))
+    if kind == "shared-object" or image[:4] == ELF_MAGIC:  # an ELF image of any kind
+        return [a] if (a := _amdgpu_arch(image)) else []
+    return []
+
+
+# LLVM's EF_AMDGPU_MACH_AMDGCN_* values (e_flags & 0xff of an amdgcn ELF), the common ones.
+_AMDGPU_MACHS = {0x2a: "gfx803", 0x2c: "gfx900", 0x2f: "gfx906", 0x30: "gfx908", 0x3f: "gfx90a",
+                 0x40: "gfx940", 0x4c: "gfx942", 0x36: "gfx1030", 0x41: "gfx1100"}
+
+
+def _amdgpu_arch(image: bytes) -> str | None:
+    """An HSA code object's GPU (EM_AMDGPU), from e_flags; None for other ELF files."""
+    try:
+        elf = ElfFile(image, "image")
+    except FormatError:
+        return None
+    if elf.e_machine != EM_AMDGPU:
+        return None
+    mach = elf.e_flags & 0xFF
+    return _AMDGPU_MACHS.get(mach, f"amdgcn-mach-{mach:#x}")
+
+
+def _cubin_arch(image: bytes) -> str | None:
+    try:
+        arch = cubin_arch(image, "image")
+    except FormatError:
+        return None
+    return None if arch == "sm_0" else arch

@@ -11,8 +11,20 @@ from collections.abc import Callable
 
 from ...elf import ElfFile
 from ...formats.offload_binary import ENTRY_CTOR, ENTRY_DTOR, SECTION, parse_binaries
-from ..binaries import Entry, Image, Offload, defines, differs, host_names, registration
+from ..binaries import (
+    Entry,
+    Image,
+    Offload,
+    Registered,
+    defines,
+    differs,
+    host_names,
+    registration,
+)
 from .dialect import linked_entries
+
+RUNTIME = "libomptarget"  # the runtime that gets the images
+TITLE = "clang's offload code (offload entries)"  # how inspect names its view
 
 # The host side's entry sections by LLVM generation. 19: `omp_offloading_entries` (OpenMP) and
 # `cuda_offloading_entries`, 32-byte rows; 20: the same sections, 56-byte rows; 21+: one
@@ -23,7 +35,6 @@ OPENMP_PREFIX = "openmp-"  # clang's OpenMP targets (openmp*.py)
 RUNTIMES = ("libomptarget",)  # the libraries its programs need to start, by name
 RUNTIME_FIX = ("add its folder (e.g. /usr/lib/llvm-19/lib) to LD_LIBRARY_PATH or "
                "link with -Wl,-rpath,<folder>")
-EXTRACT_TARGET = None  # `offlink extract` reads the OffloadBinaries as in objects
 NO_REGISTRATION_FIX = ("link with clang and the same -fopenmp-targets=/--offload-arch= as the "
                        "compiles (clang-linker-wrapper writes the registration)")
 
@@ -48,7 +59,9 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
             at = content.find(img.image)
             out.images.append(Image(img.triple, (img.arch,) if img.arch else (),
                                     img.image_kind, img.offload_kind, img.image,
-                                    section.sh_offset + at if at >= 0 else None))
+                                    section.sh_offset + at if at >= 0 else None, SECTION))
+    if out.registration is not None:  # one call for every image: its descriptor has no version
+        out.registered.append(Registered("*", None, f"{out.registration} in the symbol tables"))
     if out.registration is None:
         out.notes.append("no __tgt_register_lib call: no image is registered with "
                          "libomptarget, so every target region runs on the host")
@@ -56,7 +69,8 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
 
 
 def findings(offload: dict, loadable: Callable[[str], str | None],
-             device: Callable[[str, str], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+             device: Callable[[str, str], list[tuple[str, str, str]]]
+             ) -> list[tuple[str, str, str]]:
     out = []
     for image in offload["images"]:
         if image["triple"].startswith(("x86_64", "aarch64")):
@@ -66,8 +80,32 @@ def findings(offload: dict, loadable: Callable[[str], str | None],
     return out
 
 
-def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str]]:
+def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str, str]]:
     return []
+
+
+ENTRY_TERMS = {"function": "an offload entry (a target region's kernel)",
+               "indirect-function": "an indirect offload entry (`declare target indirect`: "
+                                    "a host pointer to it is translated)",
+               "variable": "an offload entry (a `declare target` variable)",
+               "link-variable": "an offload entry (a `declare target link` variable)"}
+
+
+def claims(target: str) -> bool:
+    return target.startswith(OPENMP_PREFIX)
+
+
+def device_only(name: str, where: list[str], exported: bool) -> str:
+    """A name the images define but no offload entry lists."""
+    return (f"'{name}' is in the images {', '.join(where)} but is no offload entry: called by "
+            f"name in target regions; a host pointer to it is not translated unless it is "
+            f"`declare target indirect` (between `#pragma omp begin declare target indirect` "
+            f"and `#pragma omp end declare target`, clang >= 19)")
+
+
+def extract_target(image: Image) -> str | None:
+    """None: `offlink extract` reads the OffloadBinaries as in objects."""
+    return None
 
 
 def not_offered(table, name: str) -> str | None:

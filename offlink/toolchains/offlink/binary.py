@@ -9,8 +9,11 @@ from collections.abc import Callable
 from ...elf import ElfFile
 from ...errors import FormatError
 from ...formats.fatbin import FATBIN_ELF, fatbin_containers
-from ..binaries import Entry, Image, Offload, registration
+from ..binaries import Entry, Image, Offload, Registered, registration
 from .cuda import ARCH_OPTION, NAME
+
+RUNTIME = "cudart"  # the runtime that gets the images
+TITLE = "nvcc's link (a CUDA fatbin)"  # how inspect names its view
 
 NV_FATBIN = ".nv_fatbin"
 REGISTRATIONS = ("__cudaRegisterFatBinary", "__cudaRegisterLinkedBinary")
@@ -38,7 +41,9 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
                 out.notes.append(f"sm_{e.sm}: compressed cubin, its kernels not read (nvcc "
                                  f"-Xfatbin=-compress-all=false keeps them readable)")
         out.images.append(Image(NAME, tuple(dict.fromkeys(archs)), "fatbin", "nvcc",
-                                data[pos:end], section.sh_offset + pos))
+                                data[pos:end], section.sh_offset + pos, NV_FATBIN))
+    if out.registration is not None:
+        out.registered.append(Registered(NAME, None, f"{out.registration} in the symbol tables"))
     host = {s.name: s.st_value for s in elf.symbols() if s.defined and s.name}
     for name, kind, size in dict.fromkeys(kernels):  # the host stub or shadow: same name
         out.entries.append(Entry(name, kind, host.get(name, 0), size, None))
@@ -47,23 +52,46 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
 
 def _cubin_kernels(cubin: bytes) -> list[tuple[str, str, int]]:
     """(name, kind, size) of the global functions (kernels, and -rdc's extern device functions)
-    and variables (`__device__`: STT_OBJECT, or CUDA's own object type 13) a cubin defines."""
+    and the variables (`__device__`: STT_OBJECT, or CUDA's own object type 13; local to a
+    whole-program cubin, yet registered by name through the host's shadow) a cubin defines."""
     try:
         syms = ElfFile(cubin, "cubin").symbols()
     except FormatError:
         return []
     return [(s.name, "function" if s.st_type == 2 else "variable",
              0 if s.st_type == 2 else s.st_size)
-            for s in syms if s.defined and s.is_global and s.st_type in (1, 2, 13)]
+            for s in syms if s.defined and s.name and not s.name.startswith(".")
+            and ((s.st_type == 2 and s.is_global) or s.st_type in (1, 13))]
 
 
 def findings(offload: dict, loadable: Callable[[str], str | None],
-             device: Callable[[str, str], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+             device: Callable[[str, str], list[tuple[str, str, str]]]
+             ) -> list[tuple[str, str, str]]:
     return device("nvptx", "fatbin")
 
 
-def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str]]:
+def module_findings(targets: list[str], symbols: set[str]) -> list[tuple[str, str, str]]:
     return []
+
+
+ENTRY_TERMS = {"function": "a kernel (`__global__`) of the fatbin's cubins, launched through "
+                            "its host stub",
+               "variable": "a `__device__` variable of the fatbin's cubins, reached through "
+                           "its host shadow"}
+
+
+def claims(target: str) -> bool:
+    return False  # offlink's CUDA target is offlink's own runtime's
+
+
+def device_only(name: str, where: list[str], exported: bool) -> str:
+    what = ("a `__device__` variable the host does not register (local to the cubin)"
+            if "(variable" in where[0] else "a `__device__` function, called from device code")
+    return f"'{name}' is in the fatbin {', '.join(where)}: {what}"
+
+
+def extract_target(image: Image) -> str | None:
+    return EXTRACT_TARGET
 
 
 def not_offered(table, name: str) -> str | None:
