@@ -9,7 +9,7 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from . import run as runner
@@ -57,10 +57,11 @@ class Children:
         self._pids: set[int] = set()
         self._stopping = False
 
-    def run(self, argv: Sequence[str], what: str) -> str:
+    def run(self, argv: Sequence[str], what: str, env: Mapping[str, str] | None = None
+            ) -> str:
         """Run a tool (stdin /dev/null, stdout and stderr into one pipe) with its output kept
         and returned (warnings); a failure is a ToolError carrying that output. The tool is
-        started by run.spawn_tool."""
+        started by run.spawn_tool, in `env` (offlink's environment by default)."""
         if runner.VERBOSE:
             print(f"offlink: {runner.show(argv)}", file=sys.stderr, flush=True)
         # close-on-exec: a tool that another thread starts meanwhile must not hold the write
@@ -72,7 +73,7 @@ class Children:
             with self._lock:
                 if self._stopping:
                     raise KeyboardInterrupt
-                pid = runner.spawn_tool(argv, actions, what)
+                pid = runner.spawn_tool(argv, actions, what, env)
                 self._pids.add(pid)
         except BaseException:
             os.close(read_fd)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from . import settings
 from .errors import ToolError
@@ -59,17 +59,19 @@ def which(tool: str) -> str | None:
 _RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
-def spawn(argv: Sequence[str], file_actions: list) -> int:
-    """Start a tool with os.posix_spawnp, SIGPIPE and SIGXFSZ at their defaults; its pid. A
-    missing tool raises FileNotFoundError."""
-    return os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=file_actions,
-                           setsigdef=_RESTORED)
+def spawn(argv: Sequence[str], file_actions: list, env: Mapping[str, str] | None = None
+          ) -> int:
+    """Start a tool with os.posix_spawnp, SIGPIPE and SIGXFSZ at their defaults, in `env`
+    (offlink's environment by default); its pid. A missing tool raises FileNotFoundError."""
+    return os.posix_spawnp(argv[0], list(argv), os.environ if env is None else env,
+                           file_actions=file_actions, setsigdef=_RESTORED)
 
 
-def spawn_tool(argv: Sequence[str], file_actions: list, what: str) -> int:
+def spawn_tool(argv: Sequence[str], file_actions: list, what: str,
+               env: Mapping[str, str] | None = None) -> int:
     """spawn(), a tool that cannot be started one ToolError naming `what` (as run() says)."""
     try:
-        return spawn(argv, file_actions)
+        return spawn(argv, file_actions, env)
     except FileNotFoundError:
         raise ToolError(f"{what}: '{argv[0]}' not found") from None
     except PermissionError:

@@ -10,12 +10,15 @@ their register counts and the code object's e_flags).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from conftest import ROOT, chroot, in_chroot
 
 from offlink.elf import STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
 from offlink.errors import LinkError
-from offlink.toolchains.gcc import gomp
+from offlink.jobs import Children
+from offlink.toolchains.gcc import gomp, nvptx
 
 SAMPLE = ROOT / "tests" / "gcc_offload" / "later"
 SHIM = ROOT / "tests" / "gcc_offload" / "gomp_shim.c"
@@ -318,6 +321,24 @@ def test_requires_masks_combine_as_lto1_combines_them():
     with pytest.raises(LinkError, match=r"^a has `omp requires` unified_shared_memory and c "
                                         r"none: "):
         gomp.combined_mask(["a", "b", "c"], [0x220, 0, 0x200])
+
+
+class _Seen(Children):
+    def run(self, argv, what, env=None):
+        self.argv = list(argv)
+        return super().run(argv, what, env)
+
+
+def test_a_compile_under_env_runs_its_tool_alone_with_the_requires_file_set():
+    # GCC 13+'s compile command starts `env GCC_OFFLOAD_OMP_REQUIRES_FILE=PATH` (as shown and
+    # keyed); it runs as the tool itself, with the variable in its environment alone.
+    children = _Seen()
+    tool = ["sh", "-c", 'printf "%s" "$GCC_OFFLOAD_OMP_REQUIRES_FILE"']
+    said = nvptx.run_compile(children, ["env", f"{nvptx.REQUIRES_FILE}=/t/cu.o.omp", *tool],
+                             "compile")
+    assert said == "/t/cu.o.omp" and children.argv == tool
+    assert nvptx.REQUIRES_FILE not in os.environ
+    assert nvptx.run_compile(children, tool, "compile") == "" and children.argv == tool
 
 
 IMAGE = (b"// BEGIN PREAMBLE\n.version 7.0\n.target sm_80\n.address_size 64\n"

@@ -35,7 +35,7 @@ from ...elf import (
 from ...errors import FormatError, LinkError
 from ...formats.payload import Payload
 from ...model import CU
-from .link_words import CONFIGURED, GCN, check_buildable, read_words, wanted
+from .link_words import CONFIGURED, GCN, OffloadWords, check_buildable, read_words, wanted
 
 TARGET = "nvptx-none"  # the target of its CUs (toolchains/gcc/nvptx.py)
 RUNTIME = "libgomp"  # what its host code calls (GOMP_target_ext, ...)
@@ -56,12 +56,13 @@ _PASSED = ("-fPIC", "-fpic", "-fPIE", "-fpie", "-fno-PIC", "-fno-pic", "-fno-PIE
 _PASSED_PREFIXES = ("-fopenacc-dim=", "-foffload-abi=", "-foffload-abi-host-opts=",
                     "-fcf-protection", "-fdiagnostics-", "-O", "-g")
 _OPT_QUOTED = re.compile(r"'((?:[^']|'\\'')*)'")
-_MAP_LINE = re.compile(r'^//:(FUNC_MAP|VAR_MAP|IND_FUNC_MAP) "([^"]*)"', re.M)
-_FUNC_DIMS = re.compile(r'^//:FUNC_MAP "([^"]*)"((?:[ \t]*,[ \t]*(?:0x[0-9a-fA-F]+|\d+))*)'
-                        r'[ \t]*$', re.M)
 # Each match starts with the newline before its line (the text gets one in front): a literal
 # first lets the regex engine jump from line to line, 3-4x faster than `^` with re.M over an
-# image of ~1 MB (libgomp's PTX included).
+# image of ~1 MB (libgomp's PTX included); _MAP_LINE and _FUNC_DIMS ~7x over the image of
+# 300 CUs (benchmarks/gcc_offload/RESULTS.md).
+_MAP_LINE = re.compile(r'\n//:(FUNC_MAP|VAR_MAP|IND_FUNC_MAP) "([^"]*)"')
+_FUNC_DIMS = re.compile(r'\n//:FUNC_MAP "([^"]*)"((?:[ \t]*,[ \t]*(?:0x[0-9a-fA-F]+|\d+))*)'
+                        r'[ \t]*$', re.M)
 # External functions count by their definition's comment (`declare target indirect` ones are
 # table rows, GCC 14+).
 _PTX_DEF = re.compile(r"\n\s*(?:\.visible\s+|\.weak\s+)?(?:\.entry\s+([\w$]+)|"
@@ -201,21 +202,26 @@ def _options_of(opts: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(passed), tuple(offload)
 
 
-_LINK_OPTIONS: tuple[list[str], list[str]] | None = None  # (link_args, their values)
+_LINK_WORDS: tuple[list[str], OffloadWords] | None = None  # (link_args, their read_words)
 
 
-def _link_offload_options(link_args: list[str]) -> list[str]:
-    """The link line's -foffload-options values, found once per link (extract passes the
-    same list for every object), not once per CU: a line of N objects has N words."""
-    global _LINK_OPTIONS
-    known = _LINK_OPTIONS
+def _link_words(link_args: list[str]) -> OffloadWords:
+    """read_words of the link line, found once per link (extract passes the same list for
+    every object), not once per CU: a line of N objects has N words, so once per CU is N²."""
+    global _LINK_WORDS
+    known = _LINK_WORDS
     # Equal, not the same list: the dialects' cus_of passes each object a copy of the line
     # (comparing N words that are the same objects is C-speed; the scan is N startswith).
     if known is None or known[0] != link_args:
-        # -foffload=-lm and -foffload=T=-lm too, as GCC 12 (read_words)
-        known = (link_args, list(read_words(link_args).options))
-        _LINK_OPTIONS = known
+        known = (link_args, read_words(link_args))
+        _LINK_WORDS = known
     return known[1]
+
+
+def _link_offload_options(link_args: list[str]) -> list[str]:
+    """The link line's -foffload-options values (-foffload=-lm and -foffload=T=-lm too, as
+    GCC 12: read_words)."""
+    return list(_link_words(link_args).options)
 
 
 def is_openacc(options) -> bool:
@@ -347,7 +353,7 @@ def object_cus(elf: ElfFile, origin: str, link_args: list[str], lto: bool = Fals
     builds)."""
     cu = gcc_cu(elf, origin, link_args, lto)
     major = release_of(cu)
-    if GCN in wanted(read_words(link_args), major):
+    if GCN in wanted(_link_words(link_args), major):
         passed, offload = compile_options(elf)
         options = tuple(passed + offload_options(offload + _link_offload_options(link_args),
                                                  GCN))
@@ -463,7 +469,7 @@ def device_maps(ptx: str) -> tuple[list[str], list[str], list[str]]:
     """The FUNC_MAP, VAR_MAP and IND_FUNC_MAP names of the accel compiler's output, in
     order."""
     found: dict[str, list[str]] = {"FUNC_MAP": [], "VAR_MAP": [], "IND_FUNC_MAP": []}
-    for kind, name in _MAP_LINE.findall(ptx):
+    for kind, name in _MAP_LINE.findall("\n" + ptx):
         found[kind].append(name)
     return found["FUNC_MAP"], found["VAR_MAP"], found["IND_FUNC_MAP"]
 
@@ -472,7 +478,7 @@ def func_dims(ptx: str) -> dict[str, tuple[int, ...]]:
     """The launch dimensions a FUNC_MAP line gives after the name (`, 0x1, 0x20, 0x20`; only
     OpenACC regions have them), by name."""
     out = {}
-    for name, tail in _FUNC_DIMS.findall(ptx):
+    for name, tail in _FUNC_DIMS.findall("\n" + ptx):
         out[name] = tuple(int(d, 16) if d.startswith("0x") else int(d)
                           for d in re.findall(r"0x[0-9a-fA-F]+|\d+", tail))
     return out

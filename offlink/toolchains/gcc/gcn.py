@@ -51,6 +51,7 @@ from .nvptx import (
     device_libraries,
     missing_symbols,
     release,
+    run_compile,
 )
 
 NAME = "amdgcn-amdhsa"
@@ -533,6 +534,9 @@ class GccGcnTarget(Target):
 
     def identity_tool(self, cu, argv):
         return cu.payload.compiler
+
+    def run_compile(self, children, argv, what):
+        return run_compile(children, argv, what)
 
     def offers(self, cu, obj_path):
         """The CU's entries keyed by name; its statics renamed to their keys in the assembly

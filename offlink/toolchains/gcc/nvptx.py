@@ -141,6 +141,9 @@ class GccNvptxTarget(Target):
         return [*env, *(source if w == STEP_IN else output + ".s" if w == STEP_ASM else w
                         for w in steps[0])]
 
+    def run_compile(self, children, argv, what):
+        return run_compile(children, argv, what)
+
     def identity_tool(self, cu, argv):
         # The driver names lto1 and nvptx-as and comes in the same package as lto1; hashing
         # lto1 (19 MB) instead would be slow on a link whose cache has not seen it yet.
@@ -334,6 +337,17 @@ def symbol_lines(ptx: bytes) -> bytes:
     """The lines of an object nvptx-none-ld reads for its symbols, each with the newline
     before it, in order."""
     return b"".join(_GLOBAL_LINE.findall(ptx))
+
+
+def run_compile(children, argv: list[str], what: str) -> str:
+    """Run a compile command, one that starts `env REQUIRES_FILE=PATH` (GCC 13+: shown so,
+    and keyed so, as a shell would run it) as the command after those words in offlink's
+    environment with REQUIRES_FILE added: the same run without /usr/bin/env's process
+    before each CU's lto1 (benchmarks/gcc_offload/RESULTS.md)."""
+    if len(argv) > 2 and argv[0] == "env" and argv[1].startswith(REQUIRES_FILE + "="):
+        return children.run(argv[2:], what,
+                            env={**os.environ, REQUIRES_FILE: argv[1].partition("=")[2]})
+    return children.run(argv, what)
 
 
 def keep_mask(cu, obj_path: str) -> None:
