@@ -14,9 +14,17 @@ exec unshare --mount --propagation private bash -c '
   root=$1 repo=$2 cwd=$3; shift 3
   for d in /work /tmp /dev; do mkdir -p "$root$d"; mount --rbind "$d" "$root$d"; done
   mount -t proc proc "$root/proc"
-  mkdir -p "$root/opt/offlink-bin"
-  printf "#!/bin/sh\nexec /opt/offlink-venv/bin/python -m offlink \"\$@\"\n" > "$root/opt/offlink-bin/offlink"
-  chmod +x "$root/opt/offlink-bin/offlink"
+  # The `offlink` command inside: the same few bytes for every checkout (PYTHONPATH names the
+  # checkout), written once and by rename, as runs of several checkouts share the chroot (a
+  # file rewritten in place while another run executes it fails that run: ETXTBSY).
+  wrapper=$root/opt/offlink-bin/offlink
+  text="#!/bin/sh
+exec /opt/offlink-venv/bin/python -m offlink \"\$@\""
+  if [ "$(cat "$wrapper" 2>/dev/null)" != "$text" ]; then
+    mkdir -p "$root/opt/offlink-bin"
+    tmp=$(mktemp "$wrapper.XXXXXX")
+    printf "%s\n" "$text" > "$tmp"; chmod 755 "$tmp"; mv -f "$tmp" "$wrapper"
+  fi
   exec chroot "$root" /usr/bin/env -C "$cwd" \
     PATH=/opt/offlink-bin:/opt/offlink-venv/bin:/usr/local/bin:/usr/bin:/bin \
     PYTHONPATH="$repo" HOME=/tmp LANG=C.UTF-8 TMPDIR=/tmp "$@"
