@@ -240,6 +240,10 @@ def test_symbol_answers_each_name_on_both_links(offlink, built, name):
             proc = symbol(offlink, path, word)
             assert (proc.returncode, proc.stderr) == (0, ""), (path, what, proc.stdout)
             assert proc.stdout.strip(), (path, what)
+            if what == "indirect":  # in GCC's terms on offlink's link too, below its row
+                assert "a `declare target indirect` function in GCC's host table .gnu." \
+                    "offload_ind_funcs (GCC 14+): reachable through a host pointer" \
+                    in proc.stdout and "not reachable" not in proc.stdout, (path, proc.stdout)
         proc = symbol(offlink, path, row.host_only)  # the host's alone: not on the device
         assert (proc.returncode, proc.stderr) == (1, ""), (path, proc.stdout)
         assert "no device image defines it" in proc.stdout or "no row" in proc.stdout \

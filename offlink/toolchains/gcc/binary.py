@@ -291,7 +291,8 @@ ENTRY_TERMS = {
     "variable": f"a `declare target` variable in GCC's host table {GCC_VARS}",
     "link-variable": f"a `declare target link` variable in GCC's host table {GCC_VARS}",
     "indirect-function": f"a `declare target indirect` function in GCC's host table "
-                         f"{GCC_IND_FUNCS} (GCC 14+): a host pointer to it is translated"}
+                         f"{GCC_IND_FUNCS} (GCC 14+): reachable through a host pointer "
+                         f"(libgomp translates it to the device's)"}
 
 
 def claims(target: str) -> bool:
