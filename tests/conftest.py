@@ -235,9 +235,8 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
                      "test_address_of_the_kernel_entry_names_it",
                      "test_explain_names_its_evidence_and_agrees_with_inspect",
                      "test_extract_writes_every_image_inspect_lists")},
-        **{f"{t}[{row}]": ("chroots",) for row in ("gcc14-two-targets", "gcc15-two-targets",
-                                                   "gcc16-two-targets", "gcc14-c++",
-                                                   "gcc14-fortran", "gcc15-dso", "gcc16-c++")
+        **{f"{t}[gcc{v}-{kind}]": ("chroots",) for v in ("13", "14", "15", "16")
+           for kind in ("c", "c++", "fortran", "dso", "two-targets", "indirect")
            for t in ("test_both_links_give_the_same_facts_in_one_schema",
                      "test_symbol_answers_each_name_on_both_links",
                      "test_address_of_the_kernel_entry_names_it",

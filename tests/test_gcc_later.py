@@ -429,7 +429,9 @@ int main (void) { int r = 0;
 def test_a_library_whose_requires_differ_is_warned_about_naming_both(tmp_path):
     """A program without `requires` linked against a library with `requires
     unified_shared_memory`: GCC's own program gets libgomp's error at run time and hangs at
-    exit; offlink's link warns, naming both, whether GCC or offlink linked the library."""
+    exit; offlink's link warns, naming both, whether GCC or offlink linked the library, and
+    stripped (the mask is read as `offlink inspect` reads a registration: from the code that
+    loads the registration call's arguments, not by the data's symbol)."""
     chroot("trixie")
     (tmp_path / "lib.c").write_text(LIBRARY)
     (tmp_path / "app.c").write_text(APP)
@@ -439,6 +441,8 @@ gcc-14 {FLAGS} -shared lib.o -o libbygcc.so
 offlink link gcc-14 {FLAGS} -shared lib.o -o libbyofflink.so
 offlink link gcc-14 {FLAGS} app.o -L. -lbygcc -Wl,-rpath,$PWD -o prog1
 offlink link gcc-14 {FLAGS} app.o libbyofflink.so -Wl,-rpath,$PWD -o prog2
+strip -o libstripped.so libbygcc.so
+offlink link gcc-14 {FLAGS} app.o libstripped.so -Wl,-rpath,$PWD -o prog4
 offlink link gcc-14 {FLAGS} app.o lib.o -o prog3 || echo "rc=$?"
 timeout -s KILL 3 ./prog2 || true"""
     proc = in_chroot("trixie", ["bash", "-c", script], cwd=tmp_path)
@@ -446,9 +450,10 @@ timeout -s KILL 3 ./prog2 || true"""
             "run time (its \"OpenMP 'requires' directive\" error), and GCC's own program then "
             "hangs at exit")
     # (the same two CUs in one link: refused, as GCC's own link refuses them)
-    assert proc.stderr.splitlines()[:3] == [
+    assert proc.stderr.splitlines()[:4] == [
         f"offlink: warning: prog1 {said.format('./libbygcc.so')}",
         f"offlink: warning: prog2 {said.format('libbyofflink.so')}",
+        f"offlink: warning: prog4 {said.format('libstripped.so')}",
         "offlink: error: app.c (app.o) has `omp requires` none and lib.c (lib.o) "
         "unified_shared_memory: the CUs of one program must agree (GCC's link refuses them "
         "too: \"OpenMP 'requires' directive with non-identical clauses in multiple "

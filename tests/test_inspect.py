@@ -338,9 +338,12 @@ def test_symbol_takes_the_hosts_spelling_of_gcc_rows(offlink, gcc_built):
     out = run([offlink, "inspect", prog, "--symbol", "main._omp_fn.0"]).stdout
     assert out.startswith("main$_omp_fn$0 (host: main._omp_fn.0): function at 0x"), out
     out = run([offlink, "inspect", prog, "--symbol", "calls"]).stdout.splitlines()
-    assert [ln.split(" ")[0] for ln in out] == sorted(
-        r for r in (ln.split(" ")[0] for ln in out) if r.startswith("calls$")) and len(out) == 2
-    assert all("(host: calls): variable at" in ln for ln in out)
+    rows, gcc = out[:2], out[2:]  # the table's rows, then GCC's entries in its terms
+    keys = [ln.split(" ")[0] for ln in rows]
+    assert keys == sorted(keys) and all(k.startswith("calls$") for k in keys), out
+    assert all("(host: calls): variable at" in ln for ln in rows)
+    assert sorted(ln.split(" ")[0] for ln in gcc) == keys and all(
+        "a `declare target` variable in GCC's host table" in ln for ln in gcc), out
     out = run([offlink, "inspect", prog, "--symbol", "squares"]).stdout
     assert out.startswith("squares$linkptr (host: squares): link-variable at"), out
     # The row's own spelling still works, and the text output shows both.

@@ -46,7 +46,8 @@ class Row:
     offlink_links: bool = True
     targets: tuple[str, ...] = field(default=())  # the image triples expected
     kernels: bool = True  # offlink's own runtime has offered functions, not kernels
-    chroot: str = ""  # built there, by its toolchain alone (offlink links GCC 12's objects)
+    chroot: str = ""  # built there by its toolchain, and linked there by offlink too
+    indirect: str = ""  # a `declare target indirect` function (GCC 14+)
 
 
 def _have(*tools: str) -> bool:
@@ -61,6 +62,30 @@ CLANG19 = (_have("clang-19", "clang++-19") and os.path.exists("/usr/lib/llvm-19/
            "clang-19 or libomptarget (libomp-19-dev) is not installed")
 CLANG22 = (_have("clang-22") and os.path.exists("/usr/lib/llvm-22/lib/libomptarget.so.22.1"),
            "clang-22 or liboffload-22 is not installed")
+
+def _later(v: str, where: str) -> dict[str, Row]:
+    """GCC `v`'s rows (13-16, built in chroot `where`): C, C++, Fortran and a DSO for nvptx;
+    from 14, two targets (nvptx and amdgcn) and `declare target indirect`."""
+    need = (True, "")  # the chroot's toolchain: chroot() skips where it is not built
+    rows = {
+        "c": Row(f"gcc-{v}", "prog.c", ("-fopenmp", *NVPTX), need, chroot=where,
+                 targets=("nvptx-none",)),
+        "c++": Row(f"g++-{v}", "prog.c", ("-fopenmp", *NVPTX), need, function="scale(int)",
+                   compile_flags=("-x", "c++"), host_only="host_only(int)", chroot=where,
+                   targets=("nvptx-none",)),
+        "fortran": Row(f"gfortran-{v}", "prog.f90", ("-fopenmp", *NVPTX), need,
+                       function="__m_MOD_scale", variable="__m_MOD_bias",
+                       host_only="__m_MOD_host_only", chroot=where, targets=("nvptx-none",)),
+        "dso": Row(f"gcc-{v}", "prog.c", ("-fopenmp", *NVPTX), need, link=("-shared",),
+                   compile_flags=("-fPIC",), chroot=where, targets=("nvptx-none",))}
+    if v != "13":  # the chroot has GCC 13's nvptx offload compiler alone; indirect is 14+
+        rows["two-targets"] = Row(f"gcc-{v}", "prog.c", ("-fopenmp", *TWO), need, chroot=where,
+                                  targets=("nvptx-none", "amdgcn-amdhsa"))
+        rows["indirect"] = Row(f"gcc-{v}", "indirect.c", ("-fopenmp", *TWO), need,
+                               chroot=where, indirect="twice",
+                               targets=("nvptx-none", "amdgcn-amdhsa"))
+    return rows
+
 
 ROWS = {
     "gcc12-c": Row("gcc", "prog.c", ("-fopenmp", *NVPTX), GCC_NEED, targets=("nvptx-none",)),
@@ -94,23 +119,9 @@ ROWS = {
                       targets=("nvptx64-nvidia-cuda",) * 2),  # nvcc 13: two fatbins
     "offlink-own": Row("gcc", "own.c", (), (True, "gcc is not installed"), offlink_links=False,
                        targets=("x86_64-pc-linux-gnu",), kernels=False),
-    **{f"gcc{v}-two-targets": Row(f"gcc-{v}", "prog.c", ("-fopenmp", *TWO), (True, ""),
-                                  offlink_links=False, chroot=where,
-                                  targets=("nvptx-none", "amdgcn-amdhsa"))
-       for v, where in (("14", "trixie"), ("15", "sid"), ("16", "sid"))},
-    "gcc14-c++": Row("g++-14", "prog.c", ("-fopenmp", *NVPTX), (True, ""), function="scale(int)",
-                     compile_flags=("-x", "c++"), host_only="host_only(int)",
-                     offlink_links=False, chroot="trixie", targets=("nvptx-none",)),
-    "gcc14-fortran": Row("gfortran-14", "prog.f90", ("-fopenmp", *NVPTX), (True, ""),
-                         function="__m_MOD_scale", variable="__m_MOD_bias",
-                         host_only="__m_MOD_host_only", offlink_links=False, chroot="trixie",
-                         targets=("nvptx-none",)),
-    "gcc15-dso": Row("gcc-15", "prog.c", ("-fopenmp", *NVPTX), (True, ""), link=("-shared",),
-                     compile_flags=("-fPIC",), offlink_links=False, chroot="sid",
-                     targets=("nvptx-none",)),
-    "gcc16-c++": Row("g++-16", "prog.c", ("-fopenmp", *NVPTX), (True, ""), function="scale(int)",
-                     compile_flags=("-x", "c++"), host_only="host_only(int)",
-                     offlink_links=False, chroot="sid", targets=("nvptx-none",)),
+    **{f"gcc{v}-{kind}": row for v, where in (("13", "trixie"), ("14", "trixie"), ("15", "sid"),
+                                                ("16", "sid"))
+       for kind, row in _later(v, where).items()},
     "clang22-x86_64": Row("clang-22", "prog.c", ("-fopenmp", *X86), CLANG22,
                           link=("-L/usr/lib/llvm-22/lib", "-L/usr/lib/llvm-19/lib"),
                           targets=("x86_64-pc-linux-gnu",)),
@@ -127,7 +138,10 @@ def build(offlink: str, row: Row, folder: Path) -> tuple[Path, Path | None]:
                      [row.compiler, *row.flags, obj, *row.link, "-o", folder / "own"]):
             done = in_chroot(row.chroot, [str(a) for a in argv], cwd=folder)
             assert done.returncode == 0, done.stderr
-        return folder / "own", None
+        done = in_chroot(row.chroot, ["offlink", "link", row.compiler, *row.flags, str(obj),
+                                      *row.link, "-o", str(folder / "offlink")], cwd=folder)
+        assert done.returncode == 0, done.stderr
+        return folder / "own", folder / "offlink"
     need_tool(*row.need)
     if row.source == "own.c":  # offlink's own runtime: offlink cc, and its link alone
         cflags = run([offlink, "config", "--cflags"]).stdout.split()
@@ -193,7 +207,8 @@ def names(row: Row, info: dict) -> dict[str, str]:
     """The names asked about: the kernel as its entry names it, and the row's others."""
     (view,) = info["offload"]
     kernel = next(e["name"] for e in view["entries"] if e["kind"] == "function")
-    return {"kernel": kernel, "function": row.function, "variable": row.variable}
+    return {"kernel": kernel, "function": row.function, "variable": row.variable,
+            **({"indirect": row.indirect} if row.indirect else {})}
 
 
 @pytest.mark.parametrize("name", ROWS)
@@ -225,6 +240,10 @@ def test_symbol_answers_each_name_on_both_links(offlink, built, name):
             proc = symbol(offlink, path, word)
             assert (proc.returncode, proc.stderr) == (0, ""), (path, what, proc.stdout)
             assert proc.stdout.strip(), (path, what)
+            if what == "indirect":  # in GCC's terms on offlink's link too, below its row
+                assert "a `declare target indirect` function in GCC's host table .gnu." \
+                    "offload_ind_funcs (GCC 14+): reachable through a host pointer" \
+                    in proc.stdout and "not reachable" not in proc.stdout, (path, proc.stdout)
         proc = symbol(offlink, path, row.host_only)  # the host's alone: not on the device
         assert (proc.returncode, proc.stderr) == (1, ""), (path, proc.stdout)
         assert "no device image defines it" in proc.stdout or "no row" in proc.stdout \

@@ -426,14 +426,15 @@ def explain(path: str, name: str | None, address: int | None,
     if section is None:
         return _explain_toolchain(elf, path, info, name, address, load_base)
     text, offered = _explain_table(elf, path, section, name, address, load_base)
-    if name is not None and not offered:  # the toolchains' own entries, then the images
+    if name is not None:  # the toolchains' own entries (their terms, row or not), the images
         found = [_entry_line(o, e, info) for o in info["offload"] for e in o["entries"]
                  if o["toolchain"] != "offlink"
                  and _names_match(name, e["name"], e["host_name"], e["demangled"])]
-        on_device = ("\n".join(found), True) if found else _on_device(info, name, path)
+        on_device = ("\n".join(found), True) if found else \
+            None if offered else _on_device(info, name, path)
         if on_device:
             text += "\n" + on_device[0]
-            offered = on_device[1]
+            offered = offered or on_device[1]
     return text, offered
 
 

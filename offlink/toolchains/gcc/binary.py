@@ -7,8 +7,9 @@ with the device names of mkoffload's data. That data is found through the regist
 own arguments (`registered`: decoded from the code that loads them), never by the arrays'
 symbols, which g++ mangles (`_ZL8ptx_objs`) and strip removes: nvptx's PTX texts and function
 and variable names, GCN's code object and kernels (its variables named by the image's own
-`.offload_var_table`), each registration's version word. toolchains/binaries.py says what
-this module answers.
+`.offload_var_table`), each registration's version word and, from GCC 13, its `omp requires`
+mask (`requires_mask`: gcc/gomp.py's warning about a library of the link whose mask differs).
+toolchains/binaries.py says what this module answers.
 """
 
 from __future__ import annotations
@@ -163,6 +164,24 @@ def _mask(version: int) -> int:
     return 8 if version >> 16 >= 2 else 0
 
 
+_MASK_BITS = 0x2FF  # the clauses, GOMP_REQUIRES_TARGET_USED and atomic_default_mem_order's
+
+
+def requires_mask(elf: ElfFile) -> int | None:
+    """The `omp requires` mask a binary of GCC's offload code registers with libgomp: the first
+    word of the data of its GOMP_VERSION 2+ registrations (GCC 13+'s mkoffload or offlink's
+    gcc/gomp.py), found as `read` finds them (the registration call's arguments, so a stripped
+    library is read too); the first that is not 0. None where there is no such registration or
+    the word is not a mask."""
+    if elf.section(GCC_FUNCS) is None and elf.section(GCC_VARS) is None:
+        return None
+    memory = Memory(elf)
+    masks = [memory.word(data) for _target, version, data in registered(elf, memory, [])
+             if _mask(version)]
+    mask = next((m for m in masks if m), masks[0] if masks else None)
+    return mask if mask is not None and not mask & ~_MASK_BITS else None
+
+
 def _nvptx(elf: ElfFile, memory: Memory, version: int, data: int, linked_by_offlink: bool):
     """GCC's nvptx_data: {[mask,] ptx_objs, ptx_num, var_names, var_num, fn_descs, fn_num[,
     ind_fn_num]}; ptx_obj {code, size}; fn_desc {name, dim[3]} (16 bytes)."""
@@ -272,7 +291,8 @@ ENTRY_TERMS = {
     "variable": f"a `declare target` variable in GCC's host table {GCC_VARS}",
     "link-variable": f"a `declare target link` variable in GCC's host table {GCC_VARS}",
     "indirect-function": f"a `declare target indirect` function in GCC's host table "
-                         f"{GCC_IND_FUNCS} (GCC 14+): a host pointer to it is translated"}
+                         f"{GCC_IND_FUNCS} (GCC 14+): reachable through a host pointer "
+                         f"(libgomp translates it to the device's)"}
 
 
 def claims(target: str) -> bool:

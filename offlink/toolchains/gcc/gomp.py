@@ -50,8 +50,8 @@ from ...elf import ElfFile
 from ...errors import LinkError, OfflinkError, UsageError
 from ...formats.table import image_symbol
 from ...model import find_library
-from ..binaries import Memory
 from ..llvm.omptarget import compile_c
+from . import binary
 from . import dialect as gcc
 from . import gcn
 from .gcn import NAME as GCN
@@ -111,31 +111,13 @@ def combined_mask(labels: list[str], masks: list[int | None]) -> int:
     return first[1] if first else 0
 
 
-# The registration data a linked library keeps, by its symbol: mkoffload's (`nvptx_data`,
-# `gcn_data`) or offlink's (`target_data`); GCC 13+'s start with the `requires` mask.
-_DATA_SYMBOLS = ("nvptx_data", "gcn_data", "target_data")
-_MASK_BITS = 0x2FF  # the clauses, GOMP_REQUIRES_TARGET_USED and atomic_default_mem_order's
-
-
 def library_mask(path: str) -> int | None:
-    """The `omp requires` mask a shared library registers with libgomp, where it can be read:
-    a library of GCC 13+ objects (its .comment) whose registration data has its symbol (not
-    stripped); None otherwise."""
+    """The `omp requires` mask a shared library registers with libgomp, read as `offlink
+    inspect` reads it (gcc/binary.py); None where it has none (GCC 12, or no registration)."""
     try:
-        elf = ElfFile.open(path)
-        if elf.section(gcc.FUNCS_SECTION) is None and elf.section(gcc.VARS_SECTION) is None:
-            return None
-        major = gcc.gcc_major(elf)
-        if major is None or int(major) < 13:
-            return None
-        data = next((sym for sym in elf.symbols() if sym.name in _DATA_SYMBOLS
-                     and sym.defined and sym.st_size >= 8), None)
-        if data is None:
-            return None
-        mask = Memory(elf).word(data.st_value)
+        return binary.requires_mask(ElfFile.open(path))
     except (OfflinkError, OSError, ValueError):
         return None
-    return mask if not mask & ~_MASK_BITS else None
 
 
 def library_masks(plan, mask: int, output: str) -> None:
