@@ -411,6 +411,21 @@ offlink link gcc-14 {FLAGS} m.o -o prog"""
     assert proc.returncode == 0 and proc.stdout == "1.398\n1.398\n", proc.stderr
 
 
+@pytest.mark.parametrize("target", ["nvptx-none", "amdgcn-amdhsa"])
+def test_a_library_on_the_compile_line_is_linked_on_the_device_as_mkoffload_links_it(
+        target, tmp_path):
+    """GCC 14+ records a compile line's -lm in the object as -l_GCC_m, which mkoffload links as
+    -lm (libgomp's tests put -lm in their compile options: interop-2.c): offlink's device link
+    does the same, and both programs run alike."""
+    chroot("sid")
+    (tmp_path / "m.c").write_text(MATH)
+    flags = FLAGS if target == "nvptx-none" else GCN
+    script = f"gcc-16 -lm {flags} -c m.c && gcc-16 {flags} m.o -o ref -lm && " \
+             f"offlink link gcc-16 {flags} m.o -o prog -lm && ./ref && ./prog"
+    proc = in_chroot("sid", ["bash", "-c", script], cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "1.398\n1.398\n", proc.stderr
+
+
 LIBRARY = """#pragma omp requires unified_shared_memory
 int libf (int x) { int r = x;
 #pragma omp target map(tofrom: r)

@@ -49,6 +49,7 @@ from .nvptx import (
     GCC_LIBRARIES,
     accel_libdir,
     device_libraries,
+    mkoffload_library,
     missing_symbols,
     release,
     run_compile,
@@ -288,7 +289,7 @@ def link_argv(libdir: str, march: str, objects: list[str], output: str,
     if folder is None:
         folder = "." if march == DEFAULT_ARCH else march
     multilib = os.path.normpath(os.path.join(libdir, folder))
-    extra = [o for o in options if o.startswith("-l")]
+    extra = [mkoffload_library(o) for o in options if o.startswith("-l")]
     return [ld or os.path.join(libdir, "ld"), "--pie", "--export-dynamic", "-o", output,
             os.path.join(multilib, "crt0.o"), f"-L{multilib}", f"-L{libdir}", *objects,
             *extra, *LIBRARIES]

@@ -69,6 +69,13 @@ def device_libraries(plan, release: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def mkoffload_library(word: str) -> str:
+    """A CU's recorded option as mkoffload passes it to the device link: GCC 14+'s driver
+    records a `-lNAME` of the compile line as `-l_GCC_NAME`, which mkoffload links as `-lNAME`
+    (nvptx/mkoffload.cc, gcn/mkoffload.cc); any other word as it is."""
+    return "-l" + word[len("-l_GCC_"):] if word.startswith("-l_GCC_") else word
+
+
 def release(cu) -> int:
     """The GCC release of a CU (its accel compiler's), 12 where it does not say."""
     found = gcc.release_of(cu)
@@ -181,6 +188,7 @@ class GccNvptxTarget(Target):
         link_opts: list[str] = []
         for c in compiled:
             for o in c.cu.payload.options:
+                o = mkoffload_library(o)
                 if o.startswith(("-l", "-L")) and o not in link_opts:
                     link_opts.append(o)
             # From the offers (cached ones too): a relink reads no CU's PTX to find its image.
