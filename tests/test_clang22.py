@@ -171,7 +171,6 @@ def test_extract_writes_the_image_libomptarget_22_loads(offlink, sample, tmp_pat
 def test_each_release_gets_its_own_words():
     from offlink.toolchains.llvm.llvm_release import (
         compiler_of,
-        device_runtime_words,
         entry_generation,
         packager,
         release,
@@ -182,9 +181,6 @@ def test_each_release_gets_its_own_words():
     assert release("clang++-20") == 20
     assert packager(19) == "clang-offload-packager-19"
     assert packager(22) == "llvm-offload-binary-22"
-    assert device_runtime_words(19, "nvptx64-nvidia-cuda") == ["-lomptarget.devicertl"]
-    assert device_runtime_words(22, "nvptx64-nvidia-cuda") == \
-        ["--device-linker=nvptx64-nvidia-cuda=-lompdevice"]
     assert compiler_of(["clang-22", "clang-22"], "gcc") == "clang-22"
 
 
