@@ -253,3 +253,57 @@ def test_device_runtime_builds_as_an_llvm_install_byte_for_byte(tmp_path):
     assert listing.split() == ["libomptarget-amdgpu.bc"]
     assert re.search(rb"__kmpc_target_init", (out / "lib" / "nvptx64-nvidia-cuda" /
                                               "libomptarget-nvptx.bc").read_bytes())
+
+
+def _heavy_program(folder: Path) -> list[Path]:
+    """Two CUs: a kernel (kern.c) calling heavy() in another CU (heavy.c), which keeps 72
+    doubles live at once: more VGPRs than the kernel's own CU needs."""
+    n = 72
+    loads = "\n".join(f"  double v{i} = p[{i}];" for i in range(n))
+    total = " + ".join(f"v{i} * v{n - 1 - i}" for i in range(n))
+    (folder / "heavy.c").write_text(
+        "#pragma omp begin declare target\n"
+        f"double heavy(const double *p) {{\n{loads}\n"
+        '  __asm__ volatile("" ::: "memory");\n'
+        f"  return {total};\n}}\n#pragma omp end declare target\n")
+    (folder / "kern.c").write_text(f"""#include <stdio.h>
+#pragma omp begin declare target
+double heavy(const double *p);
+#pragma omp end declare target
+int main(void) {{
+  double in[4 * {n}], out[4];
+  for (int i = 0; i < 4 * {n}; i++) in[i] = (i % 13) * 0.5;
+#pragma omp target teams distribute parallel for map(to : in) map(from : out)
+  for (int i = 0; i < 4; i++) out[i] = heavy(&in[i * {n}]);
+  printf("%.1f %.1f %.1f %.1f\\n", out[0], out[1], out[2], out[3]);
+  return 0;
+}}
+""")
+    return [folder / "kern.c", folder / "heavy.c"]
+
+
+@needs_gpu22
+def test_amd_kernel_calling_a_bigger_function_of_another_cu_is_refused(offlink, tmp_path):
+    """clang-22's whole-program link gives the kernel the VGPRs heavy() needs (its metadata
+    says more than 128); compiled on its own the kernel's CU gives it its own module's needs
+    (fewer than heavy's 128): silently wrong code on a GPU. offlink refuses the link in one
+    line naming the kernel and the callee, and writes nothing."""
+    words = offload("gfx90a")
+    objs = []
+    for src in _heavy_program(tmp_path):
+        objs.append(tmp_path / (src.stem + ".o"))
+        run(["clang-22", "-O2", *words, *compile_words("gfx90a"), "-c", src, "-o", objs[-1]])
+    link = [*words, *objs, *runtime_words("gfx90a"), *LIBS]
+    run(["clang-22", *link, "-o", tmp_path / "prog.clang", "-Wl,--save-temps"], cwd=tmp_path)
+    notes = run([LLVM / "bin" / "llvm-readelf", "--notes",
+                 clang_image(tmp_path, "gfx90a")]).stdout
+    assert int(re.search(r"\.vgpr_count:\s+(\d+)", notes).group(1)) > 128
+    r = run([offlink, "link", "clang-22", *link, "-o", tmp_path / "prog"], check=False)
+    (line,) = r.stderr.splitlines()
+    assert r.returncode == 1 and not (tmp_path / "prog").exists()
+    m = re.fullmatch(r"offlink: error: target openmp-amdgcn-amd-amdhsa: kernel "
+                     r"(__omp_offloading_\w+_main_l8) \(kern\.c \(\S+/kern\.o\)\) calls heavy "
+                     r"\(heavy\.c \(\S+/heavy\.o\)\), which needs 128 VGPRs; compiled on its "
+                     r"own "
+                     r"the kernel was given (\d+), .*", line)
+    assert m and int(m.group(2)) < 128, line

@@ -28,10 +28,12 @@ from __future__ import annotations
 import hashlib
 import os
 
+from ... import run as runner
 from ...elf import STB_GLOBAL, STT_FUNC, ElfFile
 from ...errors import LinkError, UsageError
 from ...formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED, symbols
 from ...model import Offer
+from . import amdgpu_resources
 from . import device_runtime as ompdevice
 from .llvm_release import of_link
 from .openmp import (
@@ -215,6 +217,40 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
         return [lld, "--no-undefined", "-shared", "--no-undefined",
                 *(c.object_path for c in compiled), f"-plugin-opt=mcpu={self.arch}", "-o",
                 output]
+
+    def link_image(self, argv, output, compiled):
+        """The image link, then (clang 21+) the check that each kernel was compiled with the
+        resources of what it calls in other CUs (amdgpu_resources): one line naming kernel
+        and callee where not."""
+        runner.run(argv, f"device link for target {self.name}")
+        if not self.runtime_archive:
+            return  # (clang 19's objects carry no resource symbols to compare)
+        objects = {c.cu.label: ElfFile.open(c.object_path) for c in compiled}
+        have = {k: v for elf in objects.values() for k, v in amdgpu_resources.kernels(elf).items()}
+        by_label = {c.cu.label: c for c in compiled}
+        needs: dict[str, dict] = {}
+        for kernel, kernel_cu, callee, callee_cu in amdgpu_resources.cross_cu_calls(
+                objects, set(have)):
+            if callee_cu not in needs:
+                needs[callee_cu] = self._function_info(by_label[callee_cu], output)
+            say = amdgpu_resources.problem(kernel, kernel_cu, callee, callee_cu, have[kernel],
+                                           needs[callee_cu].get(callee, {}))
+            if say:
+                raise LinkError(f"target {self.name}: {say}")
+
+    def _function_info(self, compiled, image: str) -> dict[str, dict[str, int]]:
+        """The resource values of a CU's functions: its compile again, to assembly."""
+        base = f"{image}.{os.path.basename(compiled.object_path)}"
+        with open(base + ".bc", "wb") as f:
+            f.write(compiled.cu.payload.code)
+        argv = self.compile_argv(compiled.cu, base + ".bc", base + ".s")
+        runner.run([*argv, "--filetype=asm"], f"reading what {compiled.cu.label}'s functions "
+                                              f"need (target {self.name})")
+        with open(base + ".s.0", encoding="utf-8", errors="replace") as f:
+            try:
+                return amdgpu_resources.function_info(f.read())
+            except (ValueError, IndexError):
+                return {}
 
     def image_reads(self, plan):
         return [self.runtime_archive] if self.runtime_archive else []
