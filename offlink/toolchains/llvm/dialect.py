@@ -150,7 +150,9 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
             raise FormatError(f"{where}: image {i} is {img.image_kind!r} for "
                               f"{img.triple or 'no triple'}; offlink reads ELF objects and "
                               f"LLVM bitcode")
-        options = (f"--target={img.triple}", *((f"-march={img.arch}",) if img.arch else ()))
+        # (clang-linker-wrapper gives an image of arch "generic", clang 22+'s for CPU targets, none)
+        arch = "" if img.arch == "generic" else img.arch
+        options = (f"--target={img.triple}", *((f"-march={arch}",) if arch else ()))
         payload = Payload(f"{img.offload_kind}-{img.triple}", kind, source, compiler, options,
                           img.image, offered[img.offload_kind])
         out.append(CU(origin if len(images) == 1 else f"{origin}#{i}", payload))
