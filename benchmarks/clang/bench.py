@@ -37,7 +37,8 @@ every link names `-L/usr/lib/llvm-22/lib -L/usr/lib/llvm-19/lib` (libomptarget 2
 With a GPU `--arch`, clang-22 needs LLVM 22's device runtime (`--device-runtime DIR`, default
 .ci/llvm-22-devrt: tests/device_runtime/build.sh): the sm_80 compiles name its bitcode
 (`--libomptarget-nvptx-bc-path=DIR/lib/nvptx64-nvidia-cuda`), gfx90a compiles ask for code
-object 5 (ROCm's device libraries here have no 6), and every link names its folder
+object 5 (ROCm's device libraries here have no 6), the compiles take LLVM 22's omp.h
+(.ci/libomp-22-dev), and every link names its folder
 (`-Xoffload-linker -LDIR/lib/<triple>`); gfx90a links need lld-22.
 
 Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
@@ -233,6 +234,8 @@ def main() -> None:
         OFFLOAD[:] = [w for w in OFFLOAD if not w.startswith("--libomptarget-nvptx-bc-path=")]
         COMPILE_ONLY[:] = ["-Xarch_device", "-mcode-object-version=5"] if triple[0] == "a" \
             else [f"--libomptarget-nvptx-bc-path={runtime}"]
+        # (ROCm's math wrappers include omp.h: LLVM 22's, tests/llvm_offload/omp22.sh)
+        COMPILE_ONLY.append(f"-I{ROOT / '.ci' / 'libomp-22-dev' / 'include'}")
         LIB_DIRS[:] += ["-Xoffload-linker", f"-L{runtime}"]
     if not shutil.which(CLANG):
         sys.exit(f"needs {CLANG} (and libomp-19-dev; clang-22: liboffload-22-dev too)")

@@ -33,6 +33,7 @@ from ...formats.offload_binary import (
     ENTRIES_SECTION,
     ENTRY_INDIRECT,
     ENTRY_LINK,
+    SECTION,
     parse_binaries,
 )
 from ...formats.payload import Payload
@@ -131,7 +132,12 @@ def source_name(elf: ElfFile, fallback: str, table: SymbolTable | None = None) -
 
 
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
-    """One CU per OpenMP image in the object's `.llvm.offloading` section."""
+    """One CU per OpenMP image in the object's `.llvm.offloading` section; none in a clang 21+
+    relocatable link's output (`.llvm.offloading.relocatable`: its image is linked and
+    registered by the object itself, its entries in a section of its own, renamed as
+    clang-linker-wrapper renames them, which clang's final link leaves alone too)."""
+    if section.name != SECTION:
+        return []
     where = f"{origin}: section {section.name}"
     images = parse_binaries(bytes(elf.content(section)), where)
     compiler = producer(elf)
