@@ -7,7 +7,8 @@ sources (tests/device_runtime/build.sh) into .ci/llvm-22-devrt, laid out as an L
 (`-Xoffload-linker -L`, `LIBRARY_PATH` for nvptx64). No GPU here: the images are compared and
 both programs run their host fallback. The programs: tests/llvm_offload/gpu (three CUs:
 statics of one name in each, kernels calling another CU's functions, a `declare target
-indirect` function called through a host pointer, sum and max reductions) and one CU.
+indirect` function called through a host pointer, sum and max reductions), one CU, and
+samples/clang_openmp's C++ program.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, needs_tool, run
+from conftest import ROOT, copy_sample, needs_tool, run
 
 from offlink.elf import STT_FUNC, ElfFile
 from offlink.formats.cubin import cubin_symbols
@@ -307,3 +308,28 @@ def test_amd_kernel_calling_a_bigger_function_of_another_cu_is_refused(offlink, 
                      r"own "
                      r"the kernel was given (\d+), .*", line)
     assert m and int(m.group(2)) < 128, line
+
+
+@needs_gpu22
+@pytest.mark.parametrize("arch", ["sm_80", "gfx90a"])
+def test_clang_openmp_cxx_sample_both_ways(offlink, tmp_path, arch):
+    """samples/clang_openmp's C++ program (two CUs: a class with a static declare target
+    member, templates, a function called on the device from the other CU) built by
+    clang++-22 for the GPU: the same kernels and globals as clang's image, and the same
+    output (host fallback)."""
+    s = copy_sample("clang_openmp", tmp_path)
+    objs = []
+    for n in ("main_cxx", "shapes"):
+        objs.append(s / f"{n}.o")
+        run(["clang++-22", "-O2", *offload(arch), *compile_words(arch), f"-I{OMP_INCLUDE}",
+             "-c", s / f"{n}.cpp", "-o", objs[-1]])
+    link = [*offload(arch), *objs, *runtime_words(arch), *LIBS]
+    run(["clang++-22", *link, "-o", s / "prog.clang", "-Wl,--save-temps"], cwd=s)
+    run([offlink, "link", "clang++-22", *link, "-o", s / "prog"])
+    run([offlink, "extract", s / "prog", "--target", f"openmp-{TRIPLES[arch]}", "--output",
+         s / "prog.img"])
+    assert kernels_and_globals(s / "prog.img", arch) == \
+        kernels_and_globals(clang_image(s, arch), arch)
+    out = run([s / "prog"], env=host_env()).stdout
+    assert out == run([s / "prog.clang"], env=host_env()).stdout
+    assert "twice(21) on the device: 42" in out
