@@ -189,6 +189,8 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
         "test_version_everywhere": (),
         "test_which_finds_tools_as_shutil_does": (),
     }),
+    "test_clang22_gpu.py": (("clang22", "cuda"), {}),
+    "test_clang23.py": (("chroots",), {}),
     "test_distributed.py": (("other_tools",), {}),
     "test_errors.py": (("host",), {
         "test_a_tool_run_for_its_output_says_what_it_printed_and_how_it_ended": (),

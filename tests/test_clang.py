@@ -239,12 +239,28 @@ def test_offload_binary_round_trip():
 
 @pytest.mark.parametrize("mutate, message", [
     (lambda b: b"\x11" + b[1:], "bad magic"),
-    (lambda b: b[:4] + b"\x02" + b[5:], "version 2"),
+    (lambda b: b[:4] + b"\x04" + b[5:], "version 4"),
     (lambda b: b[:8] + (10**6).to_bytes(8, "little") + b[16:], "out of bounds"),
     (lambda b: b[:20], "truncated"),
 ])
 def test_corrupt_offload_binary_is_one_clear_error(mutate, message):
     blob = build_binary([OffloadImage("elf", "openmp", 0, {"triple": TRIPLE}, b"x" * 16)])
+    with pytest.raises(FormatError, match=message):
+        parse_binaries(mutate(blob), "x.o")
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda b: b[:40] + b"\x28\xb5\x2f\xfd" + b[44:], "compressed with zstd"),
+    (lambda b: b[:32] + (int.from_bytes(b[32:40], "little") + 8).to_bytes(8, "little") + b[40:],
+     "inflates to"),
+    (lambda b: b[:44] + bytes(8) + b[52:], "does not inflate"),
+])
+def test_corrupt_compressed_offload_binary_is_one_clear_error(mutate, message):
+    """A compressed version 3 binary (LLVM's development line) whose body is zstd (Python
+    has no zstd), or does not inflate to the header's InflatedSize."""
+    images = [OffloadImage("elf", "openmp", 0, {"triple": TRIPLE}, b"x" * 64)]
+    blob = build_binary(images, 3, compress=True)
+    assert parse_binaries(blob, "x.o") == images
     with pytest.raises(FormatError, match=message):
         parse_binaries(mutate(blob), "x.o")
 

@@ -171,7 +171,6 @@ def test_extract_writes_the_image_libomptarget_22_loads(offlink, sample, tmp_pat
 def test_each_release_gets_its_own_words():
     from offlink.toolchains.llvm.llvm_release import (
         compiler_of,
-        device_runtime_words,
         entry_generation,
         packager,
         release,
@@ -182,9 +181,6 @@ def test_each_release_gets_its_own_words():
     assert release("clang++-20") == 20
     assert packager(19) == "clang-offload-packager-19"
     assert packager(22) == "llvm-offload-binary-22"
-    assert device_runtime_words(19, "nvptx64-nvidia-cuda") == ["-lomptarget.devicertl"]
-    assert device_runtime_words(22, "nvptx64-nvidia-cuda") == \
-        ["--device-linker=nvptx64-nvidia-cuda=-lompdevice"]
     assert compiler_of(["clang-22", "clang-22"], "gcc") == "clang-22"
 
 
@@ -389,3 +385,36 @@ def test_a_clang22_relink_with_nothing_changed_imports_no_dataclasses(relinked, 
         run([sys.executable, "-c", IMPORTS_SAID, "dataclasses,lief,construct", said, "link",
              CLANG, *OFFLOAD, *LIBS, *objs, "-o", tmp_path / "prog"], env=env)
     assert said.read_text().strip() == "[]"
+
+
+@needs_clang22
+def test_clang22_relocatable_output_links_as_with_clang(offlink, tmp_path):
+    """clang 21+'s own `-r` link links and registers the device code into the object, keeps
+    the linked image in `.llvm.offloading.relocatable` (no `.llvm.offloading` left) and
+    renames its entries section (`llvm_offload_entries_<hash>`, as clang-linker-wrapper's
+    relocateOffloadSection does). offlink's final link takes no CU from it (before: it read
+    the relocatable image as a CU and failed): the object registers itself, and both
+    programs print and launch the same. (With a second offload object beside it, clang-22's
+    own program stops at start-up: "a provided binary image is malformed"; offlink's runs.)"""
+    (tmp_path / "a.c").write_text("""#include <stdio.h>
+int main(void) { int x = 0;
+#pragma omp target map(tofrom: x)
+  x = 42;
+  printf("%d\\n", x); return 0; }
+""")
+    run([CLANG, "-O2", *OFFLOAD, f"-I{OMP_INCLUDE}", "-c", tmp_path / "a.c", "-o",
+         tmp_path / "a.o"])
+    run([CLANG, *OFFLOAD, "-r", tmp_path / "a.o", "-o", tmp_path / "part.o", *LIBS,
+         "-Xoffload-linker", "-L/usr/lib/llvm-19/lib", "-Xoffload-linker", "-lomp"])
+    sections = {s.name for s in ElfFile.open(str(tmp_path / "part.o")).sections}
+    assert ".llvm.offloading.relocatable" in sections and ".llvm.offloading" not in sections
+    assert any(re.fullmatch(r"llvm_offload_entries_[0-9a-f]+", s) for s in sections)
+    run([offlink, "link", CLANG, *OFFLOAD, tmp_path / "part.o", *LIBS, "-o", tmp_path / "prog"])
+    run([CLANG, *OFFLOAD, tmp_path / "part.o", *LIBS, "-o", tmp_path / "prog.clang"])
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "LIBOMPTARGET_INFO": "16"}
+    said = {}
+    for prog in ("prog", "prog.clang"):
+        done = run([tmp_path / prog], env=env)
+        assert done.stdout == "42\n"
+        said[prog] = re.findall(r"Launching kernel (\S+)", done.stderr)
+    assert said["prog"] == said["prog.clang"] and len(said["prog"]) == 1

@@ -86,6 +86,7 @@ def fields(parsed) -> dict:
     (decl.OffloadBinaryHeader, ob.HEADER),
     (decl.OffloadBinaryEntry, ob.ENTRY),
     (decl.OffloadBinaryString, ob.STRING),
+    (decl.OffloadBinaryStringV2, ob.STRING_V2),
     (decl.OffloadEntryV1, oe.ENTRY_V1),
     (decl.OffloadEntryV2, oe.ENTRY_V2),
 ], ids=lambda x: getattr(x, "format", None) or "")
@@ -317,7 +318,8 @@ def test_payload_records_the_declaration_builds_are_read(p, compressed):
 # -- LLVM's OffloadBinary -------------------------------------------------------------------
 
 def construct_binaries(data: bytes) -> list[ob.OffloadImage]:
-    """Every image of a `.llvm.offloading` section, read through the declaration."""
+    """Every image of a `.llvm.offloading` section, read through the declarations (versions
+    1-3; a compressed version 3 inflated as OffloadBinary::create does)."""
     out, pos = [], 0
     while pos < len(data):
         if not any(data[pos:pos + 8]):
@@ -325,11 +327,22 @@ def construct_binaries(data: bytes) -> list[ob.OffloadImage]:
             continue
         head = decl.OffloadBinaryHeader.parse(data[pos:])
         blob = data[pos:pos + head.size]
-        n = head.entry_size // decl.OffloadBinaryEntry.sizeof()
+        string, n = decl.OffloadBinaryStringV2, head.entry_size
+        if head.version == 1:
+            string = decl.OffloadBinaryString
+            n = head.entry_size // decl.OffloadBinaryEntry.sizeof()
+        elif head.version == 3:
+            v3 = decl.OffloadBinaryHeaderV3.parse(blob)
+            if v3.inflated_size:
+                blob = decl.OffloadBinaryHeaderV3.build(dict(
+                    v3, size=v3.inflated_size, inflated_size=0)) + \
+                    zlib.decompress(blob[v3.entry_offset:])
         for e in Array(n, decl.OffloadBinaryEntry).parse(blob[head.entry_offset:]):
-            pairs = Array(e.num_strings, decl.OffloadBinaryString).parse(blob[e.string_offset:])
+            pairs = Array(e.num_strings, string).parse(blob[e.string_offset:])
             strings = {CString("utf8").parse(blob[s.key_offset:]):
-                       CString("utf8").parse(blob[s.value_offset:]) for s in pairs}
+                       (CString("utf8").parse(blob[s.value_offset:]) if head.version == 1 else
+                        blob[s.value_offset:s.value_offset + s.value_size].decode())
+                       for s in pairs}
             out.append(ob.OffloadImage(ob.IMAGE_KINDS[e.image_kind],
                                        ob.OFFLOAD_KINDS[e.offload_kind], e.flags, strings,
                                        blob[e.image_offset:e.image_offset + e.image_size]))
@@ -337,12 +350,15 @@ def construct_binaries(data: bytes) -> list[ob.OffloadImage]:
     return out
 
 
-@pytest.mark.parametrize("clang", [19, 22])
+@pytest.mark.parametrize("clang", [19, 22, 23])
 def test_offload_binary_of_clang_is_read_as_declared(clang):
+    """clang 19 and 22 write version 1, clang-23 (sid) version 2 (formats/golden/llvm)."""
     blob = (GOLDEN / "llvm" / f"clang{clang}.llvm.offloading.bin").read_bytes()
+    assert decl.OffloadBinaryHeader.parse(blob).version == (2 if clang == 23 else 1)
     images = ob.parse_binaries(blob, "k.o")
     assert images == construct_binaries(blob) and len(images) == 1
     assert images[0].triple == "x86_64-pc-linux-gnu" and images[0].image[:4] == b"\x7fELF"
+    assert images[0].arch == ("" if clang == 19 else "generic")
     twice = blob + bytes(-len(blob) % 8) + blob  # as ld -r concatenates them
     assert ob.parse_binaries(twice, "k.o") == construct_binaries(twice) == images * 2
 
@@ -363,6 +379,21 @@ def test_offload_binary_writer_and_reader_agree_with_the_declaration(images):
     assert fields(head) == dict(magic=ob.MAGIC, version=ob.VERSION, size=len(blob),
                                 entry_offset=decl.OffloadBinaryHeader.sizeof(),
                                 entry_size=decl.OffloadBinaryEntry.sizeof() * len(images))
+
+
+@EXAMPLES
+@given(offload_images, st.sampled_from([(2, False), (3, False), (3, True)]))
+def test_later_offload_binaries_are_read_as_declared(images, how):
+    """Versions 2 and 3 (several images under one header, 24-byte string entries) and a
+    compressed version 3 as LLVM's OffloadBinary::write lays them out: offlink's reader and
+    the declarations read the same images back."""
+    version, compress = how
+    blob = ob.build_binary(images, version, compress)
+    assert construct_binaries(blob) == ob.parse_binaries(blob, "x.o") == images
+    if version == 3:
+        head = decl.OffloadBinaryHeaderV3.parse(blob)
+        assert head.entry_offset == decl.OffloadBinaryHeaderV3.sizeof() == 40
+        assert (head.inflated_size > 0) == compress and head.size <= len(blob)
 
 
 # -- LLVM's offload entry rows --------------------------------------------------------------

@@ -34,9 +34,16 @@ No AMD GPU is needed: the programs run their host fallback, and their output is 
 
 With `--release 22` the objects are clang-22's (56-byte entries in llvm_offload_entries) and
 every link names `-L/usr/lib/llvm-22/lib -L/usr/lib/llvm-19/lib` (libomptarget 22, libomp 19).
+With a GPU `--arch`, clang-22 needs LLVM 22's device runtime (`--device-runtime DIR`, default
+.ci/llvm-22-devrt: tests/device_runtime/build.sh): the sm_80 compiles name its bitcode
+(`--libomptarget-nvptx-bc-path=DIR/lib/nvptx64-nvidia-cuda`), gfx90a compiles ask for code
+object 5 (ROCm's device libraries here have no 6), the compiles take LLVM 22's omp.h
+(.ci/libomp-22-dev), and every link names its folder
+(`-Xoffload-linker -LDIR/lib/<triple>`); gfx90a links need lld-22.
 
 Usage: python benchmarks/clang/bench.py [--cus 30,300] [--modes elf,lto] [--repeat 5]
        [--arch sm_80 [--cuda-path DIR] | --arch gfx90a] [--release 19|22]
+       [--device-runtime DIR]
        [--offlink [NAME=]COMMAND ...]
 """
 
@@ -60,6 +67,7 @@ TRIPLE = "x86_64-pc-linux-gnu"
 OFFLOAD = ["-fopenmp", f"-fopenmp-targets={TRIPLE}"]
 LLVM_LIB = "/usr/lib/llvm-19/lib"
 LIB_DIRS: list[str] = []  # -L words every link names (--release 22)
+COMPILE_ONLY: list[str] = []  # words of the compiles alone (--release 22 on a GPU)
 FUNCS = 24
 OFFLINK_ROWS = ("cold", "1 CU changed", "nothing changed")
 
@@ -127,7 +135,7 @@ def bench(n: int, mode: str, repeat: int, offlinks: dict[str, list[str]], work: 
           gpu: bool = False):
     d = work / f"{mode}-{n}"
     d.mkdir()
-    cflags = ["-O2", *OFFLOAD, *(["-foffload-lto"] if mode == "lto" else [])]
+    cflags = ["-O2", *OFFLOAD, *COMPILE_ONLY, *(["-foffload-lto"] if mode == "lto" else [])]
     lflags = [*OFFLOAD, *(["-foffload-lto"] if mode == "lto" else []), *LIB_DIRS]
     sources = write_program(d, n)
     objs = []
@@ -207,6 +215,7 @@ def main() -> None:
                     help="an NVIDIA (sm_80) or AMD (gfx90a) GPU instead of x86_64")
     ap.add_argument("--cuda-path", default="/usr/local/cuda")
     ap.add_argument("--release", type=int, default=19, choices=(19, 22))
+    ap.add_argument("--device-runtime", default=str(ROOT / ".ci" / "llvm-22-devrt"))
     args = ap.parse_args()
     if args.release == 22:
         global CLANG, LLVM_LIB
@@ -219,6 +228,15 @@ def main() -> None:
         OFFLOAD[:] = ["-fopenmp", f"--offload-arch={args.arch}",
                       f"--libomptarget-nvptx-bc-path={LLVM_LIB}",
                       f"--cuda-path={args.cuda_path}"]
+    if args.release == 22 and args.arch:
+        triple = "amdgcn-amd-amdhsa" if args.arch.startswith("gfx") else "nvptx64-nvidia-cuda"
+        runtime = f"{args.device_runtime}/lib/{triple}"
+        OFFLOAD[:] = [w for w in OFFLOAD if not w.startswith("--libomptarget-nvptx-bc-path=")]
+        COMPILE_ONLY[:] = ["-Xarch_device", "-mcode-object-version=5"] if triple[0] == "a" \
+            else [f"--libomptarget-nvptx-bc-path={runtime}"]
+        # (ROCm's math wrappers include omp.h: LLVM 22's, tests/llvm_offload/omp22.sh)
+        COMPILE_ONLY.append(f"-I{ROOT / '.ci' / 'libomp-22-dev' / 'include'}")
+        LIB_DIRS[:] += ["-Xoffload-linker", f"-L{runtime}"]
     if not shutil.which(CLANG):
         sys.exit(f"needs {CLANG} (and libomp-19-dev; clang-22: liboffload-22-dev too)")
     # The default offlink is this tree's; a named one runs as given (PYTHONPATH is not set for

@@ -109,16 +109,26 @@ PayloadBody = Struct(
     "code" / Prefixed(Int64ul, GreedyBytes),
 )
 
-# -- LLVM's OffloadBinary, version 1 (llvm/Object/OffloadBinary.h; formats/offload-binary.md) --
+# -- LLVM's OffloadBinary, versions 1-3 (llvm/Object/OffloadBinary.h; formats/offload-binary.md)
 
+# Version 1's header; versions 2 and 3 read the fifth field as the number of entries, and 3
+# adds the InflatedSize (OffloadBinaryHeaderV3).
 OffloadBinaryHeader = Struct("magic" / Const(offload_binary.MAGIC), "version" / Int32ul,
                              "size" / Int64ul, "entry_offset" / Int64ul, "entry_size" / Int64ul)
+
+OffloadBinaryHeaderV3 = Struct("magic" / Const(offload_binary.MAGIC), "version" / Int32ul,
+                               "size" / Int64ul, "entry_offset" / Int64ul,
+                               "entries_count" / Int64ul, "inflated_size" / Int64ul)
 
 OffloadBinaryEntry = Struct("image_kind" / Int16ul, "offload_kind" / Int16ul, "flags" / Int32ul,
                             "string_offset" / Int64ul, "num_strings" / Int64ul,
                             "image_offset" / Int64ul, "image_size" / Int64ul)
 
 OffloadBinaryString = Struct("key_offset" / Int64ul, "value_offset" / Int64ul)
+
+# Versions 2 and 3: the value's size added.
+OffloadBinaryStringV2 = Struct("key_offset" / Int64ul, "value_offset" / Int64ul,
+                               "value_size" / Int64ul)
 
 # -- LLVM's offload entry rows (llvm/Frontend/Offloading/Utility.h; seed 001) ---------------
 

@@ -22,6 +22,9 @@ case "${2:-19}" in
       sha256=b49b9277aef97616320b2da259e1f8174c65b0ce2fbe2e8629644a97693402fe;;
   *) echo "offlink: error: fetch.sh knows LLVM 19 and 22, not '$2'" >&2; exit 1;;
 esac
+members=("$top/offload/test/*")
+[ "${3:-}" = device-runtime ] \
+  && members=("$top/openmp/device/*" "$top/offload/include/*" "$top/libc/shared/*")
 url=http://deb.debian.org/debian/pool/main/l/${top%%_*}/$top.orig.tar.xz
 [ -f "$dest/.complete" ] && exit 0
 mkdir -p "$(dirname "$dest")"
@@ -33,7 +36,7 @@ echo "$sha256  $tmp/orig.tar.xz" | sha256sum --check --quiet - \
 # xz streams cannot be read from the middle: the whole tarball is decompressed once, and
 # only the wanted members are written.
 tar -xJf "$tmp/orig.tar.xz" -C "$tmp" --strip-components=1 --wildcards \
-  "$top/offload/test/*" "$top/LICENSE.TXT"
+  "${members[@]}" "$top/LICENSE.TXT"
 rm "$tmp/orig.tar.xz"
 touch "$tmp/.complete"
 rm -rf "$dest"

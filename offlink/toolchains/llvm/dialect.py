@@ -33,6 +33,7 @@ from ...formats.offload_binary import (
     ENTRIES_SECTION,
     ENTRY_INDIRECT,
     ENTRY_LINK,
+    SECTION,
     parse_binaries,
 )
 from ...formats.payload import Payload
@@ -131,7 +132,12 @@ def source_name(elf: ElfFile, fallback: str, table: SymbolTable | None = None) -
 
 
 def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
-    """One CU per OpenMP image in the object's `.llvm.offloading` section."""
+    """One CU per OpenMP image in the object's `.llvm.offloading` section; none in a clang 21+
+    relocatable link's output (`.llvm.offloading.relocatable`: its image is linked and
+    registered by the object itself, its entries in a section of its own, renamed as
+    clang-linker-wrapper renames them, which clang's final link leaves alone too)."""
+    if section.name != SECTION:
+        return []
     where = f"{origin}: section {section.name}"
     images = parse_binaries(bytes(elf.content(section)), where)
     compiler = producer(elf)
@@ -150,7 +156,9 @@ def cus_of(elf: ElfFile, section: Section, origin: str) -> list:
             raise FormatError(f"{where}: image {i} is {img.image_kind!r} for "
                               f"{img.triple or 'no triple'}; offlink reads ELF objects and "
                               f"LLVM bitcode")
-        options = (f"--target={img.triple}", *((f"-march={img.arch}",) if img.arch else ()))
+        # (clang-linker-wrapper gives an image of arch "generic", clang 22+'s for CPU targets, none)
+        arch = "" if img.arch == "generic" else img.arch
+        options = (f"--target={img.triple}", *((f"-march={arch}",) if arch else ()))
         payload = Payload(f"{img.offload_kind}-{img.triple}", kind, source, compiler, options,
                           img.image, offered[img.offload_kind])
         out.append(CU(origin if len(images) == 1 else f"{origin}#{i}", payload))

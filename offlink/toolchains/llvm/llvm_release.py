@@ -9,7 +9,8 @@ its own clang (`/usr/lib/llvm-19/bin/clang` beside `flang-new-19`), never `PATH`
   per-kind sections in 20, one `llvm_offload_entries` section from 21 on;
 - the packager: clang-offload-packager up to 21, llvm-offload-binary from 22 on;
 - the device runtime of a GPU image: `-lomptarget.devicertl` up to 20, per-target
-  `libompdevice.a` given as `--device-linker=<triple>=-lompdevice` from 21 on.
+  `libompdevice.a` given as `--device-linker=<triple>=-lompdevice` from 21 on
+  (toolchains/llvm/device_runtime.py).
 """
 
 from __future__ import annotations
@@ -78,13 +79,6 @@ def packager(major: int | None) -> str:
     name = "llvm-offload-binary" if major is not None and major >= 22 else \
         "clang-offload-packager"
     return f"{name}-{major}" if major is not None else name
-
-
-def device_runtime_words(major: int | None, triple: str) -> list[str]:
-    """The link-line words that give a GPU image its OpenMP device runtime in this release."""
-    if major is not None and major >= 21:
-        return [f"--device-linker={triple}=-lompdevice"]
-    return ["-lomptarget.devicertl"]
 
 
 def of_link(name: str, cus, driver: str) -> tuple[str, int | None, int]:

@@ -28,11 +28,14 @@ from __future__ import annotations
 import hashlib
 import os
 
+from ... import run as runner
 from ...elf import STB_GLOBAL, STT_FUNC, ElfFile
 from ...errors import LinkError, UsageError
 from ...formats.bitcode import FB_COMMON, FB_MAY_OMIT, FB_UNDEFINED, symbols
 from ...model import Offer
-from .llvm_release import device_runtime_words, of_link
+from . import amdgpu_resources
+from . import device_runtime as ompdevice
+from .llvm_release import of_link
 from .openmp import (
     OpenMPTarget,
     c_identifier,
@@ -80,6 +83,8 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
         self.runtime_bc = ""  # the device runtime's bitcode (LLVM's lib folder)
         self.runtime_sha = ""
         self.amd_resolutions: dict = {}  # by id(cu): (the CU's, the runtime's)
+        self.runtime_archive = ""  # clang 21+: libompdevice.a (device_runtime), else ""
+        self.link_args: list[str] = []  # clang 21+: the link line's words after the driver
 
     def for_inputs(self, cus, plan=None):
         compiler, major, generation = of_link(self.name, cus,
@@ -90,16 +95,16 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
                             f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                             f"links one --offload-arch per link, without target features "
                             f"(xnack, sramecc) so far")
-        if major is not None and major >= 21:
-            raise LinkError(f"target {self.name}: {compiler}'s AMD GPU objects take the device "
-                            f"runtime as {' '.join(device_runtime_words(major, TRIPLE))}; "
-                            f"offlink links clang 17-20's (-lomptarget.devicertl) so far")
         if any(cu.payload.code_kind != "llvm-bc" for cu in cus):
             raise LinkError(f"target {self.name}: offlink links AMD GPU CUs carried as "
                             f"bitcode (clang's default) only")
         if plan is not None:
             refuse_nvptx_words(plan.argv[1:])
-            if device_linker_words(plan.argv[1:], TRIPLE):
+            said = device_linker_words(plan.argv[1:], TRIPLE)
+            if major is not None and major >= 21:
+                # (-L folders: where clang 21+'s device link finds libompdevice.a)
+                said = [w for w in said if w not in ompdevice.linker_dir_words(said)]
+            if said:
                 raise UsageError(f"-Xoffload-linker words for target {self.name}: offlink's "
                                  f"AMD GPU image link does not take them yet; leave them off")
         t = OpenMPAmdgpuTarget(self.name, archs[0], compiler)
@@ -111,9 +116,21 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
             raise LinkError(f"target {self.name}: LLVM 19 cannot compile the AMD GPU device "
                             f"runtime at -O0 (clang's own link fails too); link at -O1 or above")
         t.lto2 = llvm_tool(compiler, "llvm-lto2")
-        # libomptarget-amdgpu-<arch>.bc: the same bytes as libomptarget.devicertl.a's member
-        # for amdgcn/<arch>, which clang's link extracts (tests/test_clang_amdgpu.py)
-        t.runtime_bc = os.path.join(llvm_lib_dir(compiler), f"libomptarget-amdgpu-{t.arch}.bc")
+        if major is not None and major >= 21:
+            # libompdevice.a's bitcode, found as clang's device link finds it (device_runtime):
+            # each CU's compile links in the file an LLVM install has beside it
+            args = plan.argv[1:] if plan is not None else []
+            if not ompdevice.wanted(args):
+                raise LinkError(f"target {t.name}: --no-offloadlib: offlink compiles each AMD "
+                                f"GPU CU with the device runtime; leave it off")
+            t.runtime_archive = ompdevice.find(compiler, TRIPLE, args, t.name)
+            t.link_args = args
+            t.runtime_bc = ompdevice.bitcode_file(t.runtime_archive, TRIPLE)
+        else:
+            # libomptarget-amdgpu-<arch>.bc: the same bytes as libomptarget.devicertl.a's
+            # member for amdgcn/<arch>, which clang's link extracts (tests/test_clang_amdgpu.py)
+            t.runtime_bc = os.path.join(llvm_lib_dir(compiler),
+                                        f"libomptarget-amdgpu-{t.arch}.bc")
         runtime = read_runtime(t.runtime_bc, compiler)
         t.runtime_sha = hashlib.sha256(runtime).hexdigest()
         rt_symbols = symbols(runtime, "device runtime")
@@ -129,8 +146,16 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
                             f"that calls the device runtime; offlink's per-CU AMD GPU link "
                             f"gives each CU its own copy of the runtime and does not link such "
                             f"programs yet")
+        # clang 21+'s device LTO runs in ld.lld (-shared), which marks a reference final in
+        # the image (l) where the name's definition is not default-visible
+        final = set()
+        if t.runtime_archive:
+            final = {sym.name for syms, _ in modules for sym in syms
+                     if not sym.flags & FB_UNDEFINED and sym.flags & 3}
+            final |= {sym.name for sym in rt_symbols if not sym.flags & FB_UNDEFINED
+                      and sym.flags & 3}
         for cu in cus:
-            res = resolutions[id(cu)]
+            res = [(n, "l" if not r and n in final else r) for n, r in resolutions[id(cu)]]
             defined = {n for n, r in res if "p" in r}
             t.amd_resolutions[id(cu)] = (res, runtime_resolutions(rt_symbols, defined))
         t._cus = list(cus)
@@ -142,7 +167,10 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
     def compile_argv(self, cu, source, output):
         """As clang's LTO, this CU's part of it, with the device runtime."""
         res, rt = self.amd_resolutions[id(cu)]
-        return [self.lto2, "run", *lto_level_words(self.opt_level), f"--mcpu={self.arch}",
+        # (clang 21+: ld.lld's LTO of a -shared link codegens so)
+        lld = ["--relocation-model=pic", "--function-sections", "--data-sections",
+               "--addrsig"] if self.runtime_archive else []
+        return [self.lto2, "run", *lto_level_words(self.opt_level), f"--mcpu={self.arch}", *lld,
                 source, self.runtime_bc, "-o", output,
                 *(f"-r={source},{n},{r}" for n, r in res),
                 *(f"-r={self.runtime_bc},{n},{r}" for n, r in rt)]
@@ -178,14 +206,54 @@ class OpenMPAmdgpuTarget(OpenMPTarget):
         return tuple(out)
 
     def image_argv(self, plan, compiled, output):
-        """ld.lld as clang's link runs it (through `clang --target=amdgcn-amd-amdhsa`)."""
+        """ld.lld as clang's link runs it (through `clang --target=amdgcn-amd-amdhsa`); clang
+        21+'s device link as the wrapper runs it (device_runtime.link_argv: ld.lld with
+        -lompdevice, of which it takes nothing: each CU has the runtime's code it calls)."""
+        if self.runtime_archive:
+            return ompdevice.link_argv(self.compiler, TRIPLE, self.arch,
+                                       [c.object_path for c in compiled], output,
+                                       self.link_args)
         lld = os.path.join(os.path.dirname(llvm_lib_dir(self.compiler)), "bin", "ld.lld")
         return [lld, "--no-undefined", "-shared", "--no-undefined",
                 *(c.object_path for c in compiled), f"-plugin-opt=mcpu={self.arch}", "-o",
                 output]
 
+    def link_image(self, argv, output, compiled):
+        """The image link, then (clang 21+) the check that each kernel was compiled with the
+        resources of what it calls in other CUs (amdgpu_resources): one line naming kernel
+        and callee where not."""
+        runner.run(argv, f"device link for target {self.name}")
+        if not self.runtime_archive:
+            return  # (clang 19's objects carry no resource symbols to compare)
+        objects = {c.cu.label: ElfFile.open(c.object_path) for c in compiled}
+        have = {k: v for elf in objects.values() for k, v in amdgpu_resources.kernels(elf).items()}
+        by_label = {c.cu.label: c for c in compiled}
+        needs: dict[str, dict] = {}
+        for kernel, kernel_cu, callee, callee_cu in amdgpu_resources.cross_cu_calls(
+                objects, set(have)):
+            if callee_cu not in needs:
+                needs[callee_cu] = self._function_info(by_label[callee_cu], output)
+            say = amdgpu_resources.problem(kernel, kernel_cu, callee, callee_cu, have[kernel],
+                                           needs[callee_cu].get(callee, {}))
+            if say:
+                raise LinkError(f"target {self.name}: {say}")
+
+    def _function_info(self, compiled, image: str) -> dict[str, dict[str, int]]:
+        """The resource values of a CU's functions: its compile again, to assembly."""
+        base = f"{image}.{os.path.basename(compiled.object_path)}"
+        with open(base + ".bc", "wb") as f:
+            f.write(compiled.cu.payload.code)
+        argv = self.compile_argv(compiled.cu, base + ".bc", base + ".s")
+        runner.run([*argv, "--filetype=asm"], f"reading what {compiled.cu.label}'s functions "
+                                              f"need (target {self.name})")
+        with open(base + ".s.0", encoding="utf-8", errors="replace") as f:
+            try:
+                return amdgpu_resources.function_info(f.read())
+            except (ValueError, IndexError):
+                return {}
+
     def image_reads(self, plan):
-        return []
+        return [self.runtime_archive] if self.runtime_archive else []
 
     def exports(self, image, path):
         return {s.name for s in ElfFile(image, path).symbols(dynamic=True) if s.defined}

@@ -48,7 +48,8 @@ from ...formats.cubin import cubin_names, cubin_symbols
 from ...formats.offload_binary import SECTION, parse_binaries
 from ...model import Offer
 from ..cuda_toolkit import cuda_bin, cuda_home
-from .llvm_release import device_runtime_words, of_link
+from . import device_runtime as ompdevice
+from .llvm_release import of_link
 from .openmp import (
     OpenMPTarget,
     _lto2,
@@ -256,6 +257,13 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.resolutions: dict = {}
         self.shared_runtime = False  # every CU calls the image's one runtime (setup_lto)
         self.lto_defines: frozenset[str] = frozenset()  # what those CUs define of the runtime
+        # clang 21+: the libompdevice.a clang's device link takes ("-" for --no-offloadlib,
+        # "" for clang 17-20's libomptarget.devicertl.a), the link line's words, and the PTX
+        # features clang's device link gives its LTO (-mattr, from the CUDA it finds)
+        self.runtime_archive = ""
+        self.link_args: list[str] = []
+        self.ptx_features = ""
+        self.ptxas_level = 0  # clang 21+'s ptxas level (nvlink_levels), 0: opt_level
 
     def for_inputs(self, cus, plan=None):
         compiler, major, generation = of_link(self.name, cus,
@@ -265,15 +273,19 @@ class OpenMPNvptxTarget(OpenMPTarget):
             raise LinkError(f"target {self.name}: the CUs were compiled for "
                             f"{', '.join(a or 'no architecture' for a in archs)}; offlink "
                             f"links one --offload-arch per link so far")
-        if major is not None and major >= 21:
-            raise LinkError(f"target {self.name}: {compiler}'s NVIDIA objects take the device "
-                            f"runtime as {' '.join(device_runtime_words(major, TRIPLE))}; "
-                            f"offlink links clang 17-20's (-lomptarget.devicertl) so far")
         if plan is not None:
             refuse_nvptx_words(plan.argv[1:])
         nvptx = OpenMPNvptxTarget(self.name, archs[0], compiler)
         nvptx.entry_generation = generation
+        if major is not None and major >= 21:
+            # libompdevice.a, linked into the image by clang's own device link (device_runtime)
+            args = plan.argv[1:] if plan is not None else []
+            nvptx.link_args = args
+            nvptx.runtime_archive = ompdevice.find(compiler, TRIPLE, args, self.name) \
+                if ompdevice.wanted(args) else "-"
         nvptx.opt_level = link_opt_level(plan.argv[1:]) if plan is not None else 2
+        if nvptx.runtime_archive:
+            nvptx.opt_level, nvptx.ptxas_level = ompdevice.nvlink_levels(nvptx.link_args)
         nvptx.setup_lto(cus, plan)
         return nvptx
 
@@ -286,7 +298,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         lto2 = _lto2(self.compiler)
         if not lto2:
             return
-        bc = os.path.join(llvm_lib_dir(self.compiler), f"libomptarget-nvptx-{self.arch}.bc")
+        bc = self._runtime_bc()
         runtime = read_runtime(bc, self.compiler)
         rt_symbols = symbols(runtime, bc)
         resolutions = cu_resolutions(cus)
@@ -315,6 +327,19 @@ class OpenMPNvptxTarget(OpenMPTarget):
                                         runtime_resolutions(rt_symbols, defined))
         self._cus = list(cus)
 
+    def _runtime_bc(self) -> str:
+        """The device runtime's bitcode a CU's compile links in: clang 21+'s beside its
+        libompdevice.a (libomptarget-nvptx.bc), clang 17-20's libomptarget-nvptx-<arch>.bc."""
+        if self.runtime_archive == "-":
+            raise LinkError(f"target {self.name}: --no-offloadlib with -foffload-lto objects: "
+                            f"offlink compiles each CU with the device runtime; leave it off")
+        if self.runtime_archive:
+            if not self.ptx_features:
+                self.ptx_features = ompdevice.ptx_features(self.compiler, self.arch,
+                                                           self.link_args)
+            return ompdevice.bitcode_file(self.runtime_archive, TRIPLE)
+        return os.path.join(llvm_lib_dir(self.compiler), f"libomptarget-nvptx-{self.arch}.bc")
+
     def source_suffix(self, cu):
         return ".bc" if cu.payload.code_kind == "llvm-bc" else ".cubin"
 
@@ -325,12 +350,15 @@ class OpenMPNvptxTarget(OpenMPTarget):
         both = self.resolutions.get(id(cu))
         if both is not None:  # as clang's LTO, this CU's part of it, with the device runtime
             res, rt = both    # (none: the runtime's part of the image, shared_runtime)
+            mattr = [f"--mattr={self.ptx_features}"] if self.ptx_features else []
             return [self.lto2, "run", *lto_level_words(self.opt_level), f"--mcpu={self.arch}",
-                    "--filetype=asm", source, *([self.runtime_bc] if rt else []), "-o", output,
+                    *mattr, "--filetype=asm", source, *([self.runtime_bc] if rt else []),
+                    "-o", output,
                     *(f"-r={source},{n},{r}" for n, r in res),
                     *(f"-r={self.runtime_bc},{n},{r}" for n, r in rt)]
         # -foffload-lto bitcode: compiled on its own as clang compiles a CU without it.
-        bc = os.path.join(llvm_lib_dir(p.compiler), f"libomptarget-nvptx-{self.arch}.bc")
+        bc = self._runtime_bc() if self.runtime_archive else \
+            os.path.join(llvm_lib_dir(p.compiler), f"libomptarget-nvptx-{self.arch}.bc")
         return [p.compiler, f"--target={TRIPLE}", f"-march={self.arch}", f"-O{self.opt_level}",
                 "-c", f"--cuda-path={cuda_home()}", "-Xclang", "-mlink-builtin-bitcode",
                 "-Xclang", bc,
@@ -343,7 +371,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         if self.resolutions.get(id(cu)) is None:
             return []
         # llvm-lto2 writes its PTX as X.0; ptxas makes the relocatable cubin (offers runs it)
-        return [[self.ptxas, "-m64", f"-O{self.opt_level}", "--gpu-name", self.arch,
+        return [[self.ptxas, "-m64", f"-O{self.ptxas_level or self.opt_level}", "--gpu-name",
+                 self.arch,
                  "--output-file", obj_path, obj_path + ".0", "-c"]]
 
     def offers(self, cu, obj_path):
@@ -369,6 +398,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
         """The device runtime's part these cubins call, compiled (or taken from the cache)
         into `runtime_cubin` in the work folder."""
         check_entries(self.name, self.arch, compiled)
+        if self.runtime_archive:
+            return  # clang 21+: clang's own device link takes what it needs of libompdevice.a
 
         used: set[str] = set()
         for c in compiled:
@@ -436,6 +467,8 @@ class OpenMPNvptxTarget(OpenMPTarget):
     def prepare_argvs(self, plan, compiled, workdir):
         """What prepare_image runs when the cache has not the runtime's cubin (its name
         without the key of the names the cubins use, as image_argv shows it then)."""
+        if self.runtime_archive:
+            return []
         lto2 = llvm_tool(self.compiler, "llvm-lto2")
         bc = os.path.join(workdir, f"devicertl-{self.arch}.bc")
         return [[lto2, "dump-symtab", bc],
@@ -455,7 +488,13 @@ class OpenMPNvptxTarget(OpenMPTarget):
 
     def image_argv(self, plan, compiled, output):
         """nvlink of the device runtime's cubin and every CU's, as clang's link runs it. nvlink
-        reads a file as a cubin by its `.cubin` suffix, hence the links to each CU's object."""
+        reads a file as a cubin by its `.cubin` suffix, hence the links to each CU's object.
+        clang 21+: clang's own device link (device_runtime.link_argv), whose
+        clang-nvlink-wrapper takes the part of libompdevice.a the cubins call and runs nvlink."""
+        if self.runtime_archive:
+            return ompdevice.link_argv(self.compiler, TRIPLE, self.arch,
+                                       [c.object_path for c in compiled], output,
+                                       self.link_args)
         nvlink = cuda_bin("nvlink", plan.argv)
         script = []
         # (--dry-run makes no runtime cubin: it shows the name a real run would give it)
@@ -475,8 +514,9 @@ class OpenMPNvptxTarget(OpenMPTarget):
         return ["sh", "-ec", "\n".join(script)]
 
     def image_reads(self, plan):
-        """None: clang-linker-wrapper gives a GPU image none of the host link's libraries."""
-        return []
+        """None: clang-linker-wrapper gives a GPU image none of the host link's libraries;
+        clang 21+'s device link reads libompdevice.a, whose content keys the image."""
+        return [self.runtime_archive] if self.runtime_archive not in ("", "-") else []
 
     def exports(self, image, path):
         return set(cubin_symbols(image, path))
