@@ -19,7 +19,9 @@ mkdir -p "$dir"
 wheels_for() {
   local version=$1 wheels=$dir/wheels-cp${1/./}
   if [ ! -f "$wheels/.done" ]; then
-    python3 -m pip download -q --python-version "$version" --only-binary=:all: \
+    # pip from a venv of its own: the host's python3 need not have pip (python3-venv is enough)
+    [ -x "$dir/pip-venv/bin/pip" ] || python3 -m venv "$dir/pip-venv" >&2
+    "$dir/pip-venv/bin/python" -m pip download -q --python-version "$version" --only-binary=:all: \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 --platform any -d "$wheels" \
       -r "$here/requirements.txt"
