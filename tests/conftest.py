@@ -245,7 +245,10 @@ NEEDS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
                      "test_explain_names_its_evidence_and_agrees_with_inspect",
                      "test_extract_writes_every_image_inspect_lists")},
         "test_gcc14_indirect_function_is_an_entry": ("chroots",),
-        **{f"{t}[clang22-x86_64]": ("clang22",)
+        **{f"{t}[{row}]": needs for row, needs in (
+            ("clang22-x86_64", ("clang22",)), ("clang22-sm_80", ("clang22", "cuda")),
+            ("clang22-sm_80-lto", ("clang22", "cuda")), ("clang22-gfx90a", ("clang22",)),
+            ("clang22-gfx90a-lto", ("clang22",)), ("clang23-x86_64", ("chroots",)))
            for t in ("test_both_links_give_the_same_facts_in_one_schema",
                      "test_symbol_answers_each_name_on_both_links",
                      "test_address_of_the_kernel_entry_names_it",

@@ -590,7 +590,13 @@ def _explain_toolchain(elf: ElfFile, path: str, info: dict, name: str | None,
             offered = False
             host = host_symbols(elf)
             spelled = demangle(sorted(n for n in host if n.startswith("_Z")))
-            if name in host or any(_names_match(name, d) for d in spelled.values()):
+            hidden = [h for o in info["offload"] if (h := binaries.unnamed(
+                o["toolchain"], [i["triple"] for i in o["images"]]))]
+            if (name in host or any(_names_match(name, d) for d in spelled.values())) \
+                    and hidden:
+                lines.append(f"'{name}' is defined in {path}'s host code: no entry and no "
+                             f"device image names it ({'; '.join(hidden)})")
+            elif name in host or any(_names_match(name, d) for d in spelled.values()):
                 lines.append(f"'{name}' is defined in {path}'s host code only: no entry and "
                              f"no device image defines it")
             else:

@@ -21,7 +21,9 @@ has:
   read as fat objects' are, e.g. clang's OffloadBinaries);
 - for `inspect --symbol`: `ENTRY_TERMS` (an entry's kind in its words),
   `claims(target)` (whether an offlink table's target is its), `device_only(name, where,
-  exported)` (a name its images define that no entry lists).
+  exported)` (a name its images define that no entry lists), `unnamed(triples) -> str | None`
+  (what its images of those triples may hold under no symbol: why a device image that names no
+  such function may still hold its code).
 
 GCC's also reads its offload objects (`object_image`), offlink's the architectures of `offlink
 cc`'s payloads (`payload_archs`).
@@ -118,6 +120,12 @@ def not_offered(table, name: str) -> str | None:
         if said is not None:
             return said
     return None
+
+
+def unnamed(toolchain: str, triples: list[str]) -> str | None:
+    """What a toolchain's images of `triples` may hold under no symbol, in its terms; None
+    where they name all they hold (or the view is offlink's own)."""
+    return module(toolchain).unnamed(triples) if toolchain in TOOLCHAINS else None
 
 
 # -- what the readers share ------------------------------------------------------------------

@@ -103,9 +103,25 @@ def device_only(name: str, where: list[str], exported: bool) -> str:
             f"and `#pragma omp end declare target`, clang >= 19)")
 
 
+def unnamed(triples: list[str]) -> str | None:
+    """clang's device link (LTO, always for AMD GPUs) internalises a function no entry lists;
+    an AMD code object keeps no symbol for such a function (clang-22's gfx90a images: `scale`'s
+    code is there, called by the kernel, unnamed), where a cubin keeps its local symbols."""
+    amd = sorted({t.removeprefix(OPENMP_PREFIX) for t in triples if "amdgcn" in t})
+    if not amd:
+        return None
+    return (f"clang's device link internalises a function that no offload entry lists, and an "
+            f"{', '.join(amd)} image keeps no symbol for it: its code may be there unnamed")
+
+
 def extract_target(image: Image) -> str | None:
     """None: `offlink extract` reads the OffloadBinaries as in objects."""
     return None
+
+
+# how LLVM's OpenMPOpt renames a device function it internalises (`scale_$_internalized` in
+# clang-22's sm_80 cubins; `.internalized` on targets whose names take a dot)
+INTERNALIZED = ("_$_internalized", ".internalized")
 
 
 def not_offered(table, name: str) -> str | None:
@@ -113,8 +129,11 @@ def not_offered(table, name: str) -> str | None:
     if not clang:
         return None
     names = [t.name for t in table.targets]
-    held = [t.name for t in clang if defines(t.image, t.name, name)]
+    held = [t.name for t in clang
+            if any(defines(t.image, t.name, name + s) for s in ("", *INTERNALIZED))]
+    hidden = None if held else unnamed(names)
     where = (f"is in the {', '.join(held)} image but" if held
+             else f"is named by no device image ({hidden}) and" if hidden
              else "is in no device image and")
     return (f"'{name}' {where} has no row: clang lists a function only when it is "
             f"`declare target indirect`. For a host function pointer called in a target "

@@ -101,3 +101,8 @@ def not_offered(table, name: str) -> str | None:
 def payload_archs(options: tuple[str, ...]) -> tuple[str, ...]:
     """The architectures an `offlink cc` payload's options name (the CUDA target's)."""
     return tuple(o[len(ARCH_OPTION):] for o in options if o.startswith(ARCH_OPTION))
+
+
+def unnamed(triples: list[str]) -> str | None:
+    """None: its images keep a symbol for each function they hold."""
+    return None
