@@ -42,15 +42,15 @@ from ...model import Offer
 from ...plugins import Target
 from . import dialect as gcc
 from .nvptx import (
+    GCC_LIBRARIES,
     REQUIRES_FILE,
     _driver_words,
     _host_side,
     _tag,
-    GCC_LIBRARIES,
     accel_libdir,
     device_libraries,
-    mkoffload_library,
     missing_symbols,
+    mkoffload_library,
     release,
     run_compile,
 )

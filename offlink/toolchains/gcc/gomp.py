@@ -51,9 +51,8 @@ from ...errors import LinkError, OfflinkError, UsageError
 from ...formats.table import image_symbol
 from ...model import find_library
 from ..llvm.omptarget import compile_c
-from . import binary
+from . import binary, gcn
 from . import dialect as gcc
-from . import gcn
 from .gcn import NAME as GCN
 from .nvptx import NAME, cu_masks
 
