@@ -158,6 +158,26 @@ def test_an_archive_and_a_relocatable_object(offlink, sample, tmp_path):
 
 
 @needs_clang22
+def test_clang22s_own_relocatable_link_seals_the_device_code(sample, tmp_path):
+    """Why offlink's `-r` keeps the CUs' images apart rather than linking the device code as
+    clang 21+'s `-r` does: main.c's target regions call `square` and read `scale`, which
+    vec.c and math.c define on the device. clang-22's `-r` of vec.o and math.o links their
+    device code into the object and removes `.llvm.offloading`, so its final link with main.o
+    links main.c's device code alone and fails; offlink's `-r` of the same objects links and
+    runs (test_an_archive_and_a_relocatable_object)."""
+    build = sample / "build"
+    device = ["-Xoffload-linker", "-L/usr/lib/llvm-19/lib", "-Xoffload-linker", "-lomp"]
+    run([CLANG, *OFFLOAD, "-r", build / "vec.o", build / "math.o", "-o", tmp_path / "vm.o",
+         *LIBS, *device])
+    sections = {s.name for s in ElfFile.open(str(tmp_path / "vm.o")).sections}
+    assert ".llvm.offloading.relocatable" in sections and ".llvm.offloading" not in sections
+    done = run([CLANG, *OFFLOAD, *LIBS, build / "main.o", tmp_path / "vm.o",
+                f"-L{build / 'offlink'}", "-lcounter", "-o", tmp_path / "from_r", *device],
+               check=False)
+    assert done.returncode != 0 and "undefined reference to `square'" in done.stderr
+
+
+@needs_clang22
 def test_extract_writes_the_image_libomptarget_22_loads(offlink, sample, tmp_path):
     binary = sample / "build" / "clang_openmp"
     run([offlink, "extract", binary, "--target", f"openmp-{TRIPLE}", "--output",
