@@ -53,6 +53,7 @@ from .nvptx import (
     mkoffload_library,
     release,
     run_compile,
+    written_mask,
 )
 
 NAME = "amdgcn-amdhsa"
@@ -546,15 +547,7 @@ class GccGcnTarget(Target):
             asm = f.read()
         kept = asm
         if release(cu) >= 13 and _REQUIRES.search(asm) is None:
-            try:
-                with open(obj_path + ".omp_requires", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                raw = b""
-            if len(raw) != 4:
-                raise ToolError(f"target compile of {cu.label} for {NAME}: the accel compiler "
-                                f"wrote no `omp requires` mask ({REQUIRES_FILE})")
-            asm += REQUIRES_LINE.format(int.from_bytes(raw, "little"))
+            asm += REQUIRES_LINE.format(written_mask(cu, obj_path, NAME))
         entries = self._pair(cu, asm)
         renames = {e.device_name: e.key for e in entries if e.key != e.device_name}
         if renames:

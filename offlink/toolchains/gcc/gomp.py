@@ -144,6 +144,19 @@ _TARGET_LINE = re.compile(rb"\n\.target sm_([^\n\0]*)")
 _FUNC_DECL = "// BEGIN GLOBAL FUNCTION DECL: "
 
 
+def _dummy_head(ptx: bytes, number: bytes, where: str) -> list[bytes]:
+    """The head of a PTX file mkoffload adds: the last `.version` and `.target` of `ptx`, then
+    its dummy function (`.file N`, `__dummy$func` and `__dummy$func2` for file 2)."""
+    versions, targets = _VERSION_LINE.findall(ptx), _TARGET_LINE.findall(ptx)
+    if not versions or not targets:
+        raise LinkError(f"libgomp registration: the nvptx-none image has no .version or "
+                        f".target line{where}")
+    dummy = b"__dummy$func" + (number if number != b"1" else b"")
+    return [b".version " + versions[-1], b".target sm_" + targets[-1],
+            b'.file ' + number + b' "<dummy>"', b".func " + dummy + b" ( );",
+            b".func " + dummy + b" ( )", b"{", b"}"]
+
+
 def ind_func_table(image: bytes, names: list[str]) -> bytes:
     """The PTX file GCC 14+'s mkoffload adds for `declare target indirect` functions
     (process(), `if (ind_func_ids)`): the `.version` and `.target` the image's last such
@@ -151,13 +164,7 @@ def ind_func_table(image: bytes, names: list[str]) -> bytes:
     `// BEGIN GLOBAL FUNCTION DECL:` line's next line from the first `.func` on) and
     `$offload_ind_func_table`, the functions in host table order; byte for byte as
     mkoffload's C strings make it (no newline but the last)."""
-    versions, targets = _VERSION_LINE.findall(image), _TARGET_LINE.findall(image)
-    if not versions or not targets:
-        raise LinkError("libgomp registration: the nvptx-none image has no .version or "
-                        ".target line")
-    out = [b".version " + versions[-1], b".target sm_" + targets[-1],
-           b'.file 2 "<dummy>"', b".func __dummy$func2 ( );", b".func __dummy$func2 ( )",
-           b"{", b"}"]
+    out = _dummy_head(image, b"2", "")
     for name in names:
         line = _declaration(image, name)
         if b".func" not in line:
@@ -189,13 +196,7 @@ def func_table(image: bytes, funcs: list[str]) -> bytes:
     mapped = [i for i, p in enumerate(parts) if b"\n//:FUNC_MAP " in p
               or b"\n//:IND_FUNC_MAP " in p]
     upto = b"\0".join(parts[:mapped[-1] + 1]) if mapped else b""
-    versions, targets = _VERSION_LINE.findall(upto), _TARGET_LINE.findall(upto)
-    if not versions or not targets:
-        raise LinkError("libgomp registration: the nvptx-none image has no .version or "
-                        ".target line before its last FUNC_MAP")
-    out = [b".version " + versions[-1], b".target sm_" + targets[-1],
-           b'.file 1 "<dummy>"', b".func __dummy$func ( );", b".func __dummy$func ( )",
-           b"{", b"}"]
+    out = _dummy_head(upto, b"1", " before its last FUNC_MAP")
     for name in filter(is_nohost, funcs):
         line = _declaration(image, name)
         if not line.startswith(b".visible "):

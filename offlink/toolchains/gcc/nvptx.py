@@ -358,19 +358,25 @@ def run_compile(children, argv: list[str], what: str) -> str:
     return children.run(argv, what)
 
 
-def keep_mask(cu, obj_path: str) -> None:
-    """The CU's `requires` mask, which lto1 wrote beside its object, appended to the object
-    (REQUIRES_LINE); an error naming the CU where lto1 wrote none."""
+def written_mask(cu, obj_path: str, target: str = NAME) -> int:
+    """The CU's `requires` mask, which lto1 wrote beside its object (REQUIRES_FILE); an error
+    naming the CU and the target where lto1 wrote none."""
     try:
         with open(obj_path + ".omp_requires", "rb") as f:
             raw = f.read()
     except OSError:
         raw = b""
     if len(raw) != 4:
-        raise ToolError(f"target compile of {cu.label} for {NAME}: the accel compiler wrote "
+        raise ToolError(f"target compile of {cu.label} for {target}: the accel compiler wrote "
                         f"no `omp requires` mask ({REQUIRES_FILE})")
+    return int.from_bytes(raw, "little")
+
+
+def keep_mask(cu, obj_path: str) -> None:
+    """The CU's `requires` mask appended to its object (REQUIRES_LINE)."""
+    mask = written_mask(cu, obj_path)
     with open(obj_path, "a", encoding="ascii") as f:
-        f.write(REQUIRES_LINE.format(int.from_bytes(raw, "little")))
+        f.write(REQUIRES_LINE.format(mask))
 
 
 def _read_bytes(path: str) -> bytes:
