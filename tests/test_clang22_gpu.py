@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, copy_sample, needs_tool, run
+from test_clang_amdgpu import ONE_CU
 
 from offlink.elf import STT_FUNC, ElfFile
 from offlink.formats.cubin import cubin_symbols
@@ -36,19 +37,6 @@ CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
 ROCM_LIBS = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode"  # rocm-device-libs
 LIBS = ["-L/usr/lib/llvm-22/lib", "-L/usr/lib/llvm-19/lib"]
 TRIPLES = {"sm_80": "nvptx64-nvidia-cuda", "gfx90a": "amdgcn-amd-amdhsa"}
-ONE_CU = """#include <stdio.h>
-#pragma omp declare target
-int scale = 3;
-#pragma omp end declare target
-int main(void) {
-  int a[64], s = 0;
-#pragma omp target teams distribute parallel for map(from: a)
-  for (int i = 0; i < 64; i++) a[i] = i * scale;
-  for (int i = 0; i < 64; i++) s += a[i];
-  printf("sum %d\\n", s);
-  return 0;
-}
-"""
 
 needs_gpu22 = needs_tool(
     shutil.which("clang-22") is None or not (LLVM / "bin" / "clang-linker-wrapper").exists()

@@ -14,8 +14,9 @@ import os
 
 import pytest
 from conftest import ROOT, chroot, in_chroot
+from test_gcc_offload import host_symbols
 
-from offlink.elf import STT_FILE, STT_FUNC, STT_OBJECT, ElfFile
+from offlink.elf import ElfFile
 from offlink.errors import LinkError
 from offlink.jobs import Children
 from offlink.toolchains.gcc import gomp, nvptx
@@ -45,16 +46,6 @@ for b in ref prog; do LD_PRELOAD=$PWD/shim.so GOMP_SHIM_LOG=$PWD/$b.log ./$b > $
 """
     proc = in_chroot(suite, ["bash", "-c", script], cwd=folder)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def host_symbols(binary) -> dict[int, tuple[str, str]]:
-    """Address -> (the CU file for a static, the name) of the functions and variables."""
-    file, out = "", {}
-    for s in ElfFile.open(binary).symbols():
-        file = s.name if s.st_type == STT_FILE else file
-        if s.defined and s.st_type in (STT_FUNC, STT_OBJECT):
-            out.setdefault(s.st_value, ("" if s.is_global else file, s.name))
-    return out
 
 
 def registration(folder, name: str) -> dict:

@@ -79,10 +79,10 @@ LAYOUTS = {"12": Layout(0x10001, False, False), "13": Layout(0x20001, True, Fals
            "16": Layout(0x30001, True, True)}
 
 # gomp-constants.h: the `omp requires` clauses a mask holds (GOMP_REQUIRES_*), as GCC names
-# them (omp-general.cc, omp_requires_to_name), and the bit every CU with target code sets.
+# them (omp-general.cc, omp_requires_to_name)
+REQUIRES_REVERSE_OFFLOAD = 0x80
 REQUIRES_NAMES = ((0x10, "unified_address"), (0x20, "unified_shared_memory"),
-                  (0x40, "self_maps"), (0x80, "reverse_offload"))
-REQUIRES_TARGET_USED = 0x200
+                  (0x40, "self_maps"), (REQUIRES_REVERSE_OFFLOAD, "reverse_offload"))
 
 
 def requires_clauses(mask: int) -> str:
@@ -174,9 +174,6 @@ def ind_func_table(image: bytes, names: list[str]) -> bytes:
     out.append(b".visible .global .align 8 .u64 $offload_ind_func_table[] = {"
                + ",".join(names).encode() + b"};\n")
     return b"".join(out)
-
-
-REQUIRES_REVERSE_OFFLOAD = 0x80
 
 
 def is_nohost(name: str) -> bool:

@@ -92,6 +92,7 @@ def cu_masks(image: bytes, count: int) -> list[int | None]:
         out.append(int(m.group(1), 16) if m else None)
     return out
 
+
 class GccNvptxTarget(Target):
     name = NAME
     registration = "gomp"  # libgomp's (gomp.py)
