@@ -48,8 +48,8 @@ def chroot(name: str) -> Path:
 
 def in_chroot(name: str, command: list[str], cwd: Path | str | None = None,
               **kwargs) -> subprocess.CompletedProcess:
-    """`command` run inside chroot `name` (tests/chroots/run.sh: /work, /tmp and the checkout
-    at the same paths, `offlink` on PATH runs this checkout with the chroot's Python)."""
+    """`command` run inside chroot `name` (tests/chroots/run.sh: the checkout and /tmp at the
+    same paths, `offlink` on PATH runs this checkout with the chroot's Python)."""
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
     return subprocess.run([str(ROOT / "tests" / "chroots" / "run.sh"), str(chroot(name)),
