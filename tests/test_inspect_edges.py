@@ -126,3 +126,33 @@ def test_gomp_register_wins_over_the_environment(offlink, tmp_path):
         (gcc,) = [o for o in info["offload"] if o["toolchain"] == "gcc"]
         assert gcc["registration"] == registered
         assert [r["version"] for r in gcc["registered"]] == ([0x10001] if registered else [])
+
+
+def test_registration_calls_are_found_where_a_displacement_holds_0xba():
+    """Two tail-called registrations as gcc -O2 compiled offlink's (objdump of a GCC 15 link
+    with nvptx-none and amdgcn-amdhsa): the `lea`'s displacement before `mov $8,%edx` holds a
+    0xba byte, which once started a match that swallowed the real one (the GCN registration
+    was not found)."""
+    from offlink.toolchains.gcc import binary
+
+    nvptx = bytes.fromhex("488d0d36bb1f005d4883c001ba05000000bf0100030041 5c488d35deba1f00"
+                          "488905dfc11f00e902ffffff6690".replace(" ", ""))
+    gcn = bytes.fromhex("488d0d29ba1f00ba08000000bf03000300488d35b8ba1f00e9e3feffff0f1f00")
+    code = nvptx + gcn
+    at = 0x1143  # where the nvptx part is loaded, as in that binary
+
+    class Text:  # the one executable section registered() reads
+        sh_flags, sh_type, sh_addr = binary.SHF_EXECINSTR, binary.SHT_PROGBITS, at
+
+    class Elf:
+        sections = [Text()]
+
+        def content(self, section):
+            return code
+
+    notes: list[str] = []
+    found = binary.registered(Elf(), None, notes)  # type: ignore[arg-type]
+    # each one's target_data: its `lea disp(%rip),%rcx`, as objdump resolved them
+    assert sorted((t, hex(v), hex(d)) for t, v, d in found) == [
+        ("amdgcn-amdhsa", "0x30003", "0x1fcba0"), ("nvptx-none", "0x30001", "0x1fcc80")]
+    assert not notes

@@ -113,8 +113,10 @@ def read(elf: ElfFile, sections: set[str]) -> Offload | None:
 # $target_data,%reg`) into another register and a `mov %reg,%rcx`. So GCC 12's mkoffload
 # constructors (unoptimised), GCC 14-16's (their `lea`s in another order), offlink's own
 # registration (gcc/gomp.py, optimised), from gcc and g++, PIE, non-PIE and DSO alike; `fini`'s
-# unregister call repeats them. Read from the code, a stripped binary is read as well.
-_ARGUMENTS = re.compile(rb"\xba(.{4}).{0,16}?\xbf(.{2}[\x01-\x03]\x00)", re.S)
+# unregister call repeats them. Read from the code, a stripped binary is read as well. The
+# pattern is a lookahead, so matches may overlap: a 0xba byte inside the `lea`'s displacement
+# (`48 8d 0d 29 ba 1f 00` then `ba 08 00 00 00`) must not hide the `mov $8,%edx` after it.
+_ARGUMENTS = re.compile(rb"(?=\xba(.{4}).{0,16}?\xbf(.{2}[\x01-\x03]\x00))", re.S)
 _RIP_LEA = {0x05 | r << 3: r for r in range(8)}  # ModRM of `lea disp(%rip),%r64`
 RCX = 1
 DEVICES = {5: NVPTX, 8: GCN}  # GOMP_DEVICE_NVIDIA_PTX, GOMP_DEVICE_GCN
@@ -150,7 +152,7 @@ def registered(elf: ElfFile, memory: Memory, notes: list[str]) -> list[tuple[str
             device, version = (struct.unpack("<I", m.group(i))[0] for i in (1, 2))
             if device not in DEVICES:
                 continue
-            data = _rcx_source(code, max(0, m.start() - 32), m.end(), section.sh_addr)
+            data = _rcx_source(code, max(0, m.start() - 32), m.end(2), section.sh_addr)
             if data is not None:
                 found.setdefault(data, (DEVICES[device], version, data))
     if not found:
