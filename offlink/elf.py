@@ -1,4 +1,6 @@
-"""Reading ELF files: section headers, symbols, archive members, as small plain-data records.
+"""Reading ELF files: section headers, symbols, archive members, as small plain-data records;
+and writing the one kind of object offlink makes without a compiler: data with pointers
+(`data_object`).
 
 A direct struct reader of the few structures offlink needs (ELF64 little-endian only, as the
 table format requires). It is fast to import and to run, which keeps a relink cheap.
@@ -195,6 +197,7 @@ class ElfFile:
 
 _RELA = struct.Struct("<QQq")
 SHT_RELA = 4
+SHF_WRITE, SHF_INFO_LINK = 0x1, 0x40
 # (R_*_RELATIVE, R_*_64) by e_machine: x86-64 and AArch64, the hosts offlink supports, and
 # AMD GPU code objects (R_AMDGPU_RELATIVE64, R_AMDGPU_ABS64), whose tables inspect reads.
 _DYNAMIC_RELOCS = {62: (8, 1), 183: (1027, 257), 224: (13, 3)}
@@ -343,3 +346,64 @@ def archive_members(data: bytes | memoryview, path: str) -> Iterator[Member]:
                 raise FormatError(f"{path}: truncated archive member {name}")
             yield Member(name, start, data[start : start + size])
         pos = start + size + (size & 1)
+
+
+class DataTable(NamedTuple):
+    """One global, hidden array of a `data_object`: its bytes, and the 8-byte words in them
+    that point into the object's strings (offset in `content` -> offset in the strings)."""
+
+    symbol: str
+    content: bytes
+    pointers: tuple[tuple[int, int], ...] = ()
+
+
+def data_object(e_machine: int, strings: bytes, tables: list[DataTable]) -> bytes:
+    """A relocatable ELF64 LE object (deterministic for the same inputs): `strings` in a
+    read-only section, and each table, 8-byte aligned, in `.data.rel.ro` (its pointers are
+    relocated: R_X86_64_64 / R_AARCH64_ABS64 against the strings' section, which the linker
+    turns into R_*_RELATIVE in a PIE or shared library), under its hidden global symbol."""
+    absolute = _DYNAMIC_RELOCS[e_machine][1]
+    ro_name, rel_name = ".rodata.offlink", ".data.rel.ro.offlink"
+    names = [ro_name, rel_name, ".rela" + rel_name, ".note.GNU-stack", ".symtab", ".strtab",
+             ".shstrtab"]
+    shstrtab = b"\0" + b"".join(n.encode() + b"\0" for n in names)
+    data = bytearray()
+    rela = bytearray()
+    # null, the strings' section (relocations' target: symbol 1), then one global per table
+    symtab = bytearray(_SYM.size) + _SYM.pack(0, (STB_LOCAL << 4) | STT_SECTION, 0, 1, 0, 0)
+    strtab = bytearray(b"\0")
+    for t in tables:
+        at = (len(data) + 7) // 8 * 8
+        data += bytes(at - len(data)) + t.content
+        for off, target in t.pointers:
+            rela += _RELA.pack(at + off, (1 << 32) | absolute, target)
+        symtab += _SYM.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 2, at,
+                            len(t.content))
+        strtab += t.symbol.encode() + b"\0"
+    body = bytearray(64)
+    offsets = []
+    for part, align in ((strings, 1), (data, 8), (rela, 8), (b"", 1), (symtab, 8),
+                        (strtab, 1), (shstrtab, 1)):
+        body += bytes(-len(body) % align)
+        offsets.append(len(body))
+        body += part
+    body += bytes(-len(body) % 8)
+    shoff = len(body)
+    # name, type, flags, link, info, align, entsize of each section after the null one
+    specs = [(SHT_PROGBITS, SHF_ALLOC, 0, 0, 1, 0),
+             (SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, 0, 0, 8, 0),
+             (SHT_RELA, SHF_INFO_LINK, 5, 2, 8, _RELA.size),
+             (SHT_PROGBITS, 0, 0, 0, 1, 0),
+             (SHT_SYMTAB, 0, 6, 2, 8, _SYM.size),  # info: the first global symbol
+             (SHT_STRTAB, 0, 0, 0, 1, 0),
+             (SHT_STRTAB, 0, 0, 0, 1, 0)]
+    parts = (strings, data, rela, b"", symtab, strtab, shstrtab)
+    headers = bytearray(_SHDR.size)
+    for name, (kind, flags, link, info, align, entsize), at, part in zip(names, specs,
+                                                                        offsets, parts):
+        headers += _SHDR.pack(shstrtab.index(b"\0" + name.encode() + b"\0") + 1, kind, flags,
+                              0, at, len(part), link, info, align, entsize)
+    ident = ELF_MAGIC + bytes([2, 1, 1, 0]) + bytes(8)
+    body[:64] = _EHDR.pack(ident, ET_REL, e_machine, 1, 0, 0, shoff, 0, 64, 0, 0, _SHDR.size,
+                           len(names) + 1, len(names))
+    return bytes(body + headers)

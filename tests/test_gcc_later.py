@@ -359,20 +359,20 @@ def test_mkoffloads_own_ptx_files_byte_for_byte():
 
 
 def test_c_source_in_each_releases_layout():
-    twelve = gomp.c_source(0, IMAGE, ["k"], [], {}, "12")
+    twelve = gomp.c_source(0, IMAGE, ["k"], [], "12")
     assert "omp_requires_mask" not in twelve and "ind_fn_num" not in twelve
     assert "(0x10001, __OFFLOAD_TABLE__" in twelve and "__offload_ind_func_table" not in twelve
     for release in ("14", "15", "16"):
-        text = gomp.c_source(0, IMAGE, ["k$nohost$0"], [], {}, release, 0x280, ("f",))
+        text = gomp.c_source(0, IMAGE, ["k$nohost$0"], [], release, 0x280, ("f",))
         assert "  uintptr_t omp_requires_mask;\n" in text and "unsigned ind_fn_num;\n}" in text
-        assert "  640, ptx_objs," in text and "sizeof (func_mappings[0]), 1\n};" in text
+        assert "  640, ptx_objs, 4,\n" in text and "__offlink_gomp_fn_names, 1, 1\n};" in text
         assert "(0x30001, __OFFLOAD_TABLE__" in text and "ptx_objs[4];" in text
         assert "&__offload_ind_func_table, &__offload_ind_funcs_end\n};" in text
         # the image's two files, then mkoffload's reverse-offload and indirect files
-        assert text.index("ptx_objs[2].code = func_table;") < \
-            text.index("ptx_objs[3].code = ind_func_table;")
+        assert text.index("ptx_objs[2].code = __offlink_gomp_func_table;") < \
+            text.index("ptx_objs[3].code = __offlink_gomp_ind_func_table;")
     with pytest.raises(LinkError, match="GCC 12 has no `declare target indirect`"):
-        gomp.c_source(0, IMAGE, [], [], {}, "12", 0, ("f",))
+        gomp.c_source(0, IMAGE, [], [], "12", 0, ("f",))
 
 
 MATH = """#include <math.h>

@@ -163,6 +163,9 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
             self.parses[bytes(buf)] += 1
             return real.iter_unpack(buf)
 
+        def __getattr__(self, name):  # pack: elf.data_object writes symbols too
+            return getattr(real, name)
+
     def no_ptx(*args):
         raise AssertionError("a CU's PTX was read again")
 
@@ -859,25 +862,71 @@ def test_gomp_register_relinks_when_the_table_order_differs(sample, gomp_shim, t
                        (sample / "expected.txt").read_text(), sample / "build" / "gcc_openmp.gcc")
 
 
+NAMES_READER = r"""#include <stdio.h>
+struct fn { const char *name; unsigned short dim[3]; };
+#define HIDDEN __attribute__ ((__visibility__ ("hidden")))
+extern const char *const __offlink_gomp_var_names[2] HIDDEN;
+extern const struct fn __offlink_gomp_fn_names[2] HIDDEN;
+extern const char __offlink_gomp_ind_func_table[] HIDDEN;
+int main (void) {
+  for (int i = 0; i < 2; i++)
+    printf ("var %s\n", __offlink_gomp_var_names[i]);
+  for (int i = 0; i < 2; i++)
+    printf ("fn %s %u %u %u\n", __offlink_gomp_fn_names[i].name, __offlink_gomp_fn_names[i].dim[0],
+            __offlink_gomp_fn_names[i].dim[1], __offlink_gomp_fn_names[i].dim[2]);
+  printf ("%s", __offlink_gomp_ind_func_table);
+  return 0;
+}
+"""
+
+
+@needs_tool(shutil.which("gcc") is None, "gcc not installed")
+@pytest.mark.parametrize("pie", ["-pie", "-no-pie"])
+def test_gomp_names_object_links_and_reads_back_in_a_program(tmp_path, pie):
+    """The names object offlink writes itself (elf.data_object): the system linker takes it,
+    its pointers are relocated (R_X86_64_64 against its strings; a PIE's R_X86_64_RELATIVE),
+    and a program reads the names and launch dimensions back as libgomp would."""
+    from offlink.plugins import host_e_machine
+    from offlink.toolchains.gcc import gomp as g
+
+    image = (b"// BEGIN PREAMBLE\n.version 7.0\n.target sm_80\n.address_size 64\n"
+             b"// BEGIN GLOBAL FUNCTION DECL: f\n.visible .func f;\n\0")
+    dims = gcc.func_dims('//:FUNC_MAP "k$cu0_c$1ff1aaeb", 0x1, 0x20, 0x10000\n')
+    obj = tmp_path / "names.o"
+    obj.write_bytes(g.names_object(host_e_machine(), image, ["k$cu0_c$1ff1aaeb", "main._omp_fn.0"],
+                                   ["s$cu0_c$1ff1aaeb", 'quote"d'], dims, "14", 0, ("f",)))
+    (tmp_path / "r.c").write_text(NAMES_READER)
+    run(["gcc", "-O2", "-fPIE" if pie == "-pie" else "-fno-PIE", pie, "-Wl,--fatal-warnings",
+         tmp_path / "r.c", obj, "-o", tmp_path / "r"])
+    out = run([tmp_path / "r"]).stdout
+    assert out.startswith("var s$cu0_c$1ff1aaeb\nvar quote\"d\nfn k$cu0_c$1ff1aaeb 1 32 0\n"
+                          "fn main._omp_fn.0 0 0 0\n")
+    assert out.endswith("$offload_ind_func_table[] = {f};\n"), out
+    assert g.names_object(host_e_machine(), image, ["a"], [], {}) == \
+        g.names_object(host_e_machine(), image, ["a"], [], {})
+
+
 def test_gomp_register_c_source_is_exact_and_gcc_12s_layout():
     from offlink.toolchains.gcc import gomp as g
 
     image = b'.version 7.0\n//:FUNC_MAP "k$1", 0x1, 0x20\n\t"q?\\\x01\n\0second\0'
-    text = g.c_source(2, image, ["k$1"], ["v"], gcc.func_dims(image.decode()))
+    text = g.c_source(2, image, ["k$1"], ["v"])
     assert g.ptx_parts(image) == [image[:image.index(b"\0")], b"second"]
-    assert '{"k$1", 0x1, 0x20}' in text and '\t"v"' in text
     assert "GOMP_offload_register_ver (0x10001, __OFFLOAD_TABLE__, 5/*NVIDIA_PTX*/, " \
            "&target_data)" in text
+    assert "  __offlink_gomp_var_names, 1,\n  __offlink_gomp_fn_names, 1\n};" in text
     # The PTX files are the table's image 2, each with its NUL, found at start: no copy of
-    # the image, and the text does not change with the files' sizes.
+    # the image; the names are the names object's: the text changes with neither the files'
+    # sizes nor the names (a CU's statics are named with a hash of its source).
     assert "ptx_objs[2];" in text and "const char *p = __offlink_image_2;" in text
-    assert "q?" not in text and "second" not in text
+    assert "q?" not in text and "second" not in text and "k$1" not in text
     longer = image.replace(b"second", b"second, longer")
-    assert g.c_source(2, longer, ["k$1"], ["v"], gcc.func_dims(image.decode())) == text
-    with pytest.raises(LinkError):
-        g.c_source(0, b"", ['a"b'], [], {})
+    assert g.c_source(2, longer, ["k$2"], ["w"]) == text
+    assert g.c_source(2, longer, ["k$2"], ["w", "x"]) != text
+    with pytest.raises(LinkError, match="cannot name"):
+        g.names_object(62, b"", ["a\0b"], [], {})
     with pytest.raises(LinkError, match="NUL"):
-        g.c_source(0, b"no nul", [], [], {})
+        g.c_source(0, b"no nul", [], [])
     assert g.driver_adds_crt("gcc", ["-fopenmp", "x.o"])
     assert not g.driver_adds_crt("gcc", ["-fopenmp", "-fno-openmp", "x.o"])
     assert not g.driver_adds_crt("gcc", ["-fopenmp", "-nostartfiles"])

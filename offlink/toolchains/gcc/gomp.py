@@ -4,18 +4,20 @@ libgomp can run target regions on a GPU: made by default wherever GCC's own link
 the registration out; `--gomp-register`, once the way to ask for it, is accepted and changes
 nothing).
 
-Unverified on a real GPU. Per link, one generated C file (compiled by the host compiler, byte
-for byte the same for the same names and PTX file sizes) holds what the objects' GCC release's
-mkoffload writes (LAYOUTS, checked against each release's own link under -save-temps):
-the PTX files (`ptx_objs`, pointing into the image in `.openmp_target`, so it is stored once),
-the variable and function names (`var_mappings`, `func_mappings` with launch dimensions) and
-the `nvptx_tdata` struct, a constructor calling
+Unverified on a real GPU. Per link, a generated C file (compiled by the host compiler, byte
+for byte the same for the same numbers of names and PTX files, so a relink takes its object
+from the cache) and an object offlink writes itself (`names_object`: no compiler runs) hold
+what the objects' GCC release's mkoffload writes (LAYOUTS, checked against each release's own
+link under -save-temps): the PTX files (`ptx_objs`, pointing into the image in
+`.openmp_target`, so it is stored once), the variable and function names (`var_mappings`,
+`func_mappings` with launch dimensions: the names object's) and the `nvptx_tdata` struct, a
+constructor calling
 `GOMP_offload_register_ver(VERSION, __OFFLOAD_TABLE__, 5, &target_data)` and a destructor
 calling `GOMP_offload_unregister_ver` likewise. libgomp pairs host table slot i with name i
 (target.c, gomp_load_image_to_device), so the names are written in the order of the linked
 binary's `.gnu.offload_funcs`/`.gnu.offload_vars` (and GCC 14+'s `.gnu.offload_ind_funcs`),
 each slot named by offlink's by-name pairing; where the link put the CUs' tables in another
-order than the inputs suggested, the C file is written again in the binary's order and the host
+order than the inputs suggested, the names are written again in the binary's order and the host
 link runs once more.
 
 What changed after GCC 12 (nvptx/mkoffload.cc and libgomp/target.c of each release):
@@ -41,15 +43,17 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import sys
 from dataclasses import dataclass, field
 
 from ... import plugins, settings
 from ... import run as runner
-from ...elf import ElfFile
+from ...elf import DataTable, ElfFile, data_object
 from ...errors import LinkError, OfflinkError, UsageError
 from ...formats.table import image_symbol
 from ...model import find_library
+from ...plugins import host_e_machine
 from ..llvm.omptarget import compile_c
 from . import binary, gcn
 from . import dialect as gcc
@@ -59,6 +63,7 @@ from .nvptx import NAME, cu_masks
 GOMP_DEVICE_NVIDIA_PTX = 5
 GOMP_DIM_MAX = 3
 SOURCE = "offlink-gomp-register.c"
+NAMES_OBJECT = "offlink-gomp-names.o"  # names_object's, beside the C file's object
 
 
 @dataclass(frozen=True)
@@ -215,14 +220,6 @@ def _declaration(image: bytes, name: str) -> bytes:
     return image[at + len(_FUNC_DECL) + len(name) + 1:].split(b"\n", 1)[0]
 
 
-def c_string(data: bytes) -> str:
-    """`data` as a C string literal's text (between the quotes)."""
-    out = []
-    for b in data:
-        c = chr(b)
-        out.append("\\" + c if c in '"\\' else "\\n" if c == "\n" else
-                   c if 32 <= b < 127 else f"\\{b:03o}")
-    return "".join(out)
 CRT_BEGIN, CRT_END = "crtoffloadbegin.o", "crtoffloadend.o"
 
 
@@ -236,23 +233,26 @@ def ptx_parts(image: bytes) -> list[bytes]:
     return parts
 
 
+NAMES = ("__offlink_gomp_var_names", "__offlink_gomp_fn_names")  # names_object's arrays
+FN_DESC = (8 + 2 * GOMP_DIM_MAX + 7) // 8 * 8  # struct nvptx_fn: a pointer and the dims
+
+
 def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
-             dims: dict[str, tuple[int, ...]], release: str = "12", mask: int = 0,
-             indirect: tuple[str, ...] = ()) -> str:
-    """The registration, as GCC `release`'s mkoffload writes it (nvptx/mkoffload.cc,
-    process; LAYOUTS), for host table slot i named funcs[i] / variables[i] / indirect[i]
-    (`mask`: the program's `omp requires` mask, GCC 13+). The PTX files are not copied:
-    each `ptx_objs` row points into the table's image `index` (the placeholder's
-    `__offlink_image_K`, link/reserve.py), at the file and its NUL, as mkoffload's
-    `sizeof (ptx_code_N)` counts it: the image is stored once. The constructor finds the
-    files (a NUL after each) before registering, so the text depends on their number, not
-    their sizes: a relink after one CU changed takes the compiled object from the cache.
-    GCC 14+'s `$offload_ind_func_table` file, where there are indirect functions, is the
-    last row (ind_func_table)."""
+             release: str = "12", mask: int = 0, indirect: tuple[str, ...] = ()) -> str:
+    """The registration's code, as GCC `release`'s mkoffload writes it (nvptx/mkoffload.cc,
+    process; LAYOUTS), for len(funcs) functions, len(variables) variables and len(indirect)
+    indirect functions (`mask`: the program's `omp requires` mask, GCC 13+). The names and
+    launch dimensions are not in it: `var_mappings` and `func_mappings` are names_object's
+    arrays, and mkoffload's own PTX files (func_table, ind_func_table) its strings. The PTX
+    files are not copied: each `ptx_objs` row points into the table's image `index` (the
+    placeholder's `__offlink_image_K`, link/reserve.py), at the file and its NUL, as
+    mkoffload's `sizeof (ptx_code_N)` counts it: the image is stored once. The constructor
+    finds the files (a NUL after each) before registering. So the text depends on the
+    numbers of names and files, not on the names or sizes: a relink after one CU changed
+    (its statics' names carry a hash of the CU: `s$cu0_c$1ff1aaeb`) takes the compiled object
+    from the cache. GCC 14+'s `$offload_ind_func_table` file, where there are indirect
+    functions, is the last row (ind_func_table)."""
     layout = LAYOUTS[release]
-    for n in (*funcs, *variables, *indirect):
-        if not n or any(c in n for c in '"\\\n') or not n.isascii():
-            raise LinkError(f"libgomp registration: cannot name '{n}' in C")
     if image and not image.endswith(b"\0"):
         raise LinkError("libgomp registration: the nvptx-none image does not end with a NUL "
                         "(nvptx-none-ld ends every PTX file with one)")
@@ -261,32 +261,22 @@ def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
                         f"indirect` functions")
     symbol = image_symbol(index)
     w = [f"/* Written by offlink link: libgomp registration of the nvptx-none image\n"
-         f"   (GCC {release}'s mkoffload layout; the PTX is the table's image {index}). */",
-         "#include <stdint.h>", "", f'extern const char {symbol}[] __attribute__ '
-         f'((__visibility__ ("hidden")));', ""]
+         f"   (GCC {release}'s mkoffload layout; the PTX is the table's image {index}, the\n"
+         f"   names and mkoffload's own PTX files are offlink-gomp-names.o's). */",
+         "#include <stdint.h>", "", "#define HIDDEN __attribute__ ((__visibility__ (\"hidden\")))",
+         f"extern const char {symbol}[] HIDDEN;", ""]
     parts = len(ptx_parts(image))
-    extra = []  # mkoffload's own PTX files after the image's: (C name, text)
-    if layout.requires and mask & REQUIRES_REVERSE_OFFLOAD and funcs:
-        extra.append(("func_table", func_table(image, funcs)))
-    if indirect:
-        extra.append(("ind_func_table", ind_func_table(image, list(indirect))))
-    for name, data in extra:
-        w.append(f"/* mkoffload's `${'offload_' + name}` file */\n"
-                 f'static const char {name}[] =\n  "{c_string(data)}";\n')
+    extra = extra_files(layout, image, funcs, mask, indirect)
+    for name, _ in extra:
+        w.append(f"extern const char __offlink_gomp_{name}[] HIDDEN;  /* mkoffload's "
+                 f"`${'offload_' + name}` file */")
     rows = parts + len(extra)
     w.append(f"static struct ptx_obj {{\n  const char *code;\n  __SIZE_TYPE__ size;\n"
              f"}} ptx_objs[{rows}];  /* the image's {parts} PTX files: set by init */\n")
-    w.append("static const char *const var_mappings[] = {")
-    w.append(",\n".join(f'\t"{n}"' for n in variables))
-    w += ["};", ""]
-    w.append(f"static const struct nvptx_fn {{\n  const char *name;\n"
-             f"  unsigned short dim[{GOMP_DIM_MAX}];\n}} func_mappings[] = {{")
-    lines = []
-    for n in funcs:
-        d = dims.get(n, ())[:GOMP_DIM_MAX]
-        lines.append(f'\t{{"{n}"' + "".join(f", {v:#x}" for v in d) + "}")
-    w.append(",\n".join(lines))
-    w += ["};", ""]
+    w.append(f"struct nvptx_fn {{\n  const char *name;\n  unsigned short dim[{GOMP_DIM_MAX}];"
+             f"\n}};")
+    w.append(f"extern const char *const {NAMES[0]}[{len(variables)}] HIDDEN;")
+    w.append(f"extern const struct nvptx_fn {NAMES[1]}[{len(funcs)}] HIDDEN;\n")
     head = "  uintptr_t omp_requires_mask;\n" if layout.requires else ""
     tail = "  unsigned ind_fn_num;\n" if layout.indirect else ""
     w.append(f"""static const struct nvptx_tdata {{
@@ -297,10 +287,9 @@ def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
   const struct nvptx_fn *fn_names;
   unsigned fn_num;
 {tail}}} target_data = {{
-  {f"{mask}, " if layout.requires else ""}ptx_objs, sizeof (ptx_objs) / sizeof (ptx_objs[0]),
-  var_mappings, sizeof (var_mappings) / sizeof (var_mappings[0]),
-  func_mappings, sizeof (func_mappings) / sizeof (func_mappings[0]){f", {len(indirect)}"
-                                                                    if layout.indirect else ""}
+  {f"{mask}, " if layout.requires else ""}ptx_objs, {rows},
+  {NAMES[0]}, {len(variables)},
+  {NAMES[1]}, {len(funcs)}{f", {len(indirect)}" if layout.indirect else ""}
 }};
 
 extern void GOMP_offload_register_ver (unsigned, const void *, int, const void *);
@@ -310,7 +299,7 @@ extern void GOMP_offload_unregister_ver (unsigned, const void *, int, const void
     if layout.indirect:
         names += ["ind_func_table", "ind_funcs_end"]
     w.append("/* crtoffloadtable.o's table, over what crtoffloadbegin.o and crtoffloadend.o "
-             "delimit. */\n#define HIDDEN __attribute__ ((__visibility__ (\"hidden\")))")
+             "delimit. */")
     w += [f"extern const void *const __offload_{n}[] HIDDEN;" for n in names]
     w.append("const void *const __OFFLOAD_TABLE__[] HIDDEN = {\n  "
              + ", ".join(f"&__offload_{n}" for n in names) + "\n};\n")
@@ -324,12 +313,61 @@ extern void GOMP_offload_unregister_ver (unsigned, const void *, int, const void
             f"      p += ptx_objs[i].size;\n    }}\n")
         if call == "init":
             for k, (name, _) in enumerate(extra, parts):
-                split += (f"  ptx_objs[{k}].code = {name};\n"
-                          f"  ptx_objs[{k}].size = sizeof ({name});\n")
+                split += (f"  ptx_objs[{k}].code = __offlink_gomp_{name};\n"
+                          f"  ptx_objs[{k}].size = __builtin_strlen (__offlink_gomp_{name})"
+                          f" + 1;\n")
         w.append(f"static __attribute__((__{fn}__)) void {call} (void)\n{{\n{split}"
                  f"  GOMP_offload_{what}_ver ({layout.version:#x}, __OFFLOAD_TABLE__, "
                  f"{GOMP_DEVICE_NVIDIA_PTX}/*NVIDIA_PTX*/, &target_data);\n}}\n")
     return "\n".join(w)
+
+
+def extra_files(layout, image: bytes, funcs: list[str], mask: int,
+                indirect: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """mkoffload's own PTX files after the image's, (C name, text): `$offload_func_table`
+    under `requires reverse_offload` (GCC 13+), `$offload_ind_func_table` where there are
+    indirect functions (GCC 14+)."""
+    extra = []
+    if layout.requires and mask & REQUIRES_REVERSE_OFFLOAD and funcs:
+        extra.append(("func_table", func_table(image, funcs)))
+    if indirect:
+        extra.append(("ind_func_table", ind_func_table(image, list(indirect))))
+    return extra
+
+
+def names_object(e_machine: int, image: bytes, funcs: list[str], variables: list[str],
+                 dims: dict[str, tuple[int, ...]], release: str = "12", mask: int = 0,
+                 indirect: tuple[str, ...] = ()) -> bytes:
+    """What c_source leaves out, as an object (elf.data_object: no compiler runs): the
+    variables' names (`var_mappings`: a pointer each), the functions' (`func_mappings`: a
+    pointer and GOMP_DIM_MAX launch dimensions each, 0 where `//:FUNC_MAP` gives none, as
+    mkoffload's initializer leaves them), in host table order, and mkoffload's own PTX files
+    (extra_files), each with its NUL."""
+    for n in (*funcs, *variables, *indirect):
+        if not n or "\0" in n:
+            raise LinkError(f"libgomp registration: cannot name {n!r}")
+    strings = bytearray()
+
+    def string(data: bytes) -> int:
+        at = len(strings)
+        strings.extend(data + b"\0")
+        return at
+
+    var_names = [string(n.encode()) for n in variables]
+    fn_names = [string(n.encode()) for n in funcs]
+    fn_table = bytearray()
+    for n in funcs:
+        d = [v & 0xFFFF for v in dims.get(n, ())[:GOMP_DIM_MAX]]
+        fn_table += struct.pack(f"<Q{GOMP_DIM_MAX}H", 0, *d, *[0] * (GOMP_DIM_MAX - len(d)))
+        fn_table += bytes(-len(fn_table) % 8)
+    tables = [DataTable(NAMES[0], bytes(8 * len(variables)),
+                        tuple((8 * i, at) for i, at in enumerate(var_names))),
+              DataTable(NAMES[1], bytes(fn_table),
+                        tuple((FN_DESC * i, at) for i, at in enumerate(fn_names)))]
+    layout = LAYOUTS[release]
+    for name, data in extra_files(layout, image, funcs, mask, indirect):
+        tables.append(DataTable(f"__offlink_gomp_{name}", data + b"\0"))
+    return data_object(e_machine, bytes(strings), tables)
 
 
 def crt_object(compiler: str, name: str, release: str = "12") -> str:
@@ -494,9 +532,8 @@ class Registration(plugins.HostStep):
         """The C file: the nvptx-none image's registration, then the amdgcn-amdhsa one's."""
         out = ""
         if self.index >= 0:
-            dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
             out = c_source(self.index, self.data, self.order["function"],
-                           self.order["variable"], dims, self.release, self.mask,
+                           self.order["variable"], self.release, self.mask,
                            tuple(self.order[gcc.INDIRECT]))
         if self.gcn is not None:
             index, size, cus, tables = self.gcn
@@ -513,16 +550,32 @@ class Registration(plugins.HostStep):
                                 ind_count=len(self.order[gcc.INDIRECT]))
         return out
 
+    def names(self) -> bytes | None:
+        """The nvptx-none registration's names object (names_object), None without one."""
+        if self.index < 0:
+            return None
+        dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
+        return names_object(host_e_machine(), self.data, self.order["function"],
+                            self.order["variable"], dims, self.release, self.mask,
+                            tuple(self.order[gcc.INDIRECT]))
+
     @property
     def object_path(self) -> str:
         return os.path.join(self.workdir, SOURCE[:-2] + ".o")
 
-    def build(self) -> None:
-        text = self.text()
+    @property
+    def names_path(self) -> str:
+        return os.path.join(self.workdir, NAMES_OBJECT)
 
-        # A relink with the same names, order and PTX file sizes takes the object from the
-        # cache (its text names the image by its symbol, not its bytes).
-        compile_c(_Driver(self.compiler), text, SOURCE, "the libgomp registration",
+    def build(self) -> None:
+        """The names object, written each link; the C file's object, compiled or (a relink
+        with the same numbers of names and PTX files) taken from the cache: its text names
+        neither the names nor the image's bytes."""
+        names = self.names()
+        if names is not None:
+            with open(self.names_path, "wb") as f:
+                f.write(names)
+        compile_c(_Driver(self.compiler), self.text(), SOURCE, "the libgomp registration",
                   self.workdir, self.cache)
 
     def host_argv(self, host: list[str], extra_at: int) -> list[str]:
@@ -533,11 +586,15 @@ class Registration(plugins.HostStep):
         the CUs' host tables (KEEP_SCRIPT)."""
         keep = self._keep_tables(host)
         if driver_adds_crt(host[0], host[1:extra_at]):
-            return [*host[:extra_at], self.object_path, *keep, *host[extra_at:]]
+            return [*host[:extra_at], *self._objects(), *keep, *host[extra_at:]]
         begin = crt_object(self.compiler, CRT_BEGIN, self.release)
         end = crt_object(self.compiler, CRT_END, self.release)
-        return [host[0], begin, *host[1:extra_at], self.object_path, end, *keep,
+        return [host[0], begin, *host[1:extra_at], *self._objects(), end, *keep,
                 *host[extra_at:]]
+
+    def _objects(self) -> list[str]:
+        """The registration's objects in the host link: the C file's, then the names'."""
+        return [self.object_path, *([self.names_path] if self.index >= 0 else [])]
 
     def _keep_tables(self, host: list[str]) -> list[str]:
         """`-Wl,-T,SCRIPT` keeping `.gnu.offload_funcs`/`.gnu.offload_vars` where the link
