@@ -33,7 +33,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass, field
 
 from ... import run as runner
 from ...elf import ElfFile, elf_files
@@ -70,18 +69,18 @@ LIBRARIES = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
 INIT_KERNELS = ("_init_array", "_fini_array")
 
 
-@dataclass
 class DeviceTables:
     """What mkoffload's process_asm reads from a CU's assembly: the host function table's
     names and the variable table's (name, size) rows, in order, and each kernel's register
     counts and OpenACC launch dimensions."""
 
-    functions: list[str] = field(default_factory=list)
-    variables: list[tuple[str, int]] = field(default_factory=list)
-    regcounts: dict[str, tuple[int, int]] = field(default_factory=dict)
-    dims: dict[str, tuple[int, int, int]] = field(default_factory=dict)
-    indirect: list[str] = field(default_factory=list)  # GCC 14+: `.gnu.offload_ind_funcs`
-    mask: int | None = None  # GCC 13+: the CU's `omp requires` mask (REQUIRES_LINE)
+    def __init__(self):
+        self.functions: list[str] = []
+        self.variables: list[tuple[str, int]] = []
+        self.regcounts: dict[str, tuple[int, int]] = {}
+        self.dims: dict[str, tuple[int, int, int]] = {}
+        self.indirect: list[str] = []  # GCC 14+: `.gnu.offload_ind_funcs`
+        self.mask: int | None = None  # GCC 13+: the CU's `omp requires` mask (REQUIRES_LINE)
 
 
 # GCC 13+: the CU's `omp requires` mask, kept at the end of its assembly (the compiled object

@@ -45,7 +45,7 @@ import os
 import re
 import struct
 import sys
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ... import plugins, settings
 from ... import run as runner
@@ -55,8 +55,8 @@ from ...formats.table import image_symbol
 from ...model import find_library
 from ...plugins import host_e_machine
 from ..llvm.omptarget import compile_c
-from . import binary, gcn
 from . import dialect as gcc
+from . import gcn
 from .gcn import NAME as GCN
 from .nvptx import NAME, cu_masks
 
@@ -66,8 +66,7 @@ SOURCE = "offlink-gomp-register.c"
 NAMES_OBJECT = "offlink-gomp-names.o"  # names_object's, beside the C file's object
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """What one GCC release's nvptx mkoffload writes (its gcc/config/nvptx/mkoffload.cc and
     libgomp/target.c; checked against each release's own link under -save-temps)."""
 
@@ -118,6 +117,10 @@ def combined_mask(labels: list[str], masks: list[int | None]) -> int:
 def library_mask(path: str) -> int | None:
     """The `omp requires` mask a shared library registers with libgomp, read as `offlink
     inspect` reads it (gcc/binary.py); None where it has none (GCC 12, or no registration)."""
+    # inspect's reader, imported only by a link that has a shared library to read
+    # (benchmarks/gcc_offload/RESULTS.md)
+    from . import binary
+
     try:
         return binary.requires_mask(ElfFile.open(path))
     except (OfflinkError, OSError, ValueError):
@@ -461,23 +464,24 @@ class GompRegistration(plugins.Registration):
         return Registration.for_link(plan, images, workdir, asked, cache)
 
 
-@dataclass
 class Registration(plugins.HostStep):
     """The registration of one link's nvptx-none image: its C file, object and host inputs."""
 
-    compiler: str
-    data: bytes  # the image
-    cus: list  # (label, source, entries) per CU, as the target paired them
-    workdir: str
-    index: int = 0  # the image's index in the table (its placeholder symbol)
-    cache: object = None  # the link's cache (link/cache.py), for the compiled object
-    order: dict[str, list[str]] = field(default_factory=dict)  # kind -> keys, table order
-    relinks: int = 0
     option = "libgomp registration"  # what asked for it, in the pipeline's messages
 
-    gcn: tuple | None = None  # (index, size, cus, tables) of an amdgcn-amdhsa image
-    release: str = "12"  # the GCC release of the objects (LAYOUTS)
-    mask: int = 0  # the program's `omp requires` mask (GCC 13+)
+    def __init__(self, compiler: str, data: bytes, cus: list, workdir: str, index: int = 0,
+                 cache: object = None):
+        self.compiler = compiler
+        self.data = data  # the image
+        self.cus = cus  # (label, source, entries) per CU, as the target paired them
+        self.workdir = workdir
+        self.index = index  # the image's index in the table (its placeholder symbol); -1: none
+        self.cache = cache  # the link's cache (link/cache.py), for the compiled object
+        self.order: dict[str, list[str]] = {}  # kind -> keys, table order
+        self.relinks = 0
+        self.gcn: tuple | None = None  # (index, size, cus, tables) of an amdgcn-amdhsa image
+        self.release = "12"  # the GCC release of the objects (LAYOUTS)
+        self.mask = 0  # the program's `omp requires` mask (GCC 13+)
 
     @classmethod
     def for_link(cls, plan, images, workdir: str, required: bool,
