@@ -22,15 +22,15 @@ A stamp is the file's device, inode, size, and mtime and ctime in nanoseconds (c
 stricter than make and ld's users expect (make compares mtimes alone). A rewrite of any
 size moves ctime, which no user can set: `touch -d`, `cp -p` and `tar x` restore an mtime,
 never a ctime, and a file put in place by rename has another inode. Within one timestamp
-tick, though, a file can be rewritten and keep its stamp ("racy git"), so a record is
-written only when every file it stamps had settled when it was read (cache/freshness.py);
-otherwise the next link reads the files and writes the record. Nothing here trusts
-a stamp for more than the extract stage: the CUs' codes are keyed by their SHA-256 as before
-(Payload.code_id, recorded), and a CU that must be compiled (its object not in the cache)
-reads its record (a GCC CU: its object) from the file again, refused unless it has the
-recorded SHA-256. A CU whose code is its device object (clang's, without -foffload-lto) is
-keyed by that SHA-256 too, and its offers are kept under that key (compile.as_is): a relink
-reads neither the object nor its symbols.
+tick, though, a file can be rewritten and keep its stamp ("racy git"), so a record keeps the
+stamps of the files that had settled when they were read (cache/freshness.py) alone: the next
+link reads the others again (a record kept per file), or every file (one that is not).
+Nothing here trusts a stamp for more than the extract stage: the CUs' codes are keyed by
+their SHA-256 as before (Payload.code_id, recorded), and a CU that must be compiled (its
+object not in the cache) reads its record (a GCC CU: its object) from the file again,
+refused unless it has the recorded SHA-256. A CU whose code is its device object (clang's,
+without -foffload-lto) is keyed by that SHA-256 too, and its offers are kept under that key
+(compile.as_is): a relink reads neither the object nor its symbols.
 """
 
 from __future__ import annotations
@@ -229,18 +229,23 @@ def _rows(cus: list[CU], where: list[tuple[int, int, int]]) -> list[list] | None
 
 def _record(cache: Cache, key: str, paths: list[str], before: list[os.stat_result], now: int,
             rows: list[list], used: list[tuple[int, str, str]] | None) -> None:
-    """Keep the CUs' rows for the next link, if every file was settled and none moved
-    meanwhile. `used` (extract.Used): the dialects of the objects used, by file, when each
-    file's CUs are its own (no archive member chosen), so a file whose stamp changes is read
-    again alone; None: any change reads the whole link again."""
+    """Keep the CUs' rows for the next link, if none of the files moved meanwhile. `used`
+    (extract.Used): the dialects of the objects used, by file, when each file's CUs are its
+    own (no archive member chosen), so a file whose stamp changes is read again alone; a file
+    not yet settled is then recorded without a stamp, which no stamp matches: the next link
+    reads it again, and takes the others from the record (the edit, compile and link loop:
+    the object just compiled is always fresh). None: any change reads the whole link again,
+    so every file must have settled."""
     if not rows:
         return
-    if not all(settled(st, now) for st in before):
+    fresh = [not settled(st, now) for st in before]
+    if all(fresh) or (used is None and any(fresh)):
         return
     after = _stats(paths)
     stamps = [file_stamp(st) for st in before]
     if after is None or [file_stamp(st) for st in after] != stamps:
         return
+    stamps = [None if f else s for f, s in zip(fresh, stamps)]
     meta: dict = {"paths": paths, "stamps": stamps, "cus": rows}
     if used is not None:
         meta["files"] = [list(u) for u in used]
