@@ -558,7 +558,7 @@ class Registration(plugins.HostStep):
         """The nvptx-none registration's names object (names_object), None without one."""
         if self.index < 0:
             return None
-        dims = gcc.func_dims(self.data.decode("utf-8", "replace"))
+        dims = gcc.func_dims(self.data)
         return names_object(host_e_machine(), self.data, self.order["function"],
                             self.order["variable"], dims, self.release, self.mask,
                             tuple(self.order[gcc.INDIRECT]))
