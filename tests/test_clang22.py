@@ -438,3 +438,88 @@ int main(void) { int x = 0;
         assert done.stdout == "42\n"
         said[prog] = re.findall(r"Launching kernel (\S+)", done.stderr)
     assert said["prog"] == said["prog.clang"] and len(said["prog"]) == 1
+
+
+def _undefined(path: Path) -> set[str]:
+    """An object's undefined symbols, with relocateOffloadSection's hash as `<hash>`."""
+    return {re.sub(r"_[0-9a-f]+$", "_<hash>", s.name) if "llvm_offload_entries_" in s.name
+            else s.name for s in ElfFile.open(str(path)).symbols() if s.name and not s.defined}
+
+
+@needs_clang22
+def test_relocatable_as_toolchain_is_clang22s_own_r(offlink, tmp_path):
+    """`offlink link --relocatable-as-toolchain clang-22 ... -r` does what clang-22's own `-r`
+    does: the device code
+    linked (offlink's per-CU compiles), the image in `.llvm.offloading.relocatable` and
+    registered by the object itself (a priority-101 constructor), no `.llvm.offloading` left,
+    the entries in `llvm_offload_entries_<hash>` with their `__start_`/`__stop_` renamed; the
+    same undefined symbols as clang's output; the same bytes on a second run. Each `-r`
+    output runs as clang's: offlink's final link of it beside another offload object (clang's
+    own stops at start-up on either: "a provided binary image is malformed"), and clang-22's
+    final link of a `-r` output holding the whole program; inspect reads both alike."""
+    (tmp_path / "a.c").write_text("""#include <stdio.h>
+int twice(int);
+int main(void) { int x = 0;
+#pragma omp target map(tofrom: x)
+  x = 42;
+  printf("%d %d\\n", x, twice(x)); return 0; }
+""")
+    (tmp_path / "b.c").write_text("""int twice(int v) { int y = 0;
+#pragma omp target map(tofrom: y)
+  y = 2 * v;
+  return y; }
+""")
+    for name in ("a", "b"):
+        run([CLANG, "-O2", *OFFLOAD, f"-I{OMP_INCLUDE}", "-c", tmp_path / f"{name}.c", "-o",
+             tmp_path / f"{name}.o"])
+    device = ["-Xoffload-linker", "-L/usr/lib/llvm-19/lib", "-Xoffload-linker", "-lomp"]
+    objs = {"b": [tmp_path / "b.o"], "ab": [tmp_path / "a.o", tmp_path / "b.o"]}
+    for part, inputs in objs.items():
+        run([CLANG, *OFFLOAD, "-r", *inputs, "-o", tmp_path / f"{part}.clang.o", *LIBS, *device])
+        run([offlink, "link", "--relocatable-as-toolchain", CLANG, *OFFLOAD, "-r", *inputs,
+             "-o", tmp_path / f"{part}.mine.o", *LIBS])
+        for made in (tmp_path / f"{part}.mine.o", tmp_path / f"{part}.clang.o"):
+            sections = [s.name for s in ElfFile.open(str(made)).sections]
+            assert ".llvm.offloading.relocatable" in sections, made
+            assert ".llvm.offloading" not in sections and "llvm_offload_entries" not in sections
+            assert len([s for s in sections
+                        if re.fullmatch(r"llvm_offload_entries_[0-9a-f]+", s)]) == 1, made
+            assert ".init_array.101" in sections, made
+        assert _undefined(tmp_path / f"{part}.mine.o") == \
+            _undefined(tmp_path / f"{part}.clang.o")
+        said = [json.loads(run([offlink, "inspect", "--json", tmp_path / f"{part}.{m}.o"]).stdout)
+                for m in ("mine", "clang")]
+        assert said[0]["cus"] == said[1]["cus"] == [] and said[0]["kind"] == said[1]["kind"]
+    run([offlink, "link", "--relocatable-as-toolchain", CLANG, *OFFLOAD, "-r", tmp_path / "b.o",
+         "-o", tmp_path / "b2.o", *LIBS])  # again: the same bytes
+    assert (tmp_path / "b2.o").read_bytes() == (tmp_path / "b.mine.o").read_bytes()
+    env = {**os.environ, "LD_LIBRARY_PATH": LLVM_LIB, "LIBOMPTARGET_INFO": "16"}
+    launched = {}
+    programs = {  # (a) offlink's final link beside a.o; (b) clang-22's of the whole program
+        "mine": [offlink, "link", CLANG, *OFFLOAD, tmp_path / "a.o", tmp_path / "b.mine.o"],
+        "theirs": [offlink, "link", CLANG, *OFFLOAD, tmp_path / "a.o", tmp_path / "b.clang.o"],
+        "mine.clang": [CLANG, *OFFLOAD, tmp_path / "ab.mine.o"],
+        "theirs.clang": [CLANG, *OFFLOAD, tmp_path / "ab.clang.o"],
+    }
+    for prog, argv in programs.items():
+        run([*argv, *LIBS, "-o", tmp_path / prog])
+        done = run([tmp_path / prog], env=env)
+        assert done.stdout == "42 84\n", prog
+        launched[prog] = sorted(re.findall(r"Launching kernel (\S+)", done.stderr))
+    assert launched["mine"] == launched["theirs"] and len(launched["mine"]) == 2
+    assert launched["mine.clang"] == launched["theirs.clang"] == launched["mine"]
+
+
+@needs_clang22
+def test_relocatable_as_toolchain_refuses_what_it_cannot_link_as_clang(offlink, sample,
+                                                                       tmp_path):
+    """A -r whose own link offlink does not make as the toolchain's (here: clang-22's objects
+    through clang-19's driver, whose -r keeps no such image) asked to be linked so: one line,
+    nothing written; without the option its CUs are kept for the final link."""
+    vec = sample / "build" / "vec.o"
+    argv = ["clang-19", *OFFLOAD, "-r", vec, "-o", tmp_path / "r.o"]
+    done = run([offlink, "link", "--relocatable-as-toolchain", *argv], check=False)
+    assert done.returncode != 0 and not (tmp_path / "r.o").exists()
+    assert done.stderr.startswith("offlink: error: --relocatable-as-toolchain: ")
+    assert len(done.stderr.splitlines()) == 1
+    run([offlink, "link", "--dry-run", *argv])

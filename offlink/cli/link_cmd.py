@@ -25,6 +25,7 @@ def cmd_link(argv: list[str]) -> int:
                           timings=bool(opts.get("--timings")),
                           cache=not opts.get("--no-cache"),
                           deep_verify=bool(opts.get("--verify-deep")),
+                          relocatable_as_toolchain=bool(opts.get("--relocatable-as-toolchain")),
                           toolchain_options={o: True for o in LINK_OPTIONS if opts.get(o)},
                           offload_options=list(opts.get("--offload-option") or []),
                           offload_symbols=list(opts.get("--offload-symbol") or []),

@@ -101,6 +101,11 @@ and of each CU's target compile to FILE"""),
      Option(("--verify-deep",), "", False, """\
 also check the output with lief, a second ELF reader (slower;
 also OFFLINK_VERIFY=deep)"""),
+     Option(("--relocatable-as-toolchain",), "", False, """\
+with -r, link clang 21+ CUs' device code into the object now,
+as clang's own -r does (its entries then private to the object:
+no later CU can call its declare target functions); by default
+every CU is kept for the final link"""),
      VERBOSE, TRACEBACK, VERSION, HELP))
 
 COMMANDS = {"cc": CC, "link": LINK}

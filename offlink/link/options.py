@@ -35,6 +35,9 @@ class LinkOptions(NamedTuple):
     offload_symbols: Sequence[str] = ()  # --offload-symbol (link/narrow.py)
     offload_symbol_lists: Sequence[str] = ()  # --offload-symbol-list
     origin_names: Mapping[str, str] = NOTHING  # temporary object -> source
+    # -r: the CUs whose toolchain's own -r links their device code (clang 21+'s) linked now,
+    # as it does (--relocatable-as-toolchain); by default every CU is kept for the final link
+    relocatable_as_toolchain: bool = False
     # A toolchain's own link options (the registry's LINK_OPTIONS: --gomp-register), by name.
     toolchain_options: Mapping[str, object] = NOTHING
 

@@ -32,9 +32,26 @@ def link(argv: list[str], options: LinkOptions) -> int:
         stats = check_output(plan)
     if plan.mode == "relocatable":
         # `ld -r` concatenates the payload sections, so the result is a fat object that a
-        # later offlink link reads CU by CU (no driver may link the device code here).
-        return link_as_given(plan._replace(argv=dialects.relocatable_argv(plan.argv)),
-                             options, timer)
+        # later offlink link reads CU by CU (no driver links the device code here); with
+        # --relocatable-as-toolchain, the CUs whose toolchain's own -r links them (clang
+        # 21+'s) are linked here, as that -r links them.
+        plan = plan._replace(argv=dialects.relocatable_argv(plan.argv))
+        if not options.relocatable_as_toolchain:
+            return link_as_given(plan, options, timer)
+        with timer.stage("extract"):
+            cus = extract(plan, options.offload_options, options.cache, stats)
+            cus = dialects.select(cus, plan.base_args) if cus else cus
+            linked = dialects.linked_at_relocatable(cus, plan.argv) if cus else None
+        if linked is None:
+            if cus:
+                raise UsageError("--relocatable-as-toolchain: offlink links the device code of "
+                                 "a -r as clang's own -r does for clang 21+ OpenMP objects of "
+                                 "one x86_64 target only (the one checked by running here); "
+                                 "without the option every CU is kept for the final link")
+            return link_as_given(plan, options, timer)
+        from . import stages
+
+        return stages.relocatable_link(plan, options, *linked, timer)
     with timer.stage("extract"):
         narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
         cus = extract(plan, options.offload_options, options.cache, stats)

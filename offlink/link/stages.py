@@ -17,7 +17,7 @@ from ..formats import origins as origins_format
 from ..formats.table import Layout, reserve
 from ..model import CU
 from ..plugins import CompiledCU, Image, Target, host_e_machine
-from ..toolchains import registrations, resolve
+from ..toolchains import dialects, registrations, resolve
 from . import host
 from .compile import compile_all, object_names, planned, show_warnings
 from .context import LinkContext
@@ -162,6 +162,32 @@ def host_link(ctx: LinkContext, plan: LinkPlan, images: list[Image],
         host.host_link(plan, staged, os.path.join(ctx.workdir, PLACEHOLDER), images, targets,
                        ctx.workdir, ctx.cache, ctx.options.toolchain_options)
     return staged
+
+
+def relocatable_link(plan: LinkPlan, options: LinkOptions, dialect: str, cus: list[CU],
+                     timer: Timer) -> int:
+    """A `-r` link whose CUs' device code `dialect` links now, as its toolchain's own `-r`
+    does (dialects.linked_at_relocatable): their images built as a final link builds them
+    (per-CU compiles, the cache), then the dialect's `-r` link with them, staged and moved
+    into place as a final link's output; 0."""
+    narrowing = Narrowing.from_options(options.offload_symbols, options.offload_symbol_lists)
+    prefetch_identity(plan, options, cus)
+    targets = link_targets(cus, options, plan)
+    if options.dry_run:
+        print_commands(plan, cus, targets, options, narrowing)
+        return 0
+    with LinkContext.open(options) as ctx:
+        images, _ = build_images(ctx, plan, cus, targets, narrowing, timer)
+        ctx.slot = OutputSlot(plan.output)
+        os.mkdir(os.path.join(ctx.workdir, "out"))
+        staged = os.path.join(ctx.workdir, "out", os.path.basename(plan.output))
+        with timer.stage("host"), ctx.while_host_links():
+            dialects.relocatable_link(
+                dialect, lambda added: host.host_argv(plan, staged, added, targets), images,
+                staged, ctx.workdir)
+        ctx.install(staged)
+        timer.end(options, plan.output)
+    return 0
 
 
 def verify_output(plan: LinkPlan, staged: str, filled: Filled, images: list[Image],

@@ -106,6 +106,25 @@ def relocatable_argv(argv: list[str]) -> list[str]:
     return argv
 
 
+def linked_at_relocatable(cus: list[CU], argv: list[str]) -> tuple[str, list[CU]] | None:
+    """The dialect that links its CUs' device code at `-r` time with this (offload driver
+    words dropped) line, as its toolchain's own `-r` does, and those CUs; None where none does
+    (every CU is then kept apart for the final link)."""
+    for dialect in dict.fromkeys(SECTIONS.values()):
+        reader = _module(dialect)
+        if hasattr(reader, "linked_at_relocatable"):
+            linked = reader.linked_at_relocatable(cus, argv)
+            if linked:
+                return dialect, linked
+    return None
+
+
+def relocatable_link(dialect: str, argv_for, images, output: str, workdir: str) -> None:
+    """`dialect`'s `-r` link into `output` with its images (linked_at_relocatable);
+    `argv_for(added)` is the link's command line with the files `added`."""
+    _module(dialect).relocatable_link(argv_for, images, output, workdir)
+
+
 def select(cus: list[CU], link_args: list[str]) -> list[CU]:
     """The CUs the link builds images from: each dialect of the CUs' targets that has a
     `select` (GCC's, from its link words: gcc/dialect.py) keeps or drops its own, or refuses

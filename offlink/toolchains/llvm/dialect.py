@@ -38,6 +38,7 @@ from ...formats.offload_binary import (
 )
 from ...formats.payload import Payload
 from ...model import CU
+from .relocatable import linked_at_relocatable, relocatable_link  # noqa: F401 (the dialect's)
 
 TARGET_PREFIX = "openmp-"
 RUNTIME = "libomptarget"  # what its host code calls (__tgt_target_kernel, ...)
@@ -207,7 +208,8 @@ def without_offload_driver(argv: list[str]) -> list[str]:
 
 
 def relocatable_argv(argv: list[str]) -> list[str]:
-    """A `-r` link without the words that make clang 19 link the device code at `-r` time."""
+    """A `-r` link without the words that make clang 19+ link the device code at `-r` time
+    (clang 21+'s CUs that offlink links at `-r` itself: relocatable.py)."""
     return without_offload_driver(argv)
 
 
