@@ -467,3 +467,25 @@ timeout -s KILL 3 ./prog2 || true"""
     # what the warning foretells: libgomp's own message (then the hang, cut short here)
     assert proc.stdout.splitlines()[0] == "rc=1" and "libgomp: OpenMP 'requires' directive " \
         "with 'unified_shared_memory' specified only in some compilation units" in proc.stderr
+
+
+def test_the_host_compilers_release_is_asked_once_then_kept(tmp_path, monkeypatch):
+    """The registration checks the host compiler's release (`-dumpversion`) on every link;
+    the answer is kept in the cache under the compiler's identity, so a relink runs no
+    compiler for it, and a compiler with other content is asked again."""
+    from offlink.cache.store import Cache
+
+    log = tmp_path / "calls"
+    gcc = tmp_path / "gcc-14"
+    gcc.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\necho 14.2.0\n")
+    gcc.chmod(0o755)
+    monkeypatch.setenv("OFFLINK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("offlink.cache.freshness.SETTLED", -1.0)
+    (tmp_path / "cache").mkdir()
+    for _ in range(3):  # three links
+        assert gomp.compiler_major(str(gcc), Cache.open(True)) == "14"
+    assert log.read_text().splitlines().count("-dumpversion") == 1
+    assert gomp.compiler_major(str(gcc)) == "14"  # no cache: asked
+    gcc.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\necho 15.1.0\n")
+    assert gomp.compiler_major(str(gcc), Cache.open(True)) == "15"
+    assert log.read_text().splitlines().count("-dumpversion") == 3

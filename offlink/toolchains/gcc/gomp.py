@@ -464,6 +464,22 @@ class GompRegistration(plugins.Registration):
         return Registration.for_link(plan, images, workdir, asked, cache)
 
 
+def compiler_major(compiler: str, cache=None) -> str:
+    """The GCC release of `compiler` (`-dumpversion`'s major), kept in the cache under the
+    compiler's identity (its path, content and `--version`, remembered by its stamp), so a
+    relink runs no compiler to ask."""
+    identity = cache.tool_identity(compiler) if cache is not None else None
+    key = cache.key("gcc-dumpversion", identity) if identity is not None else None
+    hit = cache.get(key, count=False) if key is not None else None
+    if hit is not None and isinstance(hit.meta.get("major"), str):
+        return hit.meta["major"]
+    version = runner.run([compiler, "-dumpversion"], f"{compiler} -dumpversion")
+    major = version.stdout.decode().strip().split(".")[0]
+    if key is not None:
+        cache.put(key, {"major": major}, b"")
+    return major
+
+
 class Registration(plugins.HostStep):
     """The registration of one link's nvptx-none image: its C file, object and host inputs."""
 
@@ -509,8 +525,7 @@ class Registration(plugins.HostStep):
             raise UsageError(f"offlink writes the libgomp registration of GCC "
                              f"{', '.join(LAYOUTS)}; these objects are GCC {release}'s")
         compiler = c_driver(plan.driver)
-        version = runner.run([compiler, "-dumpversion"], f"{compiler} -dumpversion")
-        major = version.stdout.decode().strip().split(".")[0]
+        major = compiler_major(compiler, cache)
         if major != release:
             raise UsageError(f"the offload objects are GCC {release}'s and the host compiler "
                              f"{compiler} is GCC {major}: libgomp {release} takes GCC "
