@@ -140,7 +140,7 @@ def test_openacc_in_cxx_and_fortran(offlink, shim, tmp_path, language):
     source.write_text(CXX_ACC if language == "c++" else FORTRAN_ACC)
     offload = ["-fopenacc", "-foffload=nvptx-none"]
     run([driver, "-O2", *offload, "-c", source, "-o", "acc.o"], cwd=tmp_path)
-    run([offlink, "link", driver, *offload, "acc.o", "-o", "acc"], cwd=tmp_path)
+    run([offlink, "link", driver, *offload, ISA, "acc.o", "-o", "acc"], cwd=tmp_path)
     run([driver, *offload, ISA, "acc.o", "-o", "acc.gcc"], cwd=tmp_path)
     (head, funcs, _), = same_as_gcc(tmp_path / "acc", tmp_path / "acc.gcc", shim)
     assert all(len(f) == 4 for f in funcs) and any(f[1:] != ("0", "0", "0") for f in funcs)

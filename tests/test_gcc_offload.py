@@ -32,7 +32,8 @@ needs_ptxas = needs_tool(PTXAS is None, "ptxas (CUDA) not installed")
 CFLAGS = ["-O2", "-fopenmp", "-foffload=nvptx-none"]
 # offlink's link of them: -foffload=nvptx-none, as GCC's link needs where gcc-12-offload-amdgcn
 # is installed too (without it, GCC builds an image for every installed offload compiler).
-GCC_LINK = ["gcc", "-fopenmp", "-foffload=nvptx-none"]
+GCC_LINK = ["gcc", "-fopenmp", "-foffload=nvptx-none",
+            "-foffload-options=-misa=sm_80"]  # GCC 12's default sm_30: CUDA 12+'s ptxas refuses it
 
 
 @pytest.fixture(scope="module")
@@ -791,7 +792,8 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     for name in ("saxpy", "stats"):
         run(["gcc", *CFLAGS, "-fPIC", "-c", sample / f"{name}.c", "-o", f"{name}.o"],
             cwd=tmp_path)
-    run([offlink, "link", "gcc", "-foffload=nvptx-none", "-shared", "-nostartfiles", "saxpy.o",
+    run([offlink, "link", "gcc", "-foffload=nvptx-none", "-foffload-options=-misa=sm_80",
+         "-shared", "-nostartfiles", "saxpy.o",
          "stats.o", "-lgomp", "-o", "libss.so"], cwd=tmp_path)
     run([offlink, "link", *GCC_LINK, b / "main.o", "-L.", "-lss",
          "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=tmp_path)
@@ -809,7 +811,7 @@ def test_gomp_register_without_gcc_crt_files_and_in_a_dso(offlink, sample, gomp_
     # the same version, device type, slot counts and function names, variables of one size.
     ref = tmp_path / "gcc"
     ref.mkdir()
-    gcc_link = [*GCC_LINK, "-foffload-options=-misa=sm_80"]
+    gcc_link = GCC_LINK
     run([*gcc_link, "-shared", "../saxpy.o", "../stats.o", "-o", "libss.so"], cwd=ref)
     run([*gcc_link, b / "main.o", "-L.", "-lss", "-Wl,-rpath,$ORIGIN", "-o", "app"], cwd=ref)
     gcc_out, gcc_lines, _ = registrations(ref / "app", gomp_shim, ref / "app.log")

@@ -92,8 +92,8 @@ def test_gcc_and_clang_offload_objects_are_refused_in_one_line_before_any_work(
 def test_offlink_and_gcc_offload_objects_link_and_run_together(offlink, objects):
     g, o = gcc_object(objects), own_object(offlink, objects)
     (objects / "main.c").write_text(main_calling("gsq", "osq"))
-    run([offlink, "link", "gcc", "-fopenmp", "-foffload=nvptx-none", "main.c", g, o, "-o",
-         "prog"], cwd=objects)
+    run([offlink, "link", "gcc", "-fopenmp", "-foffload=nvptx-none",
+         "-foffload-options=-misa=sm_80", "main.c", g, o, "-o", "prog"], cwd=objects)
     assert run(["./prog"], cwd=objects).stdout == "9 11\n"
     shown = run([offlink, "inspect", "prog"], cwd=objects).stdout
     assert "nvptx-none" in shown and TRIPLE in shown and "osq" in shown

@@ -207,7 +207,8 @@ def test_gcc_fopenmp_alone_through_offlink_cc(offlink, tmp_path, env):
     build = tmp_path / "build"
     # The link names its GCC target: without -foffload= GCC's link builds every installed
     # offload compiler's image, and so does offlink's (amdgcn-amdhsa too: test_gcc_amdgcn).
-    run(["make", "-C", sample, "CC=offlink cc gcc", "CCLD=$(CC) -foffload=nvptx-none",
+    run(["make", "-C", sample, "CC=offlink cc gcc",
+         "CCLD=$(CC) -foffload=nvptx-none -foffload-options=-misa=sm_80",
          "OFFLOAD=-fopenmp", f"BUILD={build}", "run"], env=env)
     shown = run([offlink, "inspect", build / "app"], env=env).stdout
     assert "    x86_64-pc-linux-gnu " in shown and "    nvptx-none " in shown, shown

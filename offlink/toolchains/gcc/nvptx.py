@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from ...cache.store import Cache
 
 NAME = gcc.TARGET
-DEFAULT_ISA = "-misa=sm_80"  # GCC 12's default (sm_30) is refused by CUDA 12+'s ptxas
 MKOFFLOAD_LIBS = ["-lgomp", "-lgcc", "-lc", "-lgcc"]
 # GCC 13+: lto1 writes the CU's `omp requires` mask (4 bytes) to the file this names, and is
 # fatal without it (lto-cgraph.cc, input_offload_tables); mkoffload sets it per link.
@@ -479,8 +478,10 @@ def compile_driver(cu) -> list[str]:
     gomp = [] if gcc.is_openacc(cu.payload.options) else ["-mgomp"]
     if release(cu) >= 15:
         gomp.append("-mfake-exceptions")
-    # nvptx-as would run ptxas on each CU's output; offlink checks the ISA once (offers).
-    return [cu.payload.compiler, "-xlto", "-m64", *gomp, DEFAULT_ISA, *compile_opts,
+    # No -misa: the release's own default ISA, as in GCC's own link (sm_30 for 12-14, sm_52
+    # for 15-16), unless the options name one. nvptx-as would run ptxas on each CU's output;
+    # offlink checks the ISA once (offers).
+    return [cu.payload.compiler, "-xlto", "-m64", *gomp, *compile_opts,
             "-Wa,--no-verify"]
 
 
