@@ -62,3 +62,36 @@ def test_offlink_and_clang23_links_print_and_launch_the_same(built):
         assert "\n".join(printed) + "\n" == (PROGRAM / "expected.txt").read_text()
         launched[prog] = sorted(re.findall(r"Launching kernel (\S+)", said))
     assert launched["prog"] == launched["prog.clang"] and len(launched["prog"]) == 4
+
+
+def test_llvm23_bitcode_symbols_are_llvm_lto2s(offlink, tmp_path):
+    """LLVM 23's bitcode symbol table (irsymtab version 4: Uncommon's CommonSize a u64) read
+    as `llvm-lto2-23 dump-symtab` lists it, in its order: C++ host bitcode (weak, templates,
+    TLS, a section) and C with common symbols; the reader's list printed inside the chroot."""
+    from test_clang_lto import CXX
+
+    chroot("sid")
+    (tmp_path / "x.cpp").write_text(CXX.replace("int comm;", "int comm;\n__thread int tl;"))
+    (tmp_path / "c.c").write_text("int c;\nlong big[3];\nint f(void) { return c + big[1]; }\n")
+    script = ("import sys\nfrom offlink.formats.bitcode import symbols\n"
+              "for s in symbols(open(sys.argv[1], 'rb').read(), 'x.bc'):\n"
+              "    print(s.dump_flags, s.name, s.section, sep='\\t')\n")
+    found = {}
+    for src, driver in (("x.cpp", "clang++-23"), ("c.c", "clang-23")):
+        bc = tmp_path / (src.split(".")[0] + ".bc")
+        sid([driver, "-O2", "-flto", "-fcommon", "-c", tmp_path / src, "-o", bc], tmp_path)
+        theirs = []
+        for line in sid(["/usr/lib/llvm-23/bin/llvm-lto2", "dump-symtab", bc],
+                        tmp_path).splitlines():
+            if line.startswith("version: "):
+                assert line == "version: 4"
+            if len(line) > 9 and line[8] == " " and line[0] in "DHP" and line[1] in "U-":
+                theirs.append([line[:8], line[9:], ""])
+            elif line.startswith("         section "):
+                theirs[-1][2] = line[len("         section "):]
+        mine = [line.split("\t") for line in
+                sid(["python3", "-c", script, bc], tmp_path).splitlines()]
+        assert mine == theirs and mine, src
+        found[src] = mine
+    assert ["D-------", "insect", "mysect"] in found["x.cpp"]
+    assert ["D-C-----", "c", ""] in found["c.c"] and ["D-C-----", "big", ""] in found["c.c"]

@@ -3,7 +3,7 @@ lists), so a link can see every CU's symbols without a process per CU.
 
 Bitcode (llvm/Bitstream, docs/BitCodeFormat.rst) is a stream of blocks; since LLVM 5 the
 writer adds two top-level blocks after the module: SYMTAB_BLOCK (id 25) with one blob, the
-irsymtab (llvm/Object/IRSymtab.h, `storage::Header`, version 3 in LLVM 17-19), and
+irsymtab (llvm/Object/IRSymtab.h, `storage::Header`, version 3 in LLVM 17-22, 4 in LLVM 23), and
 STRTAB_BLOCK (id 23) whose blob holds the names the irsymtab points at. Top-level blocks are
 skipped by their length word; only those two are read. A file without them (or of another
 irsymtab version) is not read here: `symbols()` returns None and the caller asks LLVM.
@@ -20,15 +20,16 @@ MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"  # Darwin's wrapper header (magic, version, offset, size)
 SYMTAB_BLOCK = 25
 STRTAB_BLOCK = 23
-IRSYMTAB_VERSION = 3
+IRSYMTAB_VERSIONS = (3, 4)  # LLVM 17-22 write 3; LLVM 23 writes 4 (Uncommon's CommonSize: 64 bits)
 
 # irsymtab::storage: Word = u32; Str = {offset, size} in the strtab; Range = {offset in the
 # symtab blob, count}.
 HEADER = struct.Struct("<I2I2I2I2I2I2I2I2I2I")  # Version, Producer, Modules, Comdats,
 #   Symbols, Uncommons, TargetTriple, SourceFileName, COFFLinkerOpts, DependentLibraries
 SYMBOL = struct.Struct("<2I2III")  # Name, IRName, ComdatIndex, Flags
-UNCOMMON = struct.Struct("<II2I2I")  # CommonSize, CommonAlign, COFFWeakExternFallbackName,
-#                                      SectionName
+UNCOMMON = {3: struct.Struct("<II2I2I"),  # CommonSize, CommonAlign, COFFWeakExternFallbackName,
+             4: struct.Struct("<QI2I2I")}  # SectionName; version 4: CommonSize a u64 (checked
+#   against llvm-lto2-23 dump-symtab of clang-23's bitcode: the rest as version 3)
 
 # Symbol::FlagBits
 FB_HAS_UNCOMMON = 1 << 2
@@ -230,11 +231,12 @@ def symbols(data: bytes, where: str) -> list[Symbol] | None:
     if symtab is None or strtab is None or len(symtab) < HEADER.size:
         return None
     h = HEADER.unpack_from(symtab)
-    if h[0] != IRSYMTAB_VERSION:
+    if h[0] not in IRSYMTAB_VERSIONS:
         return None
+    uncommon_row = UNCOMMON[h[0]]
     sym_off, sym_count, unc_off, unc_count = h[7], h[8], h[9], h[10]
     if (sym_off + sym_count * SYMBOL.size > len(symtab)
-            or unc_off + unc_count * UNCOMMON.size > len(symtab)):
+            or unc_off + unc_count * uncommon_row.size > len(symtab)):
         raise FormatError(f"{where}: bitcode symbol table out of bounds")
 
     def string(offset: int, size: int) -> str:
@@ -251,7 +253,7 @@ def symbols(data: bytes, where: str) -> list[Symbol] | None:
         if flags & FB_HAS_UNCOMMON:
             if uncommon >= unc_count:
                 raise FormatError(f"{where}: bitcode symbol table out of bounds")
-            u = UNCOMMON.unpack_from(symtab, unc_off + uncommon * UNCOMMON.size)
+            u = uncommon_row.unpack_from(symtab, unc_off + uncommon * uncommon_row.size)
             section = string(u[4], u[5])
             uncommon += 1
         # lto::InputFile keeps the global symbols that are not format specific (llvm.*).
