@@ -97,7 +97,7 @@ class Children:
             raise KeyboardInterrupt
         if code != 0:
             status = code if code > 0 else 128 - code
-            raise ToolError(f"{what} failed (exit status {code}): {runner.show(argv)}",
+            raise ToolError(f"{what} failed (exit status {code}): {runner.brief(argv)}",
                             exit_code=status, output=out)
         return out
 

@@ -30,6 +30,28 @@ def show(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+BRIEF = 2000  # characters of a failed command an error line shows at most
+
+
+def brief(argv: Sequence[str]) -> str:
+    """A failed command as an error line shows it: whole (show), or, where that is longer
+    than BRIEF characters (llvm-lto2 with one `-r=` resolution per symbol: tens of KB), its
+    first words and its last three, saying how many are left out and where to see them."""
+    whole = show(argv)
+    if len(whole) <= BRIEF or len(argv) < 8:
+        return whole
+    head: list[str] = []
+    size = 0
+    for word in argv[:-3]:
+        size += len(word) + 1
+        if size > BRIEF // 2:
+            break
+        head.append(word)
+    left = len(argv) - 3 - len(head)
+    return (f"{show(head)} ... [{left} more words: offlink --verbose prints the whole "
+            f"command] {show(argv[-3:])}")
+
+
 def which(tool: str) -> str | None:
     """The tool's path as exec would find it: shutil.which's answer, without shutil (with the
     bz2 and lzma it imports), which `offlink cc`'s warm hit and every link would import for it
@@ -140,7 +162,7 @@ def run(argv: Sequence[str], what: str, *, capture: bool = True, cwd: str | None
     if proc.returncode != 0:
         out = proc.stdout.decode(errors="replace") if capture and proc.stdout else ""
         status = proc.returncode if proc.returncode > 0 else 128 - proc.returncode
-        raise ToolError(f"{what} failed (exit status {proc.returncode}): {show(argv)}",
+        raise ToolError(f"{what} failed (exit status {proc.returncode}): {brief(argv)}",
                         exit_code=status, output=out)
     return proc
 
@@ -195,7 +217,7 @@ def run_here(argv: Sequence[str], what: str) -> None:
         raise
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        raise ToolError(f"{what} failed (exit status {code}): {show(argv)}",
+        raise ToolError(f"{what} failed (exit status {code}): {brief(argv)}",
                         exit_code=code if code > 0 else 128 - code)
 
 

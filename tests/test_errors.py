@@ -441,3 +441,26 @@ main()
         assert proc.returncode == status, proc.stderr
         assert (ws.root / "prog").exists() == (status == 0)
         assert hook.exists() == (how == "hook")
+
+
+def test_a_failed_command_of_tens_of_kilobytes_is_shown_briefly(tmp_path):
+    """An error names the failed command; llvm-lto2's (one `-r=` resolution per symbol of the
+    CU and the device runtime: ~20 KB for one AMD CU) is shown by its first words and its
+    last three, with how many are left out; a command of ordinary length whole."""
+    from offlink import run as runner
+    from offlink.errors import ToolError
+
+    argv = ["/usr/lib/llvm-22/bin/llvm-lto2", "run", "-O2", "in.bc", "libomptarget.bc",
+            *(f"-r=libomptarget.bc,symbol_number_{i},pl" for i in range(600)), "-o", "out.o"]
+    false = shutil.which("false")
+    with pytest.raises(ToolError) as e:
+        runner.run([false, *argv[1:]], "target compile of h.c (h.o)")
+    said = str(e.value)
+    assert said.startswith(f"target compile of h.c (h.o) failed (exit status 1): {false} run "
+                           "-O2 in.bc libomptarget.bc -r=libomptarget.bc,symbol_number_0,pl")
+    assert said.endswith("more words: offlink --verbose prints the whole command] "
+                         "-r=libomptarget.bc,symbol_number_599,pl -o out.o")
+    assert len(said) < 1300 and f"... [{600 - said.count('-r=')} more words" in said
+    short = [false, "-c", "a.c", "-o", "a.o"]
+    with pytest.raises(ToolError, match=r"failed \(exit status 1\): \S+false -c a.c -o a.o$"):
+        runner.run(short, "compile")
