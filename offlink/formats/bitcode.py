@@ -20,16 +20,16 @@ MAGIC = b"BC\xc0\xde"
 WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"  # Darwin's wrapper header (magic, version, offset, size)
 SYMTAB_BLOCK = 25
 STRTAB_BLOCK = 23
-IRSYMTAB_VERSIONS = (3, 4)  # LLVM 17-22 write 3; LLVM 23 writes 4 (Uncommon's CommonSize: 64 bits)
 
 # irsymtab::storage: Word = u32; Str = {offset, size} in the strtab; Range = {offset in the
 # symtab blob, count}.
 HEADER = struct.Struct("<I2I2I2I2I2I2I2I2I2I")  # Version, Producer, Modules, Comdats,
 #   Symbols, Uncommons, TargetTriple, SourceFileName, COFFLinkerOpts, DependentLibraries
 SYMBOL = struct.Struct("<2I2III")  # Name, IRName, ComdatIndex, Flags
-UNCOMMON = {3: struct.Struct("<II2I2I"),  # CommonSize, CommonAlign, COFFWeakExternFallbackName,
-             4: struct.Struct("<QI2I2I")}  # SectionName; version 4: CommonSize a u64 (checked
-#   against llvm-lto2-23 dump-symtab of clang-23's bitcode: the rest as version 3)
+# Uncommon, by the irsymtab versions read here (LLVM 17-22 write 3, LLVM 23 writes 4):
+# CommonSize, CommonAlign, COFFWeakExternFallbackName, SectionName; in version 4 CommonSize is
+# a u64 (checked against llvm-lto2-23 dump-symtab of clang-23's bitcode: the rest as in 3).
+UNCOMMON = {3: struct.Struct("<II2I2I"), 4: struct.Struct("<QI2I2I")}
 
 # Symbol::FlagBits
 FB_HAS_UNCOMMON = 1 << 2
@@ -231,9 +231,9 @@ def symbols(data: bytes, where: str) -> list[Symbol] | None:
     if symtab is None or strtab is None or len(symtab) < HEADER.size:
         return None
     h = HEADER.unpack_from(symtab)
-    if h[0] not in IRSYMTAB_VERSIONS:
+    uncommon_row = UNCOMMON.get(h[0])
+    if uncommon_row is None:
         return None
-    uncommon_row = UNCOMMON[h[0]]
     sym_off, sym_count, unc_off, unc_count = h[7], h[8], h[9], h[10]
     if (sym_off + sym_count * SYMBOL.size > len(symtab)
             or unc_off + unc_count * uncommon_row.size > len(symtab)):
