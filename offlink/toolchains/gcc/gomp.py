@@ -269,8 +269,8 @@ def c_source(index: int, image: bytes, funcs: list[str], variables: list[str],
          "#include <stdint.h>", "", "#define HIDDEN __attribute__ ((__visibility__ (\"hidden\")))",
          f"extern const char {symbol}[] HIDDEN;", ""]
     parts = len(ptx_parts(image))
-    extra = extra_files(layout, image, funcs, mask, indirect)
-    for name, _ in extra:
+    extra = extra_names(layout, funcs, mask, indirect)
+    for name in extra:
         w.append(f"extern const char __offlink_gomp_{name}[] HIDDEN;  /* mkoffload's "
                  f"`${'offload_' + name}` file */")
     rows = parts + len(extra)
@@ -315,7 +315,7 @@ extern void GOMP_offload_unregister_ver (unsigned, const void *, int, const void
             f"      ptx_objs[i].size = __builtin_strlen (p) + 1;\n"
             f"      p += ptx_objs[i].size;\n    }}\n")
         if call == "init":
-            for k, (name, _) in enumerate(extra, parts):
+            for k, name in enumerate(extra, parts):
                 split += (f"  ptx_objs[{k}].code = __offlink_gomp_{name};\n"
                           f"  ptx_objs[{k}].size = __builtin_strlen (__offlink_gomp_{name})"
                           f" + 1;\n")
@@ -325,17 +325,24 @@ extern void GOMP_offload_unregister_ver (unsigned, const void *, int, const void
     return "\n".join(w)
 
 
+def extra_names(layout, funcs: list[str], mask: int, indirect: tuple[str, ...]) -> list[str]:
+    """The C names of mkoffload's own PTX files after the image's: `$offload_func_table`
+    under `requires reverse_offload` (GCC 13+), `$offload_ind_func_table` where there are
+    indirect functions (GCC 14+); extra_files makes their text."""
+    names = []
+    if layout.requires and mask & REQUIRES_REVERSE_OFFLOAD and funcs:
+        names.append("func_table")
+    if indirect:
+        names.append("ind_func_table")
+    return names
+
+
 def extra_files(layout, image: bytes, funcs: list[str], mask: int,
                 indirect: tuple[str, ...]) -> list[tuple[str, bytes]]:
-    """mkoffload's own PTX files after the image's, (C name, text): `$offload_func_table`
-    under `requires reverse_offload` (GCC 13+), `$offload_ind_func_table` where there are
-    indirect functions (GCC 14+)."""
-    extra = []
-    if layout.requires and mask & REQUIRES_REVERSE_OFFLOAD and funcs:
-        extra.append(("func_table", func_table(image, funcs)))
-    if indirect:
-        extra.append(("ind_func_table", ind_func_table(image, list(indirect))))
-    return extra
+    """mkoffload's own PTX files after the image's (extra_names), (C name, text)."""
+    return [(name, func_table(image, funcs) if name == "func_table"
+             else ind_func_table(image, list(indirect)))
+            for name in extra_names(layout, funcs, mask, indirect)]
 
 
 def names_object(e_machine: int, image: bytes, funcs: list[str], variables: list[str],
