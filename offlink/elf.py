@@ -363,10 +363,6 @@ def data_object(e_machine: int, strings: bytes, tables: list[DataTable]) -> byte
     relocated: R_X86_64_64 / R_AARCH64_ABS64 against the strings' section, which the linker
     turns into R_*_RELATIVE in a PIE or shared library), under its hidden global symbol."""
     absolute = _DYNAMIC_RELOCS[e_machine][1]
-    ro_name, rel_name = ".rodata.offlink", ".data.rel.ro.offlink"
-    names = [ro_name, rel_name, ".rela" + rel_name, ".note.GNU-stack", ".symtab", ".strtab",
-             ".shstrtab"]
-    shstrtab = b"\0" + b"".join(n.encode() + b"\0" for n in names)
     data = bytearray()
     rela = bytearray()
     # null, the strings' section (relocations' target: symbol 1), then one global per table
@@ -380,30 +376,29 @@ def data_object(e_machine: int, strings: bytes, tables: list[DataTable]) -> byte
         symtab += _SYM.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 2, at,
                             len(t.content))
         strtab += t.symbol.encode() + b"\0"
+    # Sections 1-7: name, content, type, flags, link, info (the symbol table's: its first
+    # global symbol), alignment, entry size.
+    sections = [
+        (".rodata.offlink", strings, SHT_PROGBITS, SHF_ALLOC, 0, 0, 1, 0),
+        (".data.rel.ro.offlink", data, SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, 0, 0, 8, 0),
+        (".rela.data.rel.ro.offlink", rela, SHT_RELA, SHF_INFO_LINK, 5, 2, 8, _RELA.size),
+        (".note.GNU-stack", b"", SHT_PROGBITS, 0, 0, 0, 1, 0),
+        (".symtab", symtab, SHT_SYMTAB, 0, 6, 2, 8, _SYM.size),
+        (".strtab", strtab, SHT_STRTAB, 0, 0, 0, 1, 0),
+        (".shstrtab", b"", SHT_STRTAB, 0, 0, 0, 1, 0),  # its content: below
+    ]
+    shstrtab = b"\0" + b"".join(sec[0].encode() + b"\0" for sec in sections)
     body = bytearray(64)
-    offsets = []
-    for part, align in ((strings, 1), (data, 8), (rela, 8), (b"", 1), (symtab, 8),
-                        (strtab, 1), (shstrtab, 1)):
+    headers = bytearray(_SHDR.size)
+    for name, content, kind, flags, link, info, align, entsize in sections:
+        content = shstrtab if name == ".shstrtab" else content
         body += bytes(-len(body) % align)
-        offsets.append(len(body))
-        body += part
+        headers += _SHDR.pack(shstrtab.index(b"\0" + name.encode() + b"\0") + 1, kind, flags,
+                              0, len(body), len(content), link, info, align, entsize)
+        body += content
     body += bytes(-len(body) % 8)
     shoff = len(body)
-    # name, type, flags, link, info, align, entsize of each section after the null one
-    specs = [(SHT_PROGBITS, SHF_ALLOC, 0, 0, 1, 0),
-             (SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, 0, 0, 8, 0),
-             (SHT_RELA, SHF_INFO_LINK, 5, 2, 8, _RELA.size),
-             (SHT_PROGBITS, 0, 0, 0, 1, 0),
-             (SHT_SYMTAB, 0, 6, 2, 8, _SYM.size),  # info: the first global symbol
-             (SHT_STRTAB, 0, 0, 0, 1, 0),
-             (SHT_STRTAB, 0, 0, 0, 1, 0)]
-    parts = (strings, data, rela, b"", symtab, strtab, shstrtab)
-    headers = bytearray(_SHDR.size)
-    for name, (kind, flags, link, info, align, entsize), at, part in zip(names, specs,
-                                                                        offsets, parts):
-        headers += _SHDR.pack(shstrtab.index(b"\0" + name.encode() + b"\0") + 1, kind, flags,
-                              0, at, len(part), link, info, align, entsize)
     ident = ELF_MAGIC + bytes([2, 1, 1, 0]) + bytes(8)
     body[:64] = _EHDR.pack(ident, ET_REL, e_machine, 1, 0, 0, shoff, 0, 64, 0, 0, _SHDR.size,
-                           len(names) + 1, len(names))
+                           len(sections) + 1, len(sections))
     return bytes(body + headers)
