@@ -121,8 +121,9 @@ def parse_binaries(data: bytes, where: str) -> list[OffloadImage]:
             raise FormatError(f"{where}: OffloadBinary at {pos:#x} claims {size} bytes, "
                               f"out of bounds")
         blob = data[pos:pos + size]
-        if version >= 3 and INFLATED.unpack_from(blob, HEADER.size)[0]:
-            blob = _inflate(blob, entry_off, INFLATED.unpack_from(blob, HEADER.size)[0], where)
+        inflated = INFLATED.unpack_from(blob, HEADER.size)[0] if version >= 3 else 0
+        if inflated:
+            blob = _inflate(blob, entry_off, inflated, where)
         out += _images(blob, version, entry_off, entries, pos, where)
         pos += (size + 7) // 8 * 8
     return out
