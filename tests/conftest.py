@@ -8,8 +8,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
+from stat import S_ISREG
 
 import pytest
 
@@ -82,6 +84,35 @@ def pytest_configure(config) -> None:
         folder = Path(tempfile.mkdtemp(prefix="offlink-no-toolchains-"))
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
         os.environ["PATH"] = shadow_toolchains(folder, os.environ.get("PATH", ""))
+    if not hasattr(config, "workerinput"):  # once, in the process that ends last
+        started = time.time() - 1
+        config.add_cleanup(lambda: remove_plugin_images(started))
+
+
+# libomptarget's x86_64 plugin writes each image it loads to a file it never removes
+# (LLVM 22: $TMPDIR/tmpfile-XXXXXX.tmp; LLVM 19: /tmp/tmpfile_XXXXXX): the suite's programs
+# would leave thousands behind on every run.
+PLUGIN_IMAGE = re.compile(r"tmpfile(-[A-Za-z0-9]{6}\.tmp|_[A-Za-z0-9]{6})")
+
+
+def remove_plugin_images(since: float) -> None:
+    """Remove the plugin's image files of this user made since `since` (ELF files only)."""
+    for folder in {tempfile.gettempdir(), "/tmp"}:
+        try:
+            names = [n for n in os.listdir(folder) if PLUGIN_IMAGE.fullmatch(n)]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+                if st.st_uid != os.getuid() or st.st_mtime < since or not S_ISREG(st.st_mode):
+                    continue
+                with open(path, "rb") as f:
+                    if f.read(4) == b"\x7fELF":
+                        os.unlink(path)
+            except OSError:
+                pass
 
 
 def pytest_runtest_setup(item) -> None:
