@@ -202,6 +202,43 @@ def test_several_cus_have_clangs_kernels_globals_and_entries(offlink, built):
 
 
 @needs_gpu22
+def test_sm80_relinks_through_the_cache_give_clangs_image(offlink, tmp_path):
+    """clang-22's sm_80 default objects relinked with a cache: with nothing changed (the image
+    from the cache, no cubin written) and after one CU changed (its cubin new, the others' as
+    the cache knows them), the image is clang-22's own link's of the same objects, byte for
+    byte, and the program prints what it should."""
+    words = offload("sm_80")
+    objs = []
+    for src in ("main.c", "field.c", "stats.c"):
+        obj = tmp_path / src.replace(".c", ".o")
+        run(["clang-22", "-O2", *words, *compile_words("sm_80"), f"-I{OMP_INCLUDE}",
+             f"-I{PROGRAM}", "-c", PROGRAM / src, "-o", obj])
+        objs.append(obj)
+    link = [*words, *objs, *runtime_words("sm_80"), *LIBS]
+    env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
+    said = []
+    for change in ("cold", "nothing", "one CU"):
+        if change == "one CU":  # stats.c's cubin changes: compiled at -O1
+            run(["clang-22", "-O1", *words, *compile_words("sm_80"), f"-I{OMP_INCLUDE}",
+                 f"-I{PROGRAM}", "-c", PROGRAM / "stats.c", "-o", objs[2]])
+        said.append(run([offlink, "link", "--timings", "clang-22", *link, "-o",
+                         tmp_path / "prog"], env=env).stderr)
+        run([offlink, "extract", tmp_path / "prog", "--target", "openmp-nvptx64-nvidia-cuda",
+             "--output", tmp_path / "prog.img"])
+        for old in tmp_path.glob("prog.clang.*"):
+            old.unlink()
+        run(["clang-22", *link, "-o", tmp_path / "prog.clang", "-Wl,--save-temps"],
+            cwd=tmp_path)
+        (theirs,) = tmp_path.glob("prog.clang.*.sm_80.img")
+        assert (tmp_path / "prog.img").read_bytes() == theirs.read_bytes(), change
+        assert run([tmp_path / "prog"], env=host_env()).stdout == \
+            (PROGRAM / "expected.txt").read_text()
+    assert "image linked" in said[0]
+    assert "image from cache" in said[1]
+    assert "image linked" in said[2]
+
+
+@needs_gpu22
 def test_library_path_finds_the_runtime_as_for_clang(offlink, tmp_path):
     """clang's NVIDIA device link also searches LIBRARY_PATH (Cuda.cpp): so does offlink's."""
     (tmp_path / "k.c").write_text(ONE_CU)

@@ -242,7 +242,8 @@ def check_entries(target: str, arch: str, compiled) -> None:
 
 class OpenMPNvptxTarget(OpenMPTarget):
     image_kind = "cubin"
-    image_argv_reads_objects = True  # prepare_image reads the cubins' names
+    # clang 17-20: prepare_image reads the cubins' names; clang 21+ (for_inputs) names them only
+    image_argv_reads_objects = True
 
     def __init__(self, name: str, arch: str = "sm_80", compiler: str = "clang"):
         super().__init__(name)
@@ -283,6 +284,10 @@ class OpenMPNvptxTarget(OpenMPTarget):
             nvptx.link_args = args
             nvptx.runtime_archive = ompdevice.find(compiler, TRIPLE, args, self.name) \
                 if ompdevice.wanted(args) else "-"
+            # clang's own device link reads the cubins: its command only names them, so a
+            # cold link asks the driver for it beside the compiles (stages.prefetch_image_link)
+            # and a relink writes no cubin the cached image does not need
+            nvptx.image_argv_reads_objects = False
         nvptx.opt_level = link_opt_level(plan.argv[1:]) if plan is not None else 2
         if nvptx.runtime_archive:
             nvptx.opt_level, nvptx.ptxas_level = ompdevice.nvlink_levels(nvptx.link_args)
