@@ -11,7 +11,7 @@ implementation.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import run as runner
@@ -165,6 +165,12 @@ class Target:
         part its libraries add from an earlier link (toolchains/gcc/nvptx.py)."""
         runner.run(argv, f"device link for target {self.name}")
 
+    def run_linker_job(self, words: list[str], compiled: list[CompiledCU]) -> bool:
+        """Run the job `words` a clang driver would run for this target's image link (its
+        kept expansion), another way that writes the same image: True when it did, False to
+        run the job as it is (the default)."""
+        return False
+
     def exports(self, image: bytes, path: str) -> set[str]:
         """Names the image defines, to check every offered name can be found at run time."""
         raise NotImplementedError
@@ -307,8 +313,10 @@ class DriverJobs:
     def join_early(self, argv: list[str] | None = None) -> None:
         """Wait for expand_early's work (for `argv`'s expansion only, when given)."""
 
-    def run_link(self, argv: list[str], what: str, *, here: bool = False) -> None:
-        """Run the link `argv`, through its kept expansion where there is one."""
+    def run_link(self, argv: list[str], what: str, *, here: bool = False,
+                 job: Callable[[list[str]], bool] | None = None) -> None:
+        """Run the link `argv`, through its kept expansion where there is one (whose job
+        `job`, when given, may run itself: Target.run_linker_job)."""
 
 
 # -- stage 3, compile ------------------------------------------------------------------------

@@ -203,10 +203,14 @@ def test_several_cus_have_clangs_kernels_globals_and_entries(offlink, built):
 
 @needs_gpu22
 def test_sm80_relinks_through_the_cache_give_clangs_image(offlink, tmp_path):
-    """clang-22's sm_80 default objects relinked with a cache: with nothing changed (the image
-    from the cache, no cubin written) and after one CU changed (its cubin new, the others' as
-    the cache knows them), the image is clang-22's own link's of the same objects, byte for
-    byte, and the program prints what it should."""
+    """clang-22's sm_80 default objects relinked with a cache, each image compared with
+    clang-22's own link's of the same objects, byte for byte, and each program run:
+    - cold: clang-nvlink-wrapper runs, and its device-runtime part is kept beside the host link
+      (toolchains/llvm/nvlink_wrapper.py);
+    - nothing changed: the image from the cache;
+    - one CU's code changed (stats.c at -O1), its symbols not: nvlink alone, with the kept part;
+    - one CU's symbols changed (stats.c at -O0: its functions no longer inlined): the wrapper
+      again."""
     words = offload("sm_80")
     objs = []
     for src in ("main.c", "field.c", "stats.c"):
@@ -216,13 +220,13 @@ def test_sm80_relinks_through_the_cache_give_clangs_image(offlink, tmp_path):
         objs.append(obj)
     link = [*words, *objs, *runtime_words("sm_80"), *LIBS]
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
-    said = []
-    for change in ("cold", "nothing", "one CU"):
-        if change == "one CU":  # stats.c's cubin changes: compiled at -O1
-            run(["clang-22", "-O1", *words, *compile_words("sm_80"), f"-I{OMP_INCLUDE}",
+    said = {}
+    for change, level in (("cold", ""), ("nothing", ""), ("code", "-O1"), ("symbols", "-O0")):
+        if level:
+            run(["clang-22", level, *words, *compile_words("sm_80"), f"-I{OMP_INCLUDE}",
                  f"-I{PROGRAM}", "-c", PROGRAM / "stats.c", "-o", objs[2]])
-        said.append(run([offlink, "link", "--timings", "clang-22", *link, "-o",
-                         tmp_path / "prog"], env=env).stderr)
+        said[change] = run([offlink, "link", "--verbose", "clang-22", *link, "-o",
+                            tmp_path / "prog"], env=env).stderr
         run([offlink, "extract", tmp_path / "prog", "--target", "openmp-nvptx64-nvidia-cuda",
              "--output", tmp_path / "prog.img"])
         for old in tmp_path.glob("prog.clang.*"):
@@ -233,9 +237,16 @@ def test_sm80_relinks_through_the_cache_give_clangs_image(offlink, tmp_path):
         assert (tmp_path / "prog.img").read_bytes() == theirs.read_bytes(), change
         assert run([tmp_path / "prog"], env=host_env()).stdout == \
             (PROGRAM / "expected.txt").read_text()
-    assert "image linked" in said[0]
-    assert "image from cache" in said[1]
-    assert "image linked" in said[2]
+
+    def ran(text: str, tool: str) -> bool:  # a command line offlink ran, by --verbose
+        return any(line.startswith("offlink: ") and os.path.basename(
+            line.split()[1]) == tool for line in text.splitlines())
+
+    assert ran(said["cold"], "clang-nvlink-wrapper") and "image linked" in said["cold"]
+    assert "--dry-run --save-temps" in said["cold"]  # the part kept for the next link
+    assert "image from cache" in said["nothing"]
+    assert ran(said["code"], "nvlink") and not ran(said["code"], "clang-nvlink-wrapper")
+    assert ran(said["symbols"], "clang-nvlink-wrapper")
 
 
 @needs_gpu22

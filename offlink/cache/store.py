@@ -126,8 +126,9 @@ class Store:
         self.stored = 0
         self.hits = 0
         self._lock = threading.Lock()
-        # put_later's entries, not written yet
+        # put_later's entries, not written yet, and do_later's work
         self._later: list[tuple[str | Callable[[], str | None], dict, bytes]] = []
+        self._work: list[Callable[[], None]] = []
 
     def path(self, key: str) -> str:
         """The file of the entry `key`."""
@@ -194,11 +195,18 @@ class Store:
         with self._lock:
             self._later.append((key, meta, data))
 
+    def do_later(self, work: Callable[[], None]) -> None:
+        """Work that makes entries of its own (put), done by write_later's thread after the
+        entries: what the next link would find in the cache, made beside the host link."""
+        with self._lock:
+            self._work.append(work)
+
     def write_later(self) -> threading.Thread:
-        """Write put_later's entries in a thread (put's rules: skipped when the cache cannot
-        be written); join() the thread before the link ends."""
+        """Write put_later's entries and do do_later's work in a thread (put's rules: skipped
+        when the cache cannot be written); join() the thread before the link ends."""
         with self._lock:
             entries, self._later = self._later, []
+            works, self._work = self._work, []
 
         def write() -> None:  # an entry not written is a miss next time, never an error
             for key, meta, data in entries:
@@ -208,6 +216,11 @@ class Store:
                     continue
                 if made is not None:
                     self.put(made, meta, data)
+            for work in works:
+                try:
+                    work()
+                except Exception:
+                    continue
 
         return in_thread(write)
 

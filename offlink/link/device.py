@@ -90,7 +90,8 @@ def run_link(plan: LinkPlan, target: Target, compiled: list[CompiledCU], workdir
             f.write(content)
     if type(target).link_image is Target.link_image:  # the command as given: a clang
         # the driver's linker job from its kept expansion
-        driver_jobs().run_link(argv, f"device link for target {target.name}")
+        driver_jobs().run_link(argv, f"device link for target {target.name}",
+                               job=lambda words: target.run_linker_job(words, compiled))
     else:
         target.link_image(argv, out, compiled)
     with open(out, "rb") as f:

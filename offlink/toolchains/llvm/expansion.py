@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ... import run as runner
@@ -157,19 +157,22 @@ def expandable(argv: Sequence[str]) -> bool:
                    for w in argv[1:])
 
 
-def run_link(argv: list[str], what: str, *, here: bool = False) -> None:
+def run_link(argv: list[str], what: str, *, here: bool = False,
+             job: Callable[[list[str]], bool] | None = None) -> None:
     """Run the link `argv` (clang's driver or another), as run.run (here: run.run_here, the
     tool on offlink's own output), through its kept expansion when the link under way (`use`)
-    has a cache and there is one (linker_job)."""
+    has a cache and there is one (linker_job); `job(words)`, when given, runs the linker job
+    itself where it returns True."""
     join_early(argv)
-    job = linker_job(argv, _CONTEXT[1], _CONTEXT[0]) if _CONTEXT is not None else None
-    if job is None:
+    kept = linker_job(argv, _CONTEXT[1], _CONTEXT[0]) if _CONTEXT is not None else None
+    if kept is None:
         _run(argv, what, here)
         return
-    words, notes = job
+    words, notes = kept
     for line in notes:
         print(line, file=sys.stderr)
-    _run(words, what, here)
+    if job is None or not job(words):
+        _run(words, what, here)
 
 
 def _run(argv: list[str], what: str, here: bool) -> None:

@@ -49,6 +49,7 @@ from ...formats.offload_binary import SECTION, parse_binaries
 from ...model import Offer
 from ..cuda_toolkit import cuda_bin, cuda_home
 from . import device_runtime as ompdevice
+from . import nvlink_wrapper
 from .llvm_release import of_link
 from .openmp import (
     OpenMPTarget,
@@ -265,6 +266,7 @@ class OpenMPNvptxTarget(OpenMPTarget):
         self.link_args: list[str] = []
         self.ptx_features = ""
         self.ptxas_level = 0  # clang 21+'s ptxas level (nvlink_levels), 0: opt_level
+        self._cache: Cache | None = None  # the link's, for clang 21+'s runtime part
 
     def for_inputs(self, cus, plan=None):
         compiler, major, generation = of_link(self.name, cus,
@@ -404,7 +406,10 @@ class OpenMPNvptxTarget(OpenMPTarget):
         into `runtime_cubin` in the work folder."""
         check_entries(self.name, self.arch, compiled)
         if self.runtime_archive:
-            return  # clang 21+: clang's own device link takes what it needs of libompdevice.a
+            # clang 21+: clang's own device link takes what it needs of libompdevice.a; its
+            # part is kept in the cache by run_linker_job
+            self._cache = cache
+            return
 
         used: set[str] = set()
         for c in compiled:
@@ -490,6 +495,14 @@ class OpenMPNvptxTarget(OpenMPTarget):
         if cache is not None:
             cache.put(key, {}, out.stdout)
         return parse_symtab(out.stdout.decode())
+
+    def run_linker_job(self, words, compiled):
+        """clang 21+: clang-nvlink-wrapper's job with its device-runtime part from the cache
+        (nvlink_wrapper), where the link has a cache."""
+        if not self.runtime_archive or self._cache is None:
+            return False
+        return nvlink_wrapper.run(self._cache, words, compiled, f"device link for target "
+                                                                f"{self.name}")
 
     def image_argv(self, plan, compiled, output):
         """nvlink of the device runtime's cubin and every CU's, as clang's link runs it. nvlink
