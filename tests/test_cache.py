@@ -459,6 +459,32 @@ def test_entries_put_later_are_written_with_their_keys_made_then(tmp_path):
         len([p for p in (tmp_path / "c" / "objects").rglob("*") if p.is_dir()]) == 2
 
 
+def test_work_done_later_runs_after_the_entries_and_a_failure_is_dropped(tmp_path):
+    """cache.do_later: work that puts entries of its own (the NVIDIA runtime part the next
+    relink takes, toolchains/llvm/nvlink_wrapper.py) runs in write_later's thread, after
+    put_later's entries; work that raises is dropped and the rest still runs."""
+    cache = Cache(str(tmp_path / "c"))
+    order = []
+
+    def first() -> None:
+        order.append("first")
+        raise OSError("gone")
+
+    def second() -> None:
+        order.append("second")
+        cache.put(cache.key("test", "worked"), {}, b"made")
+
+    cache.put_later(lambda: order.append("entry") or None, {}, b"")
+    cache.do_later(first)
+    cache.do_later(second)
+    assert order == []
+    cache.write_later().join()
+    assert order == ["entry", "first", "second"]
+    assert cache.get(cache.key("test", "worked")).data == b"made"
+    cache.write_later().join()  # each piece of work runs once
+    assert order == ["entry", "first", "second"]
+
+
 def test_compiler_version_is_probed_once_across_links(tmp_path, monkeypatch):
     # as if the tool were installed long ago
     monkeypatch.setattr("offlink.cache.freshness.SETTLED", -1.0)
