@@ -1,6 +1,6 @@
 """Reading ELF files: section headers, symbols, archive members, as small plain-data records;
-and writing the one kind of object offlink makes without a compiler: data with pointers
-(`data_object`).
+and writing the objects offlink makes without a compiler (`relocatable`): data with pointers
+(`data_object`), the table's placeholder (link/reserve.py).
 
 A direct struct reader of the few structures offlink needs (ELF64 little-endian only, as the
 table format requires). It is fast to import and to run, which keeps a relink cheap.
@@ -376,29 +376,57 @@ def data_object(e_machine: int, strings: bytes, tables: list[DataTable]) -> byte
         symtab += _SYM.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 2, at,
                             len(t.content))
         strtab += t.symbol.encode() + b"\0"
-    # Sections 1-7: name, content, type, flags, link, info (the symbol table's: its first
-    # global symbol), alignment, entry size.
-    sections = [
-        (".rodata.offlink", strings, SHT_PROGBITS, SHF_ALLOC, 0, 0, 1, 0),
-        (".data.rel.ro.offlink", data, SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, 0, 0, 8, 0),
-        (".rela.data.rel.ro.offlink", rela, SHT_RELA, SHF_INFO_LINK, 5, 2, 8, _RELA.size),
-        (".note.GNU-stack", b"", SHT_PROGBITS, 0, 0, 0, 1, 0),
-        (".symtab", symtab, SHT_SYMTAB, 0, 6, 2, 8, _SYM.size),
-        (".strtab", strtab, SHT_STRTAB, 0, 0, 0, 1, 0),
-        (".shstrtab", b"", SHT_STRTAB, 0, 0, 0, 1, 0),  # its content: below
-    ]
-    shstrtab = b"\0" + b"".join(sec[0].encode() + b"\0" for sec in sections)
+    # Sections 1-7; info: the symbol table's first global symbol
+    return bytes(relocatable(e_machine, [
+        OutSection(".rodata.offlink", strings, SHT_PROGBITS, SHF_ALLOC),
+        OutSection(".data.rel.ro.offlink", data, SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, align=8),
+        OutSection(".rela.data.rel.ro.offlink", rela, SHT_RELA, SHF_INFO_LINK, link=5, info=2,
+                align=8, entsize=_RELA.size),
+        OutSection(".note.GNU-stack", b"", SHT_PROGBITS),
+        OutSection(".symtab", symtab, SHT_SYMTAB, link=6, info=2, align=8, entsize=_SYM.size),
+        OutSection(".strtab", strtab, SHT_STRTAB),
+        OutSection(".shstrtab", b"", SHT_STRTAB),
+    ])[0])
+
+
+class OutSection(NamedTuple):
+    """A section of a `relocatable` object: its content, or its size where the caller writes
+    the content into the object afterwards (zeros until then)."""
+
+    name: str
+    content: bytes | bytearray | int
+    kind: int
+    flags: int = 0
+    link: int = 0
+    info: int = 0
+    align: int = 1
+    entsize: int = 0
+
+
+def relocatable(e_machine: int, sections: list[OutSection], osabi: int = 0
+                ) -> tuple[bytearray, list[int]]:
+    """An ELF64 little-endian relocatable object (ET_REL) of `sections`, numbered from 1 in
+    their order, each placed after the one before at its alignment, the section headers last;
+    the section named `.shstrtab` is given the sections' names. Returns the object and each
+    section's offset in it (deterministic for the same inputs)."""
+    names = b"\0" + b"".join(sec.name.encode() + b"\0" for sec in sections)
     body = bytearray(64)
     headers = bytearray(_SHDR.size)
-    for name, content, kind, flags, link, info, align, entsize in sections:
-        content = shstrtab if name == ".shstrtab" else content
-        body += bytes(-len(body) % align)
-        headers += _SHDR.pack(shstrtab.index(b"\0" + name.encode() + b"\0") + 1, kind, flags,
-                              0, len(body), len(content), link, info, align, entsize)
-        body += content
+    offsets = []
+    for sec in sections:
+        content = names if sec.name == ".shstrtab" else sec.content
+        size = content if isinstance(content, int) else len(content)
+        body += bytes(-len(body) % sec.align)
+        offsets.append(len(body))
+        headers += _SHDR.pack(names.index(b"\0" + sec.name.encode() + b"\0") + 1, sec.kind,
+                              sec.flags, 0, len(body), size, sec.link, sec.info, sec.align,
+                              sec.entsize)
+        body += bytes(content) if isinstance(content, int) else content
     body += bytes(-len(body) % 8)
     shoff = len(body)
-    ident = ELF_MAGIC + bytes([2, 1, 1, 0]) + bytes(8)
+    ident = ELF_MAGIC + bytes([2, 1, 1, osabi]) + bytes(8)
+    index = next(i for i, sec in enumerate(sections, 1) if sec.name == ".shstrtab")
     body[:64] = _EHDR.pack(ident, ET_REL, e_machine, 1, 0, 0, shoff, 0, 64, 0, 0, _SHDR.size,
-                           len(sections) + 1, len(sections))
-    return bytes(body + headers)
+                           len(sections) + 1, index)
+    body += headers
+    return body, offsets

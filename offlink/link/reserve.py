@@ -22,7 +22,6 @@ import struct
 from typing import TYPE_CHECKING
 
 from ..elf import (
-    ELF_MAGIC,
     SHF_ALLOC,
     SHF_GNU_RETAIN,
     SHT_PROGBITS,
@@ -32,9 +31,13 @@ from ..elf import (
     STB_WEAK,
     STT_OBJECT,
     STV_HIDDEN,
+    OutSection,
+    relocatable,
 )
 from ..formats import origins as origins_format
 from ..formats.table import SECTION, SECTION_ALIGN, SYMBOL, Layout, image_symbol
+
+ELFOSABI_GNU = 3  # SHF_GNU_RETAIN is a GNU extension
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -48,11 +51,6 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
                        origins: bytes = b"") -> bytes:
     """A relocatable ELF64 LE object; deterministic for the same inputs. `origins`, when
     given, is the content of `.offlink.origins`."""
-    shstrtab = b"\0" + SECTION.encode() + b"\0.note.GNU-stack\0.symtab\0.strtab\0.shstrtab\0"
-    if origins:
-        shstrtab += origins_format.SECTION.encode() + b"\0"
-    def name(n: str) -> int:
-        return shstrtab.index(b"\0" + n.encode() + b"\0") + 1
     strtab = b"\0" + SYMBOL.encode() + b"\0"
     sym = struct.Struct("<IBBHQQ")
     # Null symbol, then __OPENMP_TARGET__: weak, object, hidden, section 1, value 0.
@@ -63,50 +61,22 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
             symtab += sym.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 1,
                                value, size)
             strtab += image_symbol(k, suffix).encode() + b"\0"
-    parts = []  # (data, align)
-    off = 64
-    def place(data: bytes, align: int) -> int:
-        nonlocal off
-        off = (off + align - 1) // align * align
-        at = off
-        parts.append((at, data))
-        off += len(data)
-        return at
-    # The section's content is zeros but for the images, written straight into the file's
-    # bytes below (a 1 MB image is copied once, not four times).
-    o_content = place(b"", SECTION_ALIGN)
-    off += layout.total_size
-    o_symtab = place(symtab, 8)
-    o_strtab = place(strtab, 1)
-    o_shstr = place(shstrtab, 1)
-    o_origins = place(origins, 1) if origins else 0
-    shoff = (off + 7) // 8 * 8
-    shdr = struct.Struct("<IIQQQQIIQQ")
-    headers = [
-        bytes(shdr.size),
-        shdr.pack(name(SECTION), SHT_PROGBITS, SHF_ALLOC | SHF_GNU_RETAIN, 0, o_content,
-                  layout.total_size, 0, 0, SECTION_ALIGN, 0),
-        shdr.pack(name(".note.GNU-stack"), SHT_PROGBITS, 0, 0, o_content, 0, 0, 0, 1, 0),
-        shdr.pack(name(".symtab"), SHT_SYMTAB, 0, 0, o_symtab, len(symtab), 4, 1, 8, sym.size),
-        shdr.pack(name(".strtab"), SHT_STRTAB, 0, 0, o_strtab, len(strtab), 0, 0, 1, 0),
-        shdr.pack(name(".shstrtab"), SHT_STRTAB, 0, 0, o_shstr, len(shstrtab), 0, 0, 1, 0),
-    ]
-    if origins:  # last: the indices above (the symbol's section, e_shstrndx) stay as they are
-        headers.append(shdr.pack(name(origins_format.SECTION), SHT_PROGBITS, 0, 0, o_origins,
-                                 len(origins), 0, 0, 1, 0))
-    # ELFOSABI_GNU: SHF_GNU_RETAIN is a GNU extension.
-    ident = ELF_MAGIC + bytes([2, 1, 1, 3]) + bytes(8)
-    ehdr = struct.pack("<16sHHIQQQIHHHHHH", ident, 1, e_machine, 1, 0, 0, shoff, 0, 64, 0, 0,
-                       shdr.size, len(headers), 5)
-    out = bytearray(shoff + shdr.size * len(headers))
-    out[:64] = ehdr
-    for at, data in parts:
-        out[at : at + len(data)] = data
+    # The section's content is zeros but for the images, written straight into the object's
+    # bytes below (a 1 MB image is copied once). `.offlink.origins` last: the indices above
+    # (the symbol's section, `.shstrtab`'s) stay as they are.
+    out, offsets = relocatable(e_machine, [
+        OutSection(SECTION, layout.total_size, SHT_PROGBITS, SHF_ALLOC | SHF_GNU_RETAIN,
+                   align=SECTION_ALIGN),
+        OutSection(".note.GNU-stack", b"", SHT_PROGBITS),
+        OutSection(".symtab", symtab, SHT_SYMTAB, link=4, info=1, align=8, entsize=sym.size),
+        OutSection(".strtab", strtab, SHT_STRTAB),
+        OutSection(".shstrtab", b"", SHT_STRTAB),
+        *([OutSection(origins_format.SECTION, origins, SHT_PROGBITS)] if origins else []),
+    ], osabi=ELFOSABI_GNU)
     for at, img in zip(layout.image_offsets, images):
         if at + len(img) > layout.total_size:
             raise ValueError("an image does not fit the layout reserved for it")
-        out[o_content + at : o_content + at + len(img)] = img
-    out[shoff:] = b"".join(headers)
+        out[offsets[0] + at : offsets[0] + at + len(img)] = img
     return bytes(out)
 
 
