@@ -62,14 +62,26 @@ struct gcn_data3 {
   unsigned global_variable_count;
 };
 
-static void dump(const char *path, const char *suffix, const void *data, size_t size) {
+/* Where the device code goes: $GOMP_SHIM_LOG.SUFFIX, opened for writing (NULL: not). */
+static FILE *open_dump(const char *path, const char *suffix) {
   char out[4096];
   snprintf(out, sizeof out, "%s.%s", path, suffix);
-  FILE *p = fopen(out, "wb");
-  if (p) {
-    fwrite(data, 1, size, p);
-    fclose(p);
-  }
+  return fopen(out, "wb");
+}
+
+/* The host table (GOMP_offload_register_ver's): functions, variables (address and size),
+   and from GOMP_VERSION 3 on indirect functions, each a [start, end) pair of pointers. */
+struct host_counts { uintptr_t funcs, vars, inds; };
+
+static struct host_counts host_counts(void *const *const *t, unsigned version) {
+  return (struct host_counts) {(uintptr_t) (t[1] - t[0]), (uintptr_t) (t[3] - t[2]) / 2,
+                               version >> 16 >= 3 ? (uintptr_t) (t[5] - t[4]) : 0};
+}
+
+static void print_indirect(FILE *f, void *const *const *t, struct host_counts n,
+                           uintptr_t base) {
+  for (uintptr_t i = 0; i < n.inds; i++)
+    fprintf(f, "ind %lu\n", (unsigned long) ((uintptr_t) t[4][i] - base));
 }
 
 /* GCN: the kernels by name (mkoffload's order; libgomp's plugin skips _init_array and
@@ -77,7 +89,7 @@ static void dump(const char *path, const char *suffix, const void *data, size_t 
    have no names here (the plugin reads the image's `.offload_var_table`), only a count. */
 static void record_gcn(FILE *f, const char *what, const char *path, unsigned version, int type,
                        void *const *const *t, uintptr_t base, const void *target_data) {
-  uintptr_t nfuncs = (uintptr_t) (t[1] - t[0]), nvars = (uintptr_t) (t[3] - t[2]) / 2;
+  struct host_counts n = host_counts(t, version);
   struct gcn_image_desc view;
   const struct gcn_image_desc *d = target_data;
   const struct gcn_data3 *d3 = target_data;
@@ -87,27 +99,28 @@ static void record_gcn(FILE *f, const char *what, const char *path, unsigned ver
     d = &view;
   }
   fprintf(f, "%s %#x %d gcn %lu kernels %u/%lu vars %u/%lu", what, version, type,
-          (unsigned long) d->gcn_image->size, d->kernel_count, (unsigned long) nfuncs,
-          d->global_variable_count, (unsigned long) nvars);
-  uintptr_t ninds = version >> 16 >= 3 ? (uintptr_t) (t[5] - t[4]) : 0;
+          (unsigned long) d->gcn_image->size, d->kernel_count, (unsigned long) n.funcs,
+          d->global_variable_count, (unsigned long) n.vars);
   if (version >> 16 >= 3)
     fprintf(f, " mask %#lx ind %u/%lu", (unsigned long) d3->omp_requires_mask,
-            d3->ind_func_count, (unsigned long) ninds);
+            d3->ind_func_count, (unsigned long) n.inds);
   fputc('\n', f);
-  for (uintptr_t i = 0; i < ninds; i++)
-    fprintf(f, "ind %lu\n", (unsigned long) ((uintptr_t) t[4][i] - base));
+  print_indirect(f, t, n, base);
   for (unsigned i = 0; i < d->kernel_count; i++)
     fprintf(f, "kernel %s %d %d %d sgpr %d vgpr %d\n", d->kernel_infos[i].name,
             d->kernel_infos[i].oacc_dims[0], d->kernel_infos[i].oacc_dims[1],
             d->kernel_infos[i].oacc_dims[2], d->kernel_infos[i].sgpr_count,
             d->kernel_infos[i].vgpr_count);
-  for (unsigned i = 0; i < nfuncs; i++)
+  for (unsigned i = 0; i < n.funcs; i++)
     fprintf(f, "func %lu\n", (unsigned long) ((uintptr_t) t[0][i] - base));
-  for (unsigned i = 0; i < nvars; i++)
+  for (unsigned i = 0; i < n.vars; i++)
     fprintf(f, "var %lu %lu\n", (unsigned long) ((uintptr_t) t[2][2 * i] - base),
             (unsigned long) (uintptr_t) t[2][2 * i + 1]);
-  if (strcmp(what, "register") == 0)
-    dump(path, "gcn", d->gcn_image->image, d->gcn_image->size);
+  FILE *p = strcmp(what, "register") == 0 ? open_dump(path, "gcn") : NULL;
+  if (p) {
+    fwrite(d->gcn_image->image, 1, d->gcn_image->size, p);
+    fclose(p);
+  }
 }
 
 typedef void (*gomp_fn)(unsigned, const void *, int, const void *);
@@ -139,35 +152,29 @@ static void record(const char *what, unsigned version, const void *host_table, i
                                   d3->fn_names, d3->fn_num};
     d = &later;
   }
-  uintptr_t nfuncs = (uintptr_t) (t[1] - t[0]), nvars = (uintptr_t) (t[3] - t[2]) / 2;
-  uintptr_t ninds = gomp_version >= 3 ? (uintptr_t) (t[5] - t[4]) : 0;
+  struct host_counts n = host_counts(t, version);
   fprintf(f, "%s %#x %d ptx %u funcs %u/%lu vars %u/%lu", what, version, type, d->ptx_num,
-          d->fn_num, (unsigned long) nfuncs, d->var_num, (unsigned long) nvars);
+          d->fn_num, (unsigned long) n.funcs, d->var_num, (unsigned long) n.vars);
   if (gomp_version >= 2)
     fprintf(f, " mask %#lx", (unsigned long) d3->omp_requires_mask);
   if (gomp_version >= 3)
-    fprintf(f, " ind %u/%lu", d3->ind_fn_num, (unsigned long) ninds);
+    fprintf(f, " ind %u/%lu", d3->ind_fn_num, (unsigned long) n.inds);
   fputc('\n', f);
-  for (uintptr_t i = 0; i < ninds; i++)
-    fprintf(f, "ind %lu\n", (unsigned long) ((uintptr_t) t[4][i] - base));
-  for (unsigned i = 0; i < d->fn_num && i < nfuncs; i++)
+  print_indirect(f, t, n, base);
+  for (unsigned i = 0; i < d->fn_num && i < n.funcs; i++)
     fprintf(f, "func %s %lu %u %u %u\n", d->fn_names[i].name,
             (unsigned long) ((uintptr_t) t[0][i] - base), d->fn_names[i].dim[0],
             d->fn_names[i].dim[1], d->fn_names[i].dim[2]);
-  for (unsigned i = 0; i < d->var_num && i < nvars; i++)
+  for (unsigned i = 0; i < d->var_num && i < n.vars; i++)
     fprintf(f, "var %s %lu %lu\n", d->var_names[i],
             (unsigned long) ((uintptr_t) t[2][2 * i] - base),
             (unsigned long) (uintptr_t) t[2][2 * i + 1]);
   fclose(f);
-  if (strcmp(what, "register") == 0) {
-    char ptx_path[4096];
-    snprintf(ptx_path, sizeof ptx_path, "%s.ptx", path);
-    FILE *p = fopen(ptx_path, "wb");
-    if (p) {
-      for (unsigned i = 0; i < d->ptx_num; i++)
-        fwrite(d->ptx_objs[i].code, 1, d->ptx_objs[i].size, p);
-      fclose(p);
-    }
+  FILE *p = strcmp(what, "register") == 0 ? open_dump(path, "ptx") : NULL;
+  if (p) {
+    for (unsigned i = 0; i < d->ptx_num; i++)
+      fwrite(d->ptx_objs[i].code, 1, d->ptx_objs[i].size, p);
+    fclose(p);
   }
 }
 
