@@ -97,3 +97,22 @@ def test_the_part_is_keyed_by_the_symbols_not_the_code():
     assert nw.symbol_digest(_object(["x", "z"], bytes(16)), "a.o") != a
     assert nw.symbol_digest(_object(["x", "y", "w"], bytes(16)), "a.o") != a
     assert nw.symbol_digest(b"BC\xc0\xde" + bytes(60), "a.bc") is None
+
+
+def test_tools_are_found_where_the_wrapper_finds_them(tmp_path, monkeypatch):
+    """findProgram(name, {CudaPath + "/bin"}) then PATH: `--cuda-path`'s bin first; without
+    one, `/bin` (never a `bin` folder of the working directory), then PATH."""
+    def tool(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "nvlink").write_text("#!/bin/sh\n")
+        (folder / "nvlink").chmod(0o755)
+        return str(folder / "nvlink")
+
+    cuda = tool(tmp_path / "cuda" / "bin")
+    on_path = tool(tmp_path / "path")
+    tool(tmp_path / "work" / "bin")
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    monkeypatch.chdir(tmp_path / "work")
+    assert nw._program("nvlink", [f"--cuda-path={tmp_path / 'cuda'}"]) == cuda
+    assert nw._program("nvlink", [f"--cuda-path={tmp_path / 'none'}"]) == on_path
+    assert nw._program("nvlink", []) == on_path

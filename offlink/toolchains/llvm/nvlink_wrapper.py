@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -203,10 +202,12 @@ def _libraries(options: list[str]) -> list[str | None]:
 
 
 def _program(name: str, options: list[str]) -> str | None:
-    """Where the wrapper finds `name` (its findProgram): in `--cuda-path`'s bin, else on PATH."""
+    """Where the wrapper finds `name` (its findProgram): in `<--cuda-path>/bin` (`/bin`
+    without one), else on PATH."""
     cuda = next((w[len("--cuda-path="):] for w in reversed(options)
                  if w.startswith("--cuda-path=")), "")
-    return shutil.which(name, path=os.path.join(cuda, "bin")) or shutil.which(name)
+    here = os.path.join(cuda + "/bin", name)
+    return here if runner.which(here) and not os.path.isdir(here) else runner.which(name)
 
 
 def _cubins(objects: list[str], folder: str) -> list[str]:
