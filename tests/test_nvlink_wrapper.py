@@ -78,6 +78,8 @@ def test_library_search_is_the_wrappers(tmp_path):
     found = nw._libraries([f"-L{first}", "-L", str(second), "-lompdevice", "-l:exact.a",
                            "-lmissing"])
     assert found == [str(second / "libompdevice.a"), str(second / "exact.a"), None]
+    # an -mllvm word's value names no folder
+    assert nw._libraries(["-mllvm", f"-L{second}", "-lompdevice"]) == [None]
     (first / "libompdevice.a").write_bytes(b"!<arch>\n")  # an earlier folder wins
     assert nw._libraries([f"-L{first}", f"-L{second}", "-lompdevice"]) == [
         str(first / "libompdevice.a")]

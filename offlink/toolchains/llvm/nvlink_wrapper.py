@@ -178,21 +178,20 @@ def symbol_digest(data: bytes, path: str) -> bytes | None:
 
 def _libraries(options: list[str]) -> list[str | None]:
     """The archive each `-l` word finds in the `-L` folders, as the wrapper searches them
-    (`lib<name>.a`; `-l:<file>`), None for one it does not find."""
+    (`lib<name>.a`; `-l:<file>`), None for one it does not find. `options` are _shape's: an
+    option of _VALUED is followed by its value (an `-mllvm -L...` names no folder)."""
     dirs = []
     names = []
     i = 0
     while i < len(options):
         w = options[i]
-        if w in ("-L", "-l") and i + 1 < len(options):
-            (dirs if w == "-L" else names).append(options[i + 1])
-            i += 2
-            continue
-        if w.startswith("-L") and len(w) > 2:
-            dirs.append(w[2:])
-        elif w.startswith("-l") and len(w) > 2:
-            names.append(w[2:])
-        i += 1
+        pair = w in _VALUED and i + 1 < len(options)
+        value = options[i + 1] if pair else w[2:] if w[:2] in ("-L", "-l") else ""
+        if w[:2] == "-L" and value:
+            dirs.append(value)
+        elif w[:2] == "-l" and value:
+            names.append(value)
+        i += 2 if pair else 1
     found: list[str | None] = []
     for name in names:
         base = name[1:] if name.startswith(":") else f"lib{name}.a"
