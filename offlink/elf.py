@@ -35,7 +35,7 @@ STV_INTERNAL, STV_HIDDEN = 1, 2
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
-_SYM = struct.Struct("<IBBHQQ")
+SYMBOL_ENTRY = struct.Struct("<IBBHQQ")  # Elf64_Sym
 
 
 class Section(NamedTuple):
@@ -177,7 +177,7 @@ class ElfFile:
             raise FormatError(f"{self.name}: corrupt symbol table (bad string table link)")
         strtab = bytes(self.content(self.sections[table.sh_link]))
         raw = self.content(table)
-        raw = raw[: len(raw) - len(raw) % _SYM.size]
+        raw = raw[: len(raw) - len(raw) % SYMBOL_ENTRY.size]
         if strtab.isascii():
             # Decoded once, with a NUL at the end, so a name runs to the next NUL as _cstr
             # reads it.
@@ -185,9 +185,9 @@ class ElfFile:
             find = text.find
             return [Symbol(text[name : find("\0", name)], value, size, info >> 4, info & 0xF,
                            other & 3, shndx)
-                    for name, info, other, shndx, value, size in _SYM.iter_unpack(raw)]
+                    for name, info, other, shndx, value, size in SYMBOL_ENTRY.iter_unpack(raw)]
         return [Symbol(_cstr(strtab, name), value, size, info >> 4, info & 0xF, other & 3, shndx)
-                for name, info, other, shndx, value, size in _SYM.iter_unpack(raw)]
+                for name, info, other, shndx, value, size in SYMBOL_ENTRY.iter_unpack(raw)]
 
     @property
     def is_lto_slim(self) -> bool:
@@ -366,14 +366,15 @@ def data_object(e_machine: int, strings: bytes, tables: list[DataTable]) -> byte
     data = bytearray()
     rela = bytearray()
     # null, the strings' section (relocations' target: symbol 1), then one global per table
-    symtab = bytearray(_SYM.size) + _SYM.pack(0, (STB_LOCAL << 4) | STT_SECTION, 0, 1, 0, 0)
+    symtab = bytearray(SYMBOL_ENTRY.size) + SYMBOL_ENTRY.pack(
+        0, (STB_LOCAL << 4) | STT_SECTION, 0, 1, 0, 0)
     strtab = bytearray(b"\0")
     for t in tables:
         at = (len(data) + 7) // 8 * 8
         data += bytes(at - len(data)) + t.content
         for off, target in t.pointers:
             rela += _RELA.pack(at + off, (1 << 32) | absolute, target)
-        symtab += _SYM.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 2, at,
+        symtab += SYMBOL_ENTRY.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 2, at,
                             len(t.content))
         strtab += t.symbol.encode() + b"\0"
     # Sections 1-7; info: the symbol table's first global symbol
@@ -383,7 +384,8 @@ def data_object(e_machine: int, strings: bytes, tables: list[DataTable]) -> byte
         OutSection(".rela.data.rel.ro.offlink", rela, SHT_RELA, SHF_INFO_LINK, link=5, info=2,
                 align=8, entsize=_RELA.size),
         OutSection(".note.GNU-stack", b"", SHT_PROGBITS),
-        OutSection(".symtab", symtab, SHT_SYMTAB, link=6, info=2, align=8, entsize=_SYM.size),
+        OutSection(".symtab", symtab, SHT_SYMTAB, link=6, info=2, align=8,
+                   entsize=SYMBOL_ENTRY.size),
         OutSection(".strtab", strtab, SHT_STRTAB),
         OutSection(".shstrtab", b"", SHT_STRTAB),
     ])[0])

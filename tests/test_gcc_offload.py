@@ -147,7 +147,7 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
     argv = [*GCC_LINK, *objs, "-o", str(tmp_path / "prog")]
     assert link(argv, LinkOptions()) == 0  # fills the cache
 
-    real = elf_module._SYM
+    real = elf_module.SYMBOL_ENTRY
 
     class Counting:  # counts parses of each symbol table (each starts at offset 0)
         size = real.size
@@ -175,7 +175,7 @@ def test_relink_parses_each_object_once_and_reads_no_ptx(sample, tmp_path, monke
         e = ElfFile.open(o)
         symtabs.append(bytes(e.content(next(s for s in e.sections if s.sh_type == SHT_SYMTAB))))
     counting = Counting()
-    monkeypatch.setattr(elf_module, "_SYM", counting)
+    monkeypatch.setattr(elf_module, "SYMBOL_ENTRY", counting)
     monkeypatch.setattr(GccNvptxTarget, "_pair", no_ptx)
     assert link(argv, LinkOptions()) == 0
     assert [counting.parses[t] for t in symtabs] == [1, 1, 1]

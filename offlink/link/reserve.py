@@ -18,7 +18,6 @@ and strip keeps it (strip -R .offlink.origins removes it; inspect then shows the
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
 from ..elf import (
@@ -31,6 +30,7 @@ from ..elf import (
     STB_WEAK,
     STT_OBJECT,
     STV_HIDDEN,
+    SYMBOL_ENTRY,
     OutSection,
     relocatable,
 )
@@ -52,14 +52,13 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
     """A relocatable ELF64 LE object; deterministic for the same inputs. `origins`, when
     given, is the content of `.offlink.origins`."""
     strtab = b"\0" + SYMBOL.encode() + b"\0"
-    sym = struct.Struct("<IBBHQQ")
     # Null symbol, then __OPENMP_TARGET__: weak, object, hidden, section 1, value 0.
-    symtab = bytes(sym.size) + sym.pack(1, (STB_WEAK << 4) | STT_OBJECT, STV_HIDDEN, 1, 0,
-                                        layout.total_size)
+    symtab = bytes(SYMBOL_ENTRY.size) + SYMBOL_ENTRY.pack(
+        1, (STB_WEAK << 4) | STT_OBJECT, STV_HIDDEN, 1, 0, layout.total_size)
     for k, (at, img) in enumerate(zip(layout.image_offsets, images)):
         for suffix, value, size in (("", at, len(img)), ("_end", at + len(img), 0)):
-            symtab += sym.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT, STV_HIDDEN, 1,
-                               value, size)
+            symtab += SYMBOL_ENTRY.pack(len(strtab), (STB_GLOBAL << 4) | STT_OBJECT,
+                                        STV_HIDDEN, 1, value, size)
             strtab += image_symbol(k, suffix).encode() + b"\0"
     # The section's content is zeros but for the images, written straight into the object's
     # bytes below (a 1 MB image is copied once). `.offlink.origins` last: the indices above
@@ -68,7 +67,8 @@ def placeholder_object(layout: Layout, images: list[bytes], e_machine: int,
         OutSection(SECTION, layout.total_size, SHT_PROGBITS, SHF_ALLOC | SHF_GNU_RETAIN,
                    align=SECTION_ALIGN),
         OutSection(".note.GNU-stack", b"", SHT_PROGBITS),
-        OutSection(".symtab", symtab, SHT_SYMTAB, link=4, info=1, align=8, entsize=sym.size),
+        OutSection(".symtab", symtab, SHT_SYMTAB, link=4, info=1, align=8,
+                   entsize=SYMBOL_ENTRY.size),
         OutSection(".strtab", strtab, SHT_STRTAB),
         OutSection(".shstrtab", b"", SHT_STRTAB),
         *([OutSection(origins_format.SECTION, origins, SHT_PROGBITS)] if origins else []),

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ... import run as runner
-from ...elf import ELF_MAGIC, ElfFile
+from ...elf import ELF_MAGIC, ET_REL, SHT_SYMTAB, SYMBOL_ENTRY, ElfFile
 from ...errors import FormatError
 
 if TYPE_CHECKING:
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 RT = "\0runtime\0"  # the runtime's cubin in a kept nvlink command
 OUT = "\0output\0"  # the image
 INPUTS = "\0inputs\0"  # the objects' cubins, in order
-_SYMBOL_SIZE = 24  # an Elf64_Sym
-SHT_SYMTAB = 2
 # The wrapper's options whose value is the next word (NVLinkOpts.td, LLVM 22), and the
 # spellings of its output and library options other than -o, -L and -l (not taken here: the
 # library search is modelled on those three)
@@ -161,14 +159,14 @@ def symbol_digest(data: bytes, path: str) -> bytes | None:
     if not data.startswith(ELF_MAGIC):
         return None
     elf = ElfFile(data, path)
-    if elf.e_type != 1:  # ET_REL
+    if elf.e_type != ET_REL:
         return None
     h = hashlib.sha256()
     h.update(bytes(elf.content(elf.sections[elf.e_shstrndx])))  # the section symbols' names
     for s in elf.sections:
         if s.sh_type == SHT_SYMTAB:
             table = bytes(elf.content(s))
-            if len(table) % _SYMBOL_SIZE:
+            if len(table) % SYMBOL_ENTRY.size:
                 return None
             # each Elf64_Sym's first 8 bytes (st_name, st_info, st_other, st_shndx) of 24
             h.update(array("Q", table)[0::3].tobytes())
