@@ -74,6 +74,12 @@ def host_env() -> dict[str, str]:
     return env
 
 
+def compile_cu(src: Path, obj: Path, words: list[str], arch: str, level: str = "-O2") -> None:
+    """`src` compiled by clang-22 with a link's `words` for `arch`, at `level`."""
+    run(["clang-22", level, *words, *compile_words(arch), f"-I{OMP_INCLUDE}", f"-I{PROGRAM}",
+         "-c", src, "-o", obj])
+
+
 def build(offlink, folder: Path, arch: str, lto: bool, sources: list[Path]) -> Path:
     """`sources` compiled for `arch` and linked both ways in `folder`: prog (offlink's), its
     image prog.img, prog.clang and clang's image (--save-temps keeps it)."""
@@ -81,10 +87,8 @@ def build(offlink, folder: Path, arch: str, lto: bool, sources: list[Path]) -> P
     words = offload(arch) + (["-foffload-lto"] if lto else [])
     objs = []
     for src in sources:
-        obj = folder / (src.stem + ".o")
-        run(["clang-22", "-O2", *words, *compile_words(arch), f"-I{OMP_INCLUDE}",
-             f"-I{PROGRAM}", "-c", src, "-o", obj])
-        objs.append(obj)
+        objs.append(folder / (src.stem + ".o"))
+        compile_cu(src, objs[-1], words, arch)
     link = [*words, *objs, *runtime_words(arch), *LIBS]
     run(["clang-22", *link, "-o", folder / "prog.clang", "-Wl,--save-temps"], cwd=folder)
     run([offlink, "link", "clang-22", *link, "-o", folder / "prog"])
@@ -212,19 +216,15 @@ def test_sm80_relinks_through_the_cache_give_clangs_image(offlink, tmp_path):
     - one CU's symbols changed (stats.c at -O0: its functions no longer inlined): the wrapper
       again."""
     words = offload("sm_80")
-    objs = []
-    for src in ("main.c", "field.c", "stats.c"):
-        obj = tmp_path / src.replace(".c", ".o")
-        run(["clang-22", "-O2", *words, *compile_words("sm_80"), f"-I{OMP_INCLUDE}",
-             f"-I{PROGRAM}", "-c", PROGRAM / src, "-o", obj])
-        objs.append(obj)
+    objs = [tmp_path / f"{name}.o" for name in ("main", "field", "stats")]
+    for obj in objs:
+        compile_cu(PROGRAM / f"{obj.stem}.c", obj, words, "sm_80")
     link = [*words, *objs, *runtime_words("sm_80"), *LIBS]
     env = {**os.environ, "OFFLINK_CACHE_DIR": str(tmp_path / "cache")}
     said = {}
     for change, level in (("cold", ""), ("nothing", ""), ("code", "-O1"), ("symbols", "-O0")):
         if level:
-            run(["clang-22", level, *words, *compile_words("sm_80"), f"-I{OMP_INCLUDE}",
-                 f"-I{PROGRAM}", "-c", PROGRAM / "stats.c", "-o", objs[2]])
+            compile_cu(PROGRAM / "stats.c", objs[2], words, "sm_80", level)
         said[change] = run([offlink, "link", "--verbose", "clang-22", *link, "-o",
                             tmp_path / "prog"], env=env).stderr
         run([offlink, "extract", tmp_path / "prog", "--target", "openmp-nvptx64-nvidia-cuda",
@@ -233,8 +233,8 @@ def test_sm80_relinks_through_the_cache_give_clangs_image(offlink, tmp_path):
             old.unlink()
         run(["clang-22", *link, "-o", tmp_path / "prog.clang", "-Wl,--save-temps"],
             cwd=tmp_path)
-        (theirs,) = tmp_path.glob("prog.clang.*.sm_80.img")
-        assert (tmp_path / "prog.img").read_bytes() == theirs.read_bytes(), change
+        assert (tmp_path / "prog.img").read_bytes() == \
+            clang_image(tmp_path, "sm_80").read_bytes(), change
         assert run([tmp_path / "prog"], env=host_env()).stdout == \
             (PROGRAM / "expected.txt").read_text()
 
