@@ -22,6 +22,7 @@ from ...elf import (
     SHT_SYMTAB,
     STT_FILE,
     STT_SECTION,
+    SYMBOL_ENTRY,
     ElfFile,
     Section,
     loaded_words,
@@ -80,8 +81,6 @@ def producer(elf: ElfFile) -> str:
     return "clang"
 
 
-_SYM = struct.Struct("<IBBHQQ")  # Elf64_Sym: st_name, st_info, st_other, st_shndx, st_value,
-#                                  st_size
 
 
 class SymbolTable:
@@ -98,19 +97,20 @@ class SymbolTable:
                 raise FormatError(f"{elf.name}: corrupt symbol table (bad string table link)")
             self.strtab = bytes(elf.content(elf.sections[table.sh_link]))
             self.first_global = _sh_info(elf, table)
-        self.count = len(self.raw) // _SYM.size
+        self.count = len(self.raw) // SYMBOL_ENTRY.size
 
     def __len__(self) -> int:
         return self.count
 
     def name(self, index: int) -> str:
-        off = _SYM.unpack_from(self.raw, index * _SYM.size)[0]
+        off = SYMBOL_ENTRY.unpack_from(self.raw, index * SYMBOL_ENTRY.size)[0]
         end = self.strtab.find(b"\0", off)
         return self.strtab[off : end if end >= 0 else None].decode("utf-8", "replace")
 
     def entry(self, index: int) -> tuple[int, int, int]:
         """(st_type, st_shndx, st_value) of symbol `index`."""
-        _n, info, _o, shndx, value, _s = _SYM.unpack_from(self.raw, index * _SYM.size)
+        _n, info, _o, shndx, value, _s = SYMBOL_ENTRY.unpack_from(self.raw,
+                                                                  index * SYMBOL_ENTRY.size)
         return info & 0xF, shndx, value
 
 
